@@ -1,0 +1,44 @@
+# The two commands a newcomer needs: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_HOME ?= $(CURDIR)/.prefect
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 60
+
+.PHONY: demo test lint format bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+# reinstall only when pyproject.toml changes
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e . 2> >(grep -v 'is ignored: it is neither' >&2)
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -e '.[dev]' 2> >(grep -v 'is ignored: it is neither' >&2)
+	touch $(VENV)/.installed $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/tinyllm demo
+
+test: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff format .
+
+bench: $(VENV)/.installed-dev
+	$(PY) bench/bench_ppl.py
+
+clean:
+	rm -rf $(VENV) .prefect .pytest_cache

@@ -1,0 +1,219 @@
+"""The one save/load pair for checkpoints (formats/checkpoint.md).
+
+A checkpoint is a folder::
+
+    config.json        {"tl_arch": "gpt", "format_version": 1, "config": {...},
+                        "tokenizer": {"type": "byte", "vocab_size": 256}, ...}
+    model.safetensors  the tensors, by name
+
+A count-based family may instead be ONE ``.safetensors`` file whose string metadata carries
+``tl_arch`` and ``format_version`` (plus the family's own keys). Nothing is ever unpickled.
+
+Every failure is a :class:`CheckpointError` that names the file and says what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+
+FORMAT_VERSION = 1
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read as the format says; the message names the file."""
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _clean_tensors(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # safetensors refuses shared or non-contiguous storage: give each tensor its own copy
+    return {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
+
+
+def save_checkpoint(
+    directory: str | os.PathLike,
+    arch: str,
+    config: Mapping,
+    tensors: Mapping[str, torch.Tensor],
+    tokenizer: Mapping | None = None,
+    extra: Mapping | None = None,
+) -> Path:
+    """Write ``config.json`` and ``model.safetensors`` into ``directory`` (created if needed).
+
+    ``config`` is the family's config as a JSON-native dict; ``extra`` adds top-level keys
+    (a classifier's ``tl_head``, say). Each file is written under a temporary name and renamed.
+    """
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "tl_arch": arch,
+        "format_version": FORMAT_VERSION,
+        "config": dict(config),
+        "tokenizer": dict(tokenizer or {"type": "byte", "vocab_size": 256}),
+    }
+    doc.update(extra or {})
+    tmp = d / (WEIGHTS_NAME + ".tmp")
+    save_file(_clean_tensors(tensors), str(tmp), metadata={"tl_arch": arch})
+    os.replace(tmp, d / WEIGHTS_NAME)
+    _atomic_write_bytes(
+        d / CONFIG_NAME, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+    )
+    return d
+
+
+def read_config(directory: str | os.PathLike, known_archs: Iterable[str] | None = None) -> dict:
+    """Read and validate a checkpoint folder's ``config.json``.
+
+    Checks: the folder and the file exist, the JSON parses to an object, ``tl_arch`` is present
+    (and, when ``known_archs`` is given, one of them), ``format_version`` is supported and
+    ``config`` is an object.
+    """
+    d = Path(directory)
+    if not d.exists():
+        raise CheckpointError(f"{d}: checkpoint not found (expected a folder with {CONFIG_NAME})")
+    if not d.is_dir():
+        raise CheckpointError(f"{d}: expected a checkpoint folder, got a file")
+    path = d / CONFIG_NAME
+    if not path.is_file():
+        raise CheckpointError(f"{path}: missing (expected the checkpoint's {CONFIG_NAME})")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path}: expected valid JSON, got a parse error: {e}") from None
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(doc).__name__}")
+    arch = doc.get("tl_arch")
+    if not isinstance(arch, str) or not arch:
+        raise CheckpointError(
+            f"{path}: expected a string 'tl_arch' naming the family, got {arch!r}"
+        )
+    if known_archs is not None:
+        known = sorted(known_archs)
+        if arch not in known:
+            raise CheckpointError(f"{path}: unknown tl_arch {arch!r}; expected one of {known}")
+    version = doc.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: expected format_version {FORMAT_VERSION}, got {version!r}")
+    if not isinstance(doc.get("config", {}), dict):
+        raise CheckpointError(f"{path}: expected 'config' to be an object, got {doc['config']!r}")
+    doc.setdefault("config", {})
+    return doc
+
+
+def expected_from(state_dict: Mapping[str, torch.Tensor]) -> dict[str, tuple[tuple, torch.dtype]]:
+    """``{name: (shape, dtype)}`` of a freshly built model, to check a loaded file against."""
+    return {k: (tuple(v.shape), v.dtype) for k, v in state_dict.items()}
+
+
+def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    if not path.is_file():
+        raise CheckpointError(f"{path}: missing (expected the checkpoint's weights)")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+        raise CheckpointError(f"{path}: expected a readable safetensors file, got: {e}") from None
+
+
+def check_tensors(
+    path: str | os.PathLike,
+    tensors: Mapping[str, torch.Tensor],
+    expected: Mapping[str, tuple[tuple, torch.dtype]],
+) -> None:
+    """Check names, shapes, dtypes and finiteness of ``tensors`` against ``expected``."""
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{path}: tensor names do not match the config: missing {missing}, unexpected {unexpected}"
+        )
+    for name, (shape, dtype) in expected.items():
+        t = tensors[name]
+        if tuple(t.shape) != tuple(shape) or t.dtype != dtype:
+            raise CheckpointError(
+                f"{path}: tensor {name!r}: expected shape {list(shape)} {dtype}, "
+                f"got {list(t.shape)} {t.dtype}"
+            )
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise CheckpointError(
+                f"{path}: tensor {name!r}: expected finite values, got inf or nan"
+            )
+
+
+def load_tensors(
+    directory: str | os.PathLike, expected: Mapping[str, tuple[tuple, torch.dtype]] | None = None
+) -> dict[str, torch.Tensor]:
+    """Read ``model.safetensors`` and, given ``expected``, validate it with :func:`check_tensors`."""
+    path = Path(directory) / WEIGHTS_NAME
+    tensors = _load_safetensors(path)
+    if expected is not None:
+        check_tensors(path, tensors, expected)
+    return tensors
+
+
+def save_single(path: str | os.PathLike, arch: str, tensors: Mapping, metadata: Mapping) -> Path:
+    """Write a one-file checkpoint: tensors plus string metadata naming ``tl_arch``."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    meta = {k: str(v) for k, v in metadata.items()}
+    meta.update({"tl_arch": arch, "format_version": str(FORMAT_VERSION)})
+    tmp = p.with_name(p.name + ".tmp")
+    save_file(_clean_tensors(tensors), str(tmp), metadata=meta)
+    os.replace(tmp, p)
+    return p
+
+
+def read_single_metadata(path: str | os.PathLike) -> dict[str, str]:
+    """The string metadata of a one-file checkpoint, validated to name ``tl_arch``."""
+    p = Path(path)
+    if not p.is_file():
+        raise CheckpointError(f"{p}: checkpoint file not found")
+    try:
+        with safe_open(str(p), framework="pt") as f:
+            meta = dict(f.metadata() or {})
+    except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+        raise CheckpointError(f"{p}: expected a readable safetensors file, got: {e}") from None
+    if not meta.get("tl_arch"):
+        raise CheckpointError(f"{p}: expected metadata key 'tl_arch', got keys {sorted(meta)}")
+    if meta.get("format_version") != str(FORMAT_VERSION):
+        raise CheckpointError(
+            f"{p}: expected format_version {FORMAT_VERSION}, got {meta.get('format_version')!r}"
+        )
+    return meta
+
+
+def load_single(path: str | os.PathLike) -> tuple[dict[str, str], dict[str, torch.Tensor]]:
+    """Read a one-file checkpoint: (metadata, tensors), with every float tensor finite."""
+    p = Path(path)
+    meta = read_single_metadata(p)
+    tensors = _load_safetensors(p)
+    for name, t in tensors.items():
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise CheckpointError(f"{p}: tensor {name!r}: expected finite values, got inf or nan")
+    return meta, tensors
+
+
+def config_float(meta: Mapping[str, str], key: str, path) -> float:
+    """A float from one-file metadata, with a clear error when it is missing or not a number."""
+    try:
+        v = float(meta[key])
+    except (KeyError, ValueError):
+        raise CheckpointError(
+            f"{path}: expected a number in metadata {key!r}, got {meta.get(key)!r}"
+        ) from None
+    if not math.isfinite(v):
+        raise CheckpointError(f"{path}: expected a finite metadata {key!r}, got {v}")
+    return v

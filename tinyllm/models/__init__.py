@@ -1,0 +1,11 @@
+"""The model families. ``FAMILIES`` is the only list of them: ``tl_arch`` -> family module.
+
+Every family module exposes the same names (DESIGN.md, "The family contract"): ``ARCH``,
+``KIND``, ``Config`` (frozen dataclass, ``Config(**d)`` fails on unknown keys), ``Model``,
+``train(cfg, data, *, seed, steps, progress=None) -> Model``, ``save(model, path)``,
+``load(path) -> Model`` and its kind's scoring hook (``token_nlls(model, ids)`` for lm).
+"""
+
+from __future__ import annotations
+
+FAMILIES: dict = {}

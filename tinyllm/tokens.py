@@ -1,0 +1,140 @@
+"""Byte-level tokenizer and the token file format (formats/tokens-bin.md).
+
+A token file is a 32-byte little-endian header followed by the ids::
+
+    offset size  field
+    0      8     magic   b"TLTOKENS"
+    8      4     version uint32, = 1
+    12     4     dtype   uint32 code: 1 = uint8, 2 = uint16, 3 = uint32, 4 = int64
+    16     8     count   uint64, number of ids that follow
+    24     8     reserved, zero
+    32     ...   count ids of that dtype, little-endian
+
+Reading uses ``numpy.memmap``: the file is never loaded whole, so evaluating a file of any length
+keeps memory bounded by what the caller reads at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+MAGIC = b"TLTOKENS"
+VERSION = 1
+HEADER = struct.Struct("<8sIIQQ")  # magic, version, dtype code, count, reserved
+HEADER_SIZE = HEADER.size  # 32
+DTYPES = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 3: np.dtype("<u4"), 4: np.dtype("<i8")}
+_CODES = {dt: code for code, dt in DTYPES.items()}
+
+
+class TokenFileError(ValueError):
+    """A token file that is not what the format says; the message names the file."""
+
+
+@dataclass(frozen=True)
+class ByteTokenizer:
+    """UTF-8 bytes as tokens: id ``i`` in 0..255 is the byte ``i``. No special tokens.
+
+    One token is one byte, so for byte-level models bits per token = bits per byte. Families
+    that need extra symbols (begin/end of sequence, mask, padding) add them above 255 in their own
+    config; this tokenizer never produces them.
+    """
+
+    vocab_size: int = 256
+
+    def encode(self, text: str) -> np.ndarray:
+        """``text`` -> int64 array of its UTF-8 bytes."""
+        return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+
+    def decode(self, ids) -> str:
+        """Ids (0..255) -> text; ids above 255 are dropped, invalid UTF-8 becomes U+FFFD."""
+        a = np.asarray(ids, dtype=np.int64).reshape(-1)
+        return bytes(a[(a >= 0) & (a < 256)].astype(np.uint8).tolist()).decode(
+            "utf-8", errors="replace"
+        )
+
+    def n_bytes(self, text: str) -> int:
+        """UTF-8 byte count of ``text``."""
+        return len(text.encode("utf-8"))
+
+    def to_dict(self) -> dict:
+        """The tokenizer's description stored in a checkpoint's config.json."""
+        return {"type": "byte", "vocab_size": self.vocab_size}
+
+    @staticmethod
+    def from_dict(d: dict) -> ByteTokenizer:
+        if d.get("type") != "byte":
+            raise ValueError(f"tokenizer: expected type 'byte', got {d.get('type')!r}")
+        return ByteTokenizer()
+
+
+def write_tokens(path: str | os.PathLike, ids, dtype: str | None = None) -> Path:
+    """Write ``ids`` as a token file; the dtype defaults to the smallest that holds them.
+
+    The file is written to a temporary name and renamed, so a reader never sees half of it.
+    """
+    path = Path(path)
+    a = np.asarray(ids)
+    if a.ndim != 1:
+        raise ValueError(f"write_tokens({path}): expected a 1-d array of ids, got shape {a.shape}")
+    if a.size and (not np.issubdtype(a.dtype, np.integer) or a.min() < 0):
+        raise ValueError(f"write_tokens({path}): expected non-negative integer ids, got {a.dtype}")
+    if dtype is None:
+        top = int(a.max()) if a.size else 0
+        dt = next(DTYPES[c] for c in (1, 2, 3, 4) if top <= np.iinfo(DTYPES[c]).max)
+    else:
+        dt = np.dtype(dtype).newbyteorder("<")
+        if dt not in _CODES:
+            raise ValueError(f"write_tokens: expected dtype uint8/uint16/uint32/int64, got {dtype}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(HEADER.pack(MAGIC, VERSION, _CODES[dt], a.size, 0))
+        f.write(a.astype(dt).tobytes())
+    os.replace(tmp, path)
+    return path
+
+
+def read_header(path: str | os.PathLike) -> tuple[np.dtype, int]:
+    """Validate a token file's header against its size; returns (dtype, count)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise TokenFileError(f"{path}: token file not found") from None
+    if size < HEADER_SIZE:
+        raise TokenFileError(
+            f"{path}: truncated token file: expected a {HEADER_SIZE}-byte header, got {size} bytes"
+        )
+    with open(path, "rb") as f:
+        magic, version, code, count, _ = HEADER.unpack(f.read(HEADER_SIZE))
+    if magic != MAGIC:
+        raise TokenFileError(f"{path}: not a token file: expected magic {MAGIC!r}, got {magic!r}")
+    if version != VERSION:
+        raise TokenFileError(f"{path}: expected token file version {VERSION}, got {version}")
+    if code not in DTYPES:
+        raise TokenFileError(
+            f"{path}: expected a dtype code in {sorted(DTYPES)} "
+            f"(uint8, uint16, uint32, int64), got {code}"
+        )
+    dt = DTYPES[code]
+    expected = HEADER_SIZE + count * dt.itemsize
+    if size != expected:
+        raise TokenFileError(
+            f"{path}: header says {count} ids of {dt.name} ({expected} bytes with the header), "
+            f"but the file has {size} bytes"
+            + (" (truncated)" if size < expected else " (trailing bytes)")
+        )
+    return dt, int(count)
+
+
+def read_tokens(path: str | os.PathLike) -> np.ndarray:
+    """Open a token file as a read-only ``numpy.memmap`` of its ids (nothing is loaded)."""
+    dt, count = read_header(path)
+    if count == 0:
+        return np.zeros(0, dtype=dt)
+    return np.memmap(path, dtype=dt, mode="r", offset=HEADER_SIZE, shape=(count,))
