@@ -221,13 +221,25 @@ def paired_permutation_test(
         return float(np.count_nonzero(null >= observed - tol)) / 2**n
     if rng is None:
         rng = np.random.default_rng()
+    # Random signs, 8 items at a time: pad d to a multiple of 8, and for each group g of 8 items
+    # tabulate the 256 signed partial sums table[g, byte] = sum_j s_j(byte) d_{8g+j}, where bit j
+    # of the byte flips item j. One random byte per group then gives the group's signed sum by a
+    # lookup: 1/8 of the random draws and no [n_perm, n] sign matrix.
+    groups = -(-n // 8)
+    dp = np.zeros(groups * 8)
+    dp[:n] = d
+    bits = (np.arange(256)[:, None] >> np.arange(8)) & 1  # [256, 8]
+    table = dp.reshape(groups, 8) @ (1.0 - 2.0 * bits).T  # [groups, 256]
+    flat = table.reshape(-1)
+    offsets = np.arange(groups) * 256  # row starts in the flattened table
     count = 0
-    batch = max(1, min(n_perm, 2_000_000 // n))  # bounds memory at ~16 MB of signs a batch
+    batch = max(1, min(n_perm, 4_000_000 // groups))  # bounds memory at ~36 MB a batch
     done = 0
     while done < n_perm:
         m = min(batch, n_perm - done)
-        signs = rng.integers(0, 2, size=(m, n), dtype=np.int8).astype(np.float64) * 2.0 - 1.0
-        count += int(np.count_nonzero(np.abs(signs @ d) >= observed - tol))
+        draws = rng.integers(0, 256, size=(m, groups), dtype=np.uint8)
+        null = np.abs(flat[draws + offsets].sum(axis=1))  # [m]
+        count += int(np.count_nonzero(null >= observed - tol))
         done += m
     return (1.0 + count) / (n_perm + 1.0)
 

@@ -1,0 +1,373 @@
+"""Release comparison: verdicts, the paired test, the interval, the schema, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from tinyllm.compare import (
+    SCHEMA_PATH,
+    compare_markdown,
+    compare_reports,
+    compare_table,
+    regressions,
+    validate_compare,
+)
+from tinyllm.stats import paired_permutation_test
+from tinyllm.store import open_store
+
+SHA_A = "aa" * 32
+SHA_B = "bb" * 32
+LN2 = math.log(2.0)
+
+
+def lm_row(name: str, nll: np.ndarray, **kw) -> dict:
+    """An LM row in the report format: bpb of byte-level per-token NLLs (one token = one byte)."""
+    value = float(np.mean(nll)) / LN2
+    row = {
+        "name": name,
+        "family": "gpt",
+        "kind": "lm",
+        "metric": "bpb",
+        "value": value,
+        "lo": value - 0.01,
+        "hi": value + 0.01,
+        "interval": "student_t",
+        "n": int(nll.size),
+        "status": "ok",
+        "error": None,
+        "reason": None,
+        "checkpoint_sha256": SHA_A,
+        "data_sha256": SHA_A,
+        "seconds": 1.0,
+        "items": f"items/{name}.npy",
+    }
+    row.update(kw)
+    return row
+
+
+def acc_row(name: str, hits: np.ndarray, **kw) -> dict:
+    row = lm_row(name, np.ones(2), kind="classifier", family="classifier", metric="acc")
+    value = float(np.mean(hits))
+    row.update(value=value, lo=value - 0.05, hi=value + 0.05, n=int(hits.size), interval="wilson")
+    row.update(kw)
+    return row
+
+
+def report(release: str, rows: list[dict], day: int = 1) -> dict:
+    return {
+        "schema_version": 1,
+        "suite": "zoo",
+        "release": release,
+        "created_at": f"2026-11-{day:02d}T18:00:00Z",
+        "seed": 0,
+        "tinyllm_version": "0.1.0",
+        "manifest_sha256": SHA_A,
+        "rows": rows,
+    }
+
+
+def loader(items: dict[str, np.ndarray]):
+    return lambda name: items[name]
+
+
+def run(prev_rows, cur_rows, prev_items, cur_items, **kw) -> dict:
+    cmp = compare_reports(
+        report("r1", prev_rows),
+        report("r2", cur_rows, 2),
+        loader(prev_items),
+        loader(cur_items),
+        **kw,
+    )
+    validate_compare(cmp)  # every result the tests see is a valid compare.json
+    return cmp
+
+
+def by_name(cmp: dict) -> dict[str, dict]:
+    return {r["name"]: r for r in cmp["rows"]}
+
+
+@pytest.fixture(scope="module")
+def nll():
+    # 2000 per-token NLLs of a plausible byte-level LM (nats)
+    return np.random.default_rng(7).gamma(2.0, 0.8, 2000)
+
+
+def test_planted_regression_is_flagged(nll):
+    cur = nll + 0.05  # every token 0.05 nats worse
+    cmp = run([lm_row("gpt", nll)], [lm_row("gpt", cur)], {"gpt": nll}, {"gpt": cur})
+    r = cmp["rows"][0]
+    assert r["verdict"] == "regressed" and r["direction"] == "lower"
+    assert r["delta"] == pytest.approx(0.05 / LN2, rel=1e-9)  # 0.0721 bits per byte
+    # every difference equal: no sign pattern reaches |sum d| except +-1 -> p = 1/(n_perm+1)
+    assert r["p"] == pytest.approx(1 / 10_001)
+    assert r["lo"] == pytest.approx(r["delta"]) and r["hi"] == pytest.approx(r["delta"])
+    assert r["n"] == 2000 and r["reason"] is None
+    assert regressions(cmp) == [r]
+    assert cmp["summary"]["regressed"] == 1 and sum(cmp["summary"].values()) == 1
+
+
+def test_noisy_regression_interval_is_the_t_interval_in_bits_per_byte(nll):
+    noise = np.random.default_rng(1).normal(0.0, 0.4, nll.size)
+    cur = nll + 0.05 + noise
+    cmp = run([lm_row("gpt", nll)], [lm_row("gpt", cur)], {"gpt": nll}, {"gpt": cur})
+    r = cmp["rows"][0]
+    d = cur - nll
+    # oracle by hand: delta ± t_{0.975, n-1} * sd(d) / sqrt(n), nats -> bits by 1/ln 2
+    half = sps.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size) / LN2
+    assert r["delta"] == pytest.approx(d.mean() / LN2, rel=1e-9)
+    assert r["lo"] == pytest.approx(r["delta"] - half, rel=1e-9)
+    assert r["hi"] == pytest.approx(r["delta"] + half, rel=1e-9)
+    assert 0 < r["lo"] < 0.05 / LN2 < r["hi"]
+    assert r["verdict"] == "regressed" and r["p"] < 0.05
+
+
+def test_improvement_in_bpb_is_improved(nll):
+    cur = nll - 0.05
+    r = run([lm_row("gpt", nll)], [lm_row("gpt", cur)], {"gpt": nll}, {"gpt": cur})["rows"][0]
+    assert r["verdict"] == "improved" and r["delta"] < 0
+
+
+def test_identical_report_is_unchanged_with_p_one(nll):
+    rows = [lm_row("gpt", nll)]
+    r = run(rows, rows, {"gpt": nll}, {"gpt": nll.copy()})["rows"][0]
+    assert r["verdict"] == "unchanged"
+    assert r["p"] == 1.0 and r["delta"] == 0.0 and r["lo"] == 0.0 and r["hi"] == 0.0
+
+
+def test_differences_that_cancel_are_unchanged(nll):
+    # half the tokens 0.3 nats better, half 0.3 worse: same total, p = 1
+    cur = nll + np.where(np.arange(nll.size) % 2 == 0, 0.3, -0.3)
+    r = run([lm_row("gpt", nll)], [lm_row("gpt", cur)], {"gpt": nll}, {"gpt": cur})["rows"][0]
+    assert r["verdict"] == "unchanged" and r["p"] == pytest.approx(1.0)
+    assert r["lo"] < 0 < r["hi"]
+
+
+def test_verdict_follows_p_at_alpha(nll):
+    cur = nll + np.random.default_rng(3).normal(0.004, 0.3, nll.size)  # p = 0.068 (n_perm 3000)
+    args = ([lm_row("gpt", nll)], [lm_row("gpt", cur)], {"gpt": nll}, {"gpt": cur})
+    at_05 = run(*args, n_perm=3000, seed=5)["rows"][0]
+    at_10 = run(*args, n_perm=3000, seed=5, alpha=0.10)["rows"][0]
+    assert 0.05 < at_05["p"] == at_10["p"] < 0.10
+    assert at_05["verdict"] == "unchanged" and at_05["delta"] > 0
+    assert at_10["verdict"] == "regressed"
+    # the interval follows alpha too: 1 - alpha confidence, narrower at alpha = 0.10
+    assert at_10["hi"] - at_10["lo"] < at_05["hi"] - at_05["lo"]
+
+
+def test_accuracy_direction():
+    prev = np.zeros(400)
+    prev[:200] = 1.0  # 50%
+    cur = prev.copy()
+    cur[200:260] = 1.0  # 60 more items right: 65%
+    cmp = run([acc_row("clf", prev)], [acc_row("clf", cur)], {"clf": prev}, {"clf": cur})
+    r = cmp["rows"][0]
+    assert r["verdict"] == "improved" and r["direction"] == "higher"
+    assert r["delta"] == pytest.approx(0.15)
+    # the same change the other way round is a regression
+    back = run([acc_row("clf", cur)], [acc_row("clf", prev)], {"clf": cur}, {"clf": prev})
+    assert back["rows"][0]["verdict"] == "regressed"
+    assert back["rows"][0]["p"] == r["p"]
+
+
+def test_p_value_is_the_paired_permutation_test(nll):
+    cur = nll + np.random.default_rng(3).normal(0.004, 0.3, nll.size)
+    cmp = run(
+        [lm_row("gpt", nll)], [lm_row("gpt", cur)], {"gpt": nll}, {"gpt": cur}, n_perm=3000, seed=5
+    )
+    expected = paired_permutation_test(cur, nll, n_perm=3000, rng=np.random.default_rng(5))
+    assert cmp["rows"][0]["p"] == expected
+    assert 0.01 < expected < 1.0  # a p strictly inside: sampled, not a corner case
+    # a row's p does not depend on the other rows the reports hold
+    other = np.random.default_rng(4).gamma(2.0, 0.8, 50)
+    cmp2 = run(
+        [lm_row("a", other), lm_row("gpt", nll)],
+        [lm_row("a", other + 0.1), lm_row("gpt", cur)],
+        {"a": other, "gpt": nll},
+        {"a": other + 0.1, "gpt": cur},
+        n_perm=3000,
+        seed=5,
+    )
+    assert by_name(cmp2)["gpt"]["p"] == expected
+
+
+def test_not_comparable_rows_say_why(nll):
+    short = nll[:1999]
+    prev_rows = [
+        lm_row("data", nll),
+        lm_row("n", nll),
+        lm_row("broken", nll),
+        lm_row("w2v", nll, metric="spearman", items=None, kind="embeddings"),
+        lm_row("len", nll),
+        lm_row("metric", nll),
+        lm_row("gone", nll),
+    ]
+    cur_rows = [
+        lm_row("data", nll, data_sha256=SHA_B),
+        lm_row("n", short),
+        lm_row(
+            "broken",
+            nll,
+            status="error",
+            value=None,
+            lo=None,
+            hi=None,
+            error={"type": "FileNotFoundError", "message": "models/gpt/config.json"},
+        ),
+        lm_row("w2v", nll, metric="spearman", items=None, kind="embeddings"),
+        lm_row("len", nll),
+        lm_row("metric", nll, metric="acc"),
+        lm_row("new", nll),
+    ]
+    items_prev = {r["name"]: nll for r in prev_rows}
+    items_cur = {r["name"]: nll for r in cur_rows} | {"n": short, "len": short}
+    cmp = run(prev_rows, cur_rows, items_prev, items_cur)
+    rows = by_name(cmp)
+    reasons = {name: (r["verdict"], r["reason"]) for name, r in rows.items()}
+    assert reasons["data"] == (
+        "not comparable",
+        f"different data (data_sha256 {SHA_A[:12]}... vs {SHA_B[:12]}...)",
+    )
+    assert reasons["n"] == ("not comparable", "different n (2000 vs 1999)")
+    assert reasons["broken"][0] == "not comparable"
+    assert (
+        reasons["broken"][1]
+        == "current status is error (FileNotFoundError: models/gpt/config.json)"
+    )
+    assert reasons["w2v"] == (
+        "not comparable",
+        "no per-item scores in either release (items is null)",
+    )
+    assert reasons["len"] == (
+        "not comparable",
+        "per-item scores of different lengths (2000 vs 1999)",
+    )
+    assert reasons["metric"] == ("not comparable", "different metric (bpb vs acc)")
+    assert reasons["new"] == ("added", "only in the current release r2")
+    assert reasons["gone"] == ("removed", "only in the previous release r1")
+    for name in ("data", "n", "broken", "w2v", "len", "metric", "new", "gone"):
+        assert rows[name]["p"] is None and rows[name]["delta"] is None
+    assert rows["new"]["current_value"] == pytest.approx(np.mean(nll) / LN2)
+    assert rows["gone"]["previous_value"] == pytest.approx(np.mean(nll) / LN2)
+    # order: current rows in their order, then the removed ones
+    assert [r["name"] for r in cmp["rows"]] == [r["name"] for r in cur_rows] + ["gone"]
+    assert cmp["summary"] == {
+        "improved": 0,
+        "regressed": 0,
+        "unchanged": 0,
+        "not comparable": 6,
+        "added": 1,
+        "removed": 1,
+    }
+
+
+def test_unreadable_items_are_not_comparable(nll):
+    def missing(name):
+        raise KeyError(name)
+
+    cmp = compare_reports(
+        report("r1", [lm_row("gpt", nll)]),
+        report("r2", [lm_row("gpt", nll)]),
+        missing,
+        loader({"gpt": nll}),
+    )
+    r = cmp["rows"][0]
+    assert r["verdict"] == "not comparable"
+    assert r["reason"].startswith("previous per-item scores unreadable")
+
+
+def test_schema_is_valid_and_strict(nll):
+    import jsonschema
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    cur = nll + 0.05
+    cmp = run([lm_row("gpt", nll)], [lm_row("gpt", cur)], {"gpt": nll}, {"gpt": cur})
+    broken = json.loads(json.dumps(cmp))
+    broken["rows"][0]["p"] = None  # a tested verdict without its p
+    with pytest.raises(ValueError, match="rows/0/p"):
+        validate_compare(broken)
+    broken = json.loads(json.dumps(cmp))
+    broken["rows"][0]["verdict"] = "worse"
+    with pytest.raises(ValueError, match="rows/0/verdict"):
+        validate_compare(broken)
+    broken = json.loads(json.dumps(cmp))
+    broken["extra"] = 1
+    with pytest.raises(ValueError, match="Additional properties"):
+        validate_compare(broken)
+
+
+def test_bad_inputs_are_refused(nll):
+    good = report("r1", [lm_row("gpt", nll)])
+    with pytest.raises(ValueError, match="alpha: expected a level in"):
+        compare_reports(good, good, loader({}), loader({}), alpha=1.5)
+    with pytest.raises(ValueError, match="current report: expected a 'release'"):
+        compare_reports(good, {"rows": []}, loader({}), loader({}))
+    with pytest.raises(ValueError, match="unique row names"):
+        compare_reports(good, report("r2", [lm_row("gpt", nll)] * 2), loader({}), loader({}))
+
+
+def test_markdown_and_table(nll):
+    from rich.console import Console
+
+    cur = nll + 0.05
+    rows_prev = [lm_row("gpt", nll), lm_row("w2v", nll, items=None, metric="spearman")]
+    rows_cur = [lm_row("gpt", cur), lm_row("w2v", nll, items=None, metric="spearman")]
+    cmp = run(rows_prev, rows_cur, {"gpt": nll}, {"gpt": cur})
+    md = compare_markdown(cmp)
+    assert md.startswith("### r2 vs r1: 1 regressed, 1 not comparable\n")
+    lines = md.splitlines()
+    header = next(line for line in lines if line.startswith("| entry"))
+    gpt = next(line for line in lines if line.startswith("| `gpt`"))
+    assert header.count("|") == gpt.count("|") == 9
+    assert "**regressed**" in gpt and "+0.0721 [+0.0721, +0.0721]" in gpt and "1.0e-04" in gpt
+    assert "not comparable: no per-item scores" in md
+    console = Console(width=200, record=True)
+    console.print(compare_table(cmp))
+    text = console.export_text()
+    assert "regressed" in text and "gpt" in text and "+0.0721 ± 0.0000" in text
+    assert "w2v: not comparable: no per-item scores" in text
+
+
+def test_store_compare_and_cli(tmp_path, nll):
+    from typer.testing import CliRunner
+
+    from tinyllm.cli import app
+
+    store = open_store(tmp_path / "evalstore")
+    degraded = nll + 0.05
+    for release, items, day in (("r1", nll, 1), ("r2", nll, 2), ("r3", degraded, 3)):
+        store.write_report(release, report(release, [lm_row("gpt", items)], day))
+        store.write_items(release, "gpt", items)
+    prev = store.previous_release("r3")
+    assert prev == "r2"
+    cmp = compare_reports(
+        store.read_report(prev),
+        store.read_report("r3"),
+        store.items_loader(prev),
+        store.items_loader("r3"),
+    )
+    store.write_compare("r3", cmp)
+    assert store.read_compare("r3") == cmp
+    assert cmp["rows"][0]["verdict"] == "regressed"
+
+    runner = CliRunner()
+    s = str(tmp_path / "evalstore")
+    res = runner.invoke(app, ["compare", "--store", s, "r1", "r2", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["rows"][0]["verdict"] == "unchanged"
+    res = runner.invoke(app, ["compare", "--store", s, "r2", "r3", "--fail-on-regression"])
+    assert res.exit_code == 1 and "regressed" in res.output
+    res = runner.invoke(app, ["compare", "--store", s, "r2", "nope"])
+    assert res.exit_code == 2 and "releases/nope/report.json" in res.output
+    res = runner.invoke(app, ["history", "--store", s, "--n-perm", "500"])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert out.index("r1") < out.index("r2") < out.index("r3")
+    assert "(first release)" in out and "r2 vs r1: 1 unchanged" in out
+    assert "regressed r3 gpt: bpb" in out and "vs r2" in out

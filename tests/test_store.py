@@ -1,0 +1,341 @@
+"""The report store: local folder and S3 (a real moto server on 127.0.0.1, reached with boto3)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tinyllm.store import (
+    LocalStore,
+    S3Store,
+    StoreError,
+    StoreExistsError,
+    StoreKeyError,
+    merge_report,
+    merge_rows,
+    new_run_id,
+    open_store,
+)
+
+SHA = "ab" * 32
+
+
+def make_row(name: str, value: float = 1.0, **kw) -> dict:
+    row = {
+        "name": name,
+        "family": "gpt",
+        "kind": "lm",
+        "metric": "bpb",
+        "value": value,
+        "lo": value - 0.1,
+        "hi": value + 0.1,
+        "interval": "student_t",
+        "n": 100,
+        "status": "ok",
+        "error": None,
+        "reason": None,
+        "checkpoint_sha256": SHA,
+        "data_sha256": SHA,
+        "seconds": 0.5,
+        "items": f"items/{name}.npy",
+    }
+    row.update(kw)
+    return row
+
+
+def make_report(release: str, created_at: str, rows: list[dict]) -> dict:
+    return {
+        "schema_version": 1,
+        "suite": "zoo",
+        "release": release,
+        "created_at": created_at,
+        "seed": 0,
+        "tinyllm_version": "0.1.0",
+        "manifest_sha256": SHA,
+        "rows": rows,
+    }
+
+
+def all_files(root) -> list[str]:
+    """Every file under root, dotfiles (temp files) included."""
+    out = []
+    for dirpath, _, filenames in os.walk(root):
+        out += [os.path.relpath(os.path.join(dirpath, f), root) for f in filenames]
+    return sorted(out)
+
+
+def exercise_store(store) -> None:
+    """The same round trip on every backend: write, list history, read back, never overwrite."""
+    # release names deliberately NOT in time order: history follows created_at, not the name
+    r_new = make_report("a-new", "2026-12-01T09:00:00Z", [make_row("gpt", 2.0)])
+    r_old = make_report("b-old", "2026-11-29T18:00:00+00:00", [make_row("gpt", 2.5)])
+    r_mid = make_report("c-mid", "2026-11-30T12:00:00Z", [make_row("gpt", 2.2), make_row("bi", 8)])
+    for r in (r_new, r_old, r_mid):
+        assert store.write_report(r["release"], r) == f"releases/{r['release']}/report.json"
+    assert store.releases() == ["b-old", "c-mid", "a-new"]
+    assert store.previous_release("a-new") == "c-mid"
+    assert store.previous_release("c-mid") == "b-old"
+    assert store.previous_release("b-old") is None
+    assert store.previous_release("d-next") == "a-new"  # not stored yet: the newest
+    assert store.read_report("c-mid") == r_mid
+
+    items = np.random.default_rng(0).exponential(1.0, 257)
+    store.write_items("c-mid", "gpt", items)
+    back = store.read_items("c-mid", "gpt")
+    assert back.dtype == np.float64 and np.array_equal(back, items)
+    store.write_items("c-mid", "bi", np.array([0, 1, 1], dtype=np.int64))  # stored as float64
+    assert store.items_loader("c-mid")("bi").tolist() == [0.0, 1.0, 1.0]
+    assert store.items_loader("c-mid")("bi").dtype == np.float64
+
+    run_id = new_run_id()
+    store.write_run("c-mid", run_id, r_mid)
+    with pytest.raises(StoreExistsError, match="never overwritten"):
+        store.write_run("c-mid", run_id, r_old | {"release": "c-mid"})
+    assert store.read_run("c-mid", run_id) == r_mid
+    # the byte-level refusal itself (S3: a conditional put, no check-then-write race)
+    with pytest.raises(StoreExistsError, match="refusing to overwrite"):
+        store.put_bytes(f"releases/c-mid/runs/{run_id}.json", b"{}", overwrite=False)
+    assert store.read_run("c-mid", run_id) == r_mid
+    assert store.runs("c-mid") == [run_id]
+
+    store.write_compare("a-new", _tiny_compare())
+    assert store.read_compare("a-new") == _tiny_compare()
+
+    assert store.list("releases/c-mid/items/") == [
+        "releases/c-mid/items/bi.npy",
+        "releases/c-mid/items/gpt.npy",
+    ]
+    assert store.exists("releases/a-new/report.json")
+    assert not store.exists("releases/a-new/nothing.json")
+    with pytest.raises(
+        StoreKeyError, match=r"releases/zz/report\.json.*releases: a-new, b-old, c-mid"
+    ):
+        store.read_report("zz")
+    with pytest.raises(StoreKeyError, match=r"releases/a-new/items/gpt\.npy"):
+        store.read_items("a-new", "gpt")
+    # a folder with runs but no report (a run that never finished) is not in the history
+    store.write_run("e-crashed", new_run_id(), make_report("e-crashed", "2027-01-01T00:00:00Z", []))
+    assert store.releases() == ["b-old", "c-mid", "a-new"]
+
+
+def _tiny_compare() -> dict:
+    from tinyllm.compare import compare_reports
+
+    prev = make_report("p", "2026-01-01T00:00:00Z", [make_row("gpt", items=None)])
+    cur = make_report("q", "2026-01-02T00:00:00Z", [make_row("gpt", items=None)])
+    return compare_reports(prev, cur, None, None)
+
+
+# --- local folder --------------------------------------------------------------------------------
+
+
+def test_local_store_round_trip(tmp_path):
+    store = open_store(str(tmp_path / "evalstore"))
+    assert isinstance(store, LocalStore)
+    exercise_store(store)
+    assert not [f for f in all_files(tmp_path) if os.path.basename(f).startswith(".")]
+    # the layout on disk is the documented one
+    assert "releases/c-mid/report.json" in all_files(tmp_path / "evalstore")
+    data = json.loads((tmp_path / "evalstore/releases/c-mid/report.json").read_text())
+    assert data["release"] == "c-mid"
+
+
+def test_local_write_is_atomic_when_the_serializer_fails_half_way(tmp_path):
+    store = open_store(tmp_path)
+    old = make_report("r1", "2026-11-29T18:00:00Z", [make_row("a"), make_row("b")])
+    store.write_report("r1", old)
+    # NaN in the LAST row: json.dump has streamed the first rows when it raises
+    bad = make_report("r1", "2026-11-29T18:00:00Z", [make_row("a", 3.0), make_row("b", np.nan)])
+    with pytest.raises(ValueError, match="Out of range float"):
+        store.write_report("r1", bad)
+    assert store.read_report("r1") == old
+    assert all_files(tmp_path) == ["releases/r1/report.json"]  # no temp file left behind
+
+
+def test_local_write_is_atomic_when_the_move_fails(tmp_path, monkeypatch):
+    store = open_store(tmp_path)
+    old = make_report("r1", "2026-11-29T18:00:00Z", [make_row("a")])
+    store.write_report("r1", old)
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="No space left"):
+        store.write_report("r1", make_report("r1", "2026-11-29T18:00:00Z", [make_row("a", 9.0)]))
+    monkeypatch.undo()
+    assert store.read_report("r1") == old
+    assert all_files(tmp_path) == ["releases/r1/report.json"]
+
+
+def test_local_listing_skips_temp_files(tmp_path):
+    store = open_store(tmp_path)
+    store.write_report("r1", make_report("r1", "2026-11-29T18:00:00Z", []))
+    (tmp_path / "releases/r1/.report.json.abc.tmp").write_text("{half")  # a crash's leftover
+    assert store.list("releases/") == ["releases/r1/report.json"]
+    assert store.releases() == ["r1"]
+
+
+def test_runs_are_never_overwritten(tmp_path):
+    store = open_store(tmp_path)
+    first = make_report("r1", "2026-11-29T18:00:00Z", [make_row("a", 1.0)])
+    store.write_run("r1", "run-1", first)
+    with pytest.raises(StoreExistsError, match=r"releases/r1/runs/run-1\.json"):
+        store.write_run("r1", "run-1", make_report("r1", "2026-11-29T19:00:00Z", []))
+    assert store.read_run("r1", "run-1") == first
+    # even the byte-level call refuses when asked not to overwrite
+    with pytest.raises(StoreExistsError):
+        store.put_bytes("releases/r1/runs/run-1.json", b"{}", overwrite=False)
+    assert store.read_run("r1", "run-1") == first
+    assert all_files(tmp_path) == ["releases/r1/runs/run-1.json"]
+
+
+def test_run_ids_sort_by_time():
+    from datetime import UTC, datetime
+
+    a = new_run_id(datetime(2026, 11, 29, 18, 0, 0, tzinfo=UTC))
+    b = new_run_id(datetime(2026, 11, 29, 18, 0, 1, tzinfo=UTC))
+    assert a.startswith("20261129T180000Z-") and a < b
+
+
+def test_malformed_files_name_the_key(tmp_path):
+    store = open_store(tmp_path)
+    store.put_bytes("releases/r1/report.json", b'{"rows": [')
+    with pytest.raises(StoreError, match=r"releases/r1/report\.json: malformed report"):
+        store.read_report("r1")
+    store.put_bytes("releases/r2/report.json", b'{"rows": [], "created_at": "yesterday"}')
+    with pytest.raises(StoreError, match=r"releases/r2/report\.json.*ISO 8601.*'yesterday'"):
+        store.read_report("r2")
+    store.put_bytes("releases/r3/report.json", b'{"rows": {}, "created_at": "2026-01-01"}')
+    with pytest.raises(StoreError, match=r"r3/report\.json: expected 'rows' to be a list"):
+        store.read_report("r3")
+    store.put_bytes("releases/r1/items/gpt.npy", b"not an npy file")
+    with pytest.raises(StoreError, match=r"releases/r1/items/gpt\.npy: malformed items"):
+        store.read_items("r1", "gpt")
+
+
+def test_items_are_never_unpickled(tmp_path):
+    store = open_store(tmp_path)
+    buf = io.BytesIO()
+    np.save(buf, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    store.put_bytes("releases/r1/items/gpt.npy", buf.getvalue())
+    with pytest.raises(StoreError, match="malformed items.*pickle"):
+        store.read_items("r1", "gpt")
+
+
+def test_bad_names_and_uris_are_refused(tmp_path):
+    store = open_store(tmp_path)
+    for bad in ("../x", "a/b", "", ".hidden", "a b"):
+        with pytest.raises(StoreError, match="release: expected"):
+            store.read_report(bad)
+    with pytest.raises(StoreError, match="expected a report of release 'r1', got release 'r2'"):
+        store.write_report("r1", make_report("r2", "2026-01-01T00:00:00Z", []))
+    with pytest.raises(StoreError, match="unique row names"):
+        store.write_report("r1", make_report("r1", "2026-01-01T00:00:00Z", [make_row("a")] * 2))
+    with pytest.raises(StoreError, match="expected a 1-d numeric array"):
+        store.write_items("r1", "gpt", np.zeros((2, 2)))
+    for uri in ("s3://", "s3:///prefix", "s3://UPPER/x", "s3://a/x"):
+        with pytest.raises(StoreError, match=r"expected s3://bucket/prefix.*got"):
+            open_store(uri)
+    with pytest.raises(StoreError, match="expected a local folder or s3://bucket/prefix"):
+        open_store("gs://bucket/x")
+    assert not (tmp_path / "releases").exists()
+
+
+# --- merge (a rerun of one entry: only=["gpt"]) --------------------------------------------------
+
+
+def test_merge_rows_replaces_by_name_and_keeps_the_others():
+    old = make_report("r1", "2026-11-29T18:00:00Z", [make_row(n, i) for i, n in enumerate("abc")])
+    new_b = make_row("b", 20.0)
+    merged = merge_rows(old, [new_b, make_row("d", 4.0)])
+    assert [(r["name"], r["value"]) for r in merged] == [
+        ("a", 0),
+        ("b", 20.0),
+        ("c", 2),
+        ("d", 4.0),
+    ]
+    assert merged[0] is old["rows"][0] and merged[1] is new_b
+    # with the manifest's order, a new entry lands in its place
+    merged = merge_rows(old, [make_row("d", 4.0)], order=["a", "d", "b", "c"])
+    assert [r["name"] for r in merged] == ["a", "d", "b", "c"]
+    assert [r["name"] for r in merge_rows(None, [make_row("x")])] == ["x"]
+    with pytest.raises(StoreError, match="unique names"):
+        merge_rows(old, [make_row("a"), make_row("a")])
+
+
+def test_rerun_of_one_entry_keeps_the_other_rows_and_the_old_run(tmp_path):
+    store = open_store(tmp_path)
+    first = make_report(
+        "r1", "2026-11-29T18:00:00Z", [make_row("bigram"), make_row("gpt", status="error")]
+    )
+    store.write_run("r1", "run-1", first)
+    store.write_report("r1", first)
+    store.write_report("r2", make_report("r2", "2026-11-30T18:00:00Z", [make_row("gpt")]))
+    # later, gpt alone is rescored for r1
+    rerun = make_report("r1", "2026-12-05T10:00:00Z", [make_row("gpt", 2.0)])
+    store.write_run("r1", "run-2", rerun)
+    store.write_report("r1", merge_report(store.read_report("r1"), rerun))
+    merged = store.read_report("r1")
+    assert merged["rows"] == [make_row("bigram"), make_row("gpt", 2.0)]
+    assert merged["created_at"] == "2026-11-29T18:00:00Z"  # r1 keeps its place in history
+    assert store.releases() == ["r1", "r2"]
+    assert store.read_run("r1", "run-1") == first  # the earlier run's file is untouched
+    assert store.runs("r1") == ["run-1", "run-2"]
+
+
+# --- S3 through a real moto server ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(moto_endpoint, monkeypatch, tmp_path):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    # no config or credentials file of the machine may leak in
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    return moto_endpoint
+
+
+def test_s3_store_round_trip_against_moto(s3_env):
+    import boto3
+
+    s3 = boto3.client("s3")
+    assert s3.meta.endpoint_url == s3_env  # the environment picks the endpoint, not our code
+    s3.create_bucket(Bucket="tl-evals")
+    store = open_store("s3://tl-evals/team/nightly")
+    assert isinstance(store, S3Store)
+    exercise_store(store)
+    # the objects sit under the prefix, in the documented layout
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="tl-evals")["Contents"]]
+    assert "team/nightly/releases/c-mid/report.json" in keys
+    assert all(k.startswith("team/nightly/releases/") for k in keys)
+    body = s3.get_object(Bucket="tl-evals", Key="team/nightly/releases/c-mid/items/gpt.npy")
+    assert np.load(io.BytesIO(body["Body"].read()), allow_pickle=False).shape == (257,)
+    # another prefix in the same bucket is another store
+    assert open_store("s3://tl-evals/other").releases() == []
+
+
+def test_s3_missing_bucket_is_a_clear_error(s3_env):
+    store = open_store("s3://tl-no-such-bucket/x")
+    with pytest.raises(StoreKeyError, match="no such bucket 'tl-no-such-bucket'"):
+        store.releases()

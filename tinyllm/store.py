@@ -1,0 +1,638 @@
+"""The report store: a local folder (the default, ``./evalstore``) or ``s3://bucket/prefix``.
+
+Layout (formats/store.md has the full description)::
+
+    releases/<release>/report.json         the release's merged view (one row per entry)
+    releases/<release>/items/<entry>.npy   per-item scores of an entry (float64, np.save)
+    releases/<release>/runs/<run-id>.json  every run's raw report, written once, never replaced
+    releases/<release>/compare.json        the comparison with the previous release
+
+History is the listing of ``releases/``, ordered by each report's ``created_at``.
+
+Two backends behind one small interface, :class:`Store`: ``put_bytes`` / ``get_bytes`` /
+``exists`` / ``list`` (plus ``put_json`` / ``get_json``), and the domain helpers on top of them
+(``write_run``, ``write_items``, ``write_report``, ``write_compare``, ``releases``, ...).
+
+* :class:`LocalStore` writes every file to a temporary file in the same folder, fsyncs it and
+  moves it into place with :func:`os.replace`, so a reader sees the old file or the new one,
+  never half of one. JSON is streamed into the temporary file, so a serialisation error half way
+  (a NaN in the last row, say) leaves the old report untouched.
+* :class:`S3Store` talks to S3 through boto3; endpoint, region and credentials come from the
+  standard AWS environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...), nothing is
+  hard-coded. A single ``put_object`` is atomic. "Never overwrite" uses a conditional put
+  (``If-None-Match: *``).
+
+Errors are :class:`StoreError` (a missing key: :class:`StoreKeyError`; a refused overwrite:
+:class:`StoreExistsError`), and name the store and the key. They deliberately do not derive from
+``OSError``: a missing release is not a transient failure worth retrying. Real I/O failures
+(a full disk, a dropped connection) still surface as ``OSError`` / botocore errors.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import io
+import json
+import os
+import re
+import secrets
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+DEFAULT_STORE = "./evalstore"
+
+# One key segment: a release, an entry name, a run id, a file name. A leading dot is refused so
+# that temporary files (".report.json.x1y2.tmp") are never mistaken for keys, and ".." never
+# climbs out of the store.
+_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_S3_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(.*))?$")
+
+
+class StoreError(Exception):
+    """A store key is missing or malformed, or a write was refused. The message names the key."""
+
+
+class StoreKeyError(StoreError):
+    """The key (a release, a report, an items file) is not in the store."""
+
+
+class StoreExistsError(StoreError):
+    """A write that must never replace an existing object (a run file) found one."""
+
+
+def _check_name(value: str, what: str) -> str:
+    """A release / entry / run id used as one key segment: ``[A-Za-z0-9][A-Za-z0-9._-]*``."""
+    if not isinstance(value, str) or not _SEGMENT.match(value):
+        raise StoreError(
+            f"{what}: expected 1-128 characters of [A-Za-z0-9._-] not starting with '.', "
+            f"'-' or '_', got {value!r}"
+        )
+    return value
+
+
+def _check_key(key: str) -> str:
+    """A relative key: segments joined by '/', each a valid name."""
+    if not isinstance(key, str) or not key:
+        raise StoreError(f"key: expected a non-empty relative key like 'releases/r1', got {key!r}")
+    for part in key.split("/"):
+        if not _SEGMENT.match(part):
+            raise StoreError(
+                f"key: expected '/'-separated segments of [A-Za-z0-9._-] (no '', '.', '..'), "
+                f"got {key!r}"
+            )
+    return key
+
+
+def parse_created_at(value: Any, where: str = "report") -> datetime:
+    """Parse an ISO 8601 ``created_at`` ("2026-11-29T18:00:00Z"); naive times are taken as UTC."""
+    if not isinstance(value, str):
+        raise StoreError(f"{where}: expected created_at as an ISO 8601 string, got {value!r}")
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        raise StoreError(
+            f"{where}: expected created_at in ISO 8601 (e.g. 2026-11-29T18:00:00Z), got {value!r}"
+        ) from None
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def check_report(report: Any, where: str, release: str | None = None) -> dict:
+    """Check the parts of a report the store relies on; return it.
+
+    The store needs: a JSON object with an ISO 8601 ``created_at``, a ``rows`` list of objects
+    each with a unique ``name`` usable in a key, and, when the report names its ``release``, the
+    same release as the key it is written under. The full row format is validated by the zoo
+    (tinyllm/report.py) before a report reaches the store.
+    """
+    if not isinstance(report, dict):
+        raise StoreError(f"{where}: expected a report (a JSON object), got {type(report).__name__}")
+    parse_created_at(report.get("created_at"), where)
+    rows = report.get("rows")
+    if not isinstance(rows, list):
+        raise StoreError(f"{where}: expected 'rows' to be a list, got {type(rows).__name__}")
+    seen: set[str] = set()
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not isinstance(row.get("name"), str):
+            raise StoreError(f"{where}: rows[{i}]: expected an object with a 'name', got {row!r}")
+        name = _check_name(row["name"], f"{where}: rows[{i}].name")
+        if name in seen:
+            raise StoreError(f"{where}: expected unique row names, got {name!r} twice")
+        seen.add(name)
+    if release is not None and "release" in report and report["release"] != release:
+        raise StoreError(
+            f"{where}: expected a report of release {release!r}, got release {report['release']!r}"
+        )
+    return report
+
+
+def _dump_json(obj: Any, f: BinaryIO) -> None:
+    """Stream ``obj`` as strict UTF-8 JSON (NaN and infinity refused) into the binary file ``f``."""
+    writer = codecs.getwriter("utf-8")(f)
+    json.dump(obj, writer, indent=2, ensure_ascii=False, allow_nan=False)
+    writer.write("\n")
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A run id that sorts by time: ``20261129T180000Z-3fa2c1`` (UTC second + 6 random hex)."""
+    t = (now or datetime.now(UTC)).astimezone(UTC)
+    return f"{t:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def merge_rows(
+    old_report: dict | None, new_rows: Sequence[dict], order: Sequence[str] | None = None
+) -> list[dict]:
+    """Rows of a rerun merged into a release's report: replace by name, keep the others.
+
+    Each row of ``new_rows`` replaces the old row with the same ``name`` in place; old rows
+    without a new row are kept as they were; new names are appended in ``new_rows`` order.
+    With ``order`` (the manifest's entry names), the result is sorted into that order (names
+    not in it go last, in their merged order). This is how ``only=["gpt"]`` works: the gpt row is
+    replaced, every other row stays, and the earlier run's file under ``runs/`` is untouched.
+
+    Example: old rows a=1, b=2, c=3 and new rows b=20, d=4 -> a=1, b=20, c=3, d=4.
+    """
+    new_by_name: dict[str, dict] = {}
+    for row in new_rows:
+        name = row["name"]
+        if name in new_by_name:
+            raise StoreError(
+                f"merge_rows: expected unique names in the new rows, got {name!r} twice"
+            )
+        new_by_name[name] = row
+    merged: list[dict] = []
+    for row in (old_report or {}).get("rows", []):
+        merged.append(new_by_name.pop(row["name"], row))
+    merged.extend(new_by_name.values())  # dicts keep insertion order: new_rows order
+    if order is not None:
+        rank = {name: i for i, name in enumerate(order)}
+        # stable sort: unknown names keep their merged order after the known ones
+        merged.sort(key=lambda r: rank.get(r["name"], len(rank)))
+    return merged
+
+
+def merge_report(
+    old_report: dict | None, new_report: dict, order: Sequence[str] | None = None
+) -> dict:
+    """The release's merged view after a run: ``new_report`` with its rows merged into the old.
+
+    Everything comes from ``new_report`` except ``rows`` (:func:`merge_rows`) and ``created_at``,
+    which keeps the old report's value when there is one: ``created_at`` is when the release was
+    first evaluated and orders the history, so rerunning one entry of an old release does not
+    move it after newer releases. The run's own time stays in its ``runs/<run-id>.json``.
+    """
+    merged = dict(new_report)
+    merged["rows"] = merge_rows(old_report, new_report["rows"], order)
+    if old_report is not None and "created_at" in old_report:
+        merged["created_at"] = old_report["created_at"]
+    return merged
+
+
+class Store:
+    """The store interface: four byte-level operations and the domain helpers built on them.
+
+    Keys are relative, '/'-separated (``releases/r1/report.json``). Subclasses implement
+    ``put_bytes``, ``get_bytes``, ``exists`` and ``list``; ``uri`` names the store in messages.
+    """
+
+    uri: str = ""
+
+    # --- the backend interface -------------------------------------------------------------
+
+    def put_bytes(self, key: str, data: bytes, *, overwrite: bool = True) -> None:
+        """Write ``data`` at ``key`` atomically; with ``overwrite=False`` refuse an existing key."""
+        raise NotImplementedError
+
+    def get_bytes(self, key: str) -> bytes:
+        """The bytes at ``key``; :class:`StoreKeyError` when there is none."""
+        raise NotImplementedError
+
+    def exists(self, key: str) -> bool:
+        """Whether an object is stored at ``key``."""
+        raise NotImplementedError
+
+    def list(self, prefix: str = "") -> list[str]:
+        """Every key that starts with ``prefix`` (a plain string prefix), sorted."""
+        raise NotImplementedError
+
+    def put_json(self, key: str, obj: Any, *, overwrite: bool = True) -> None:
+        """Write ``obj`` as strict JSON (NaN refused) at ``key``, atomically."""
+        buf = io.BytesIO()
+        _dump_json(obj, buf)
+        self.put_bytes(key, buf.getvalue(), overwrite=overwrite)
+
+    def get_json(self, key: str, what: str = "JSON") -> Any:
+        """Parse the JSON at ``key``; a malformed file is a :class:`StoreError` naming the key."""
+        data = self.get_bytes(key)
+        try:
+            return json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise StoreError(
+                f"{self.where(key)}: malformed {what}: expected JSON, got {e}"
+            ) from None
+
+    def where(self, key: str) -> str:
+        """``<store uri>/<key>``, for messages."""
+        return f"{self.uri.rstrip('/')}/{key}"
+
+    # --- keys --------------------------------------------------------------------------------
+
+    @staticmethod
+    def report_key(release: str) -> str:
+        return f"releases/{_check_name(release, 'release')}/report.json"
+
+    @staticmethod
+    def compare_key(release: str) -> str:
+        return f"releases/{_check_name(release, 'release')}/compare.json"
+
+    @staticmethod
+    def run_key(release: str, run_id: str) -> str:
+        return (
+            f"releases/{_check_name(release, 'release')}/runs/{_check_name(run_id, 'run_id')}.json"
+        )
+
+    @staticmethod
+    def items_key(release: str, name: str) -> str:
+        return f"releases/{_check_name(release, 'release')}/items/{_check_name(name, 'entry')}.npy"
+
+    # --- runs --------------------------------------------------------------------------------
+
+    def write_run(self, release: str, run_id: str, report: dict) -> str:
+        """Store one run's raw report at ``releases/<release>/runs/<run-id>.json``; return the key.
+
+        Never overwrites: a second write of the same run id raises :class:`StoreExistsError`.
+        """
+        key = self.run_key(release, run_id)
+        check_report(report, self.where(key), release)
+        if self.exists(key):
+            raise StoreExistsError(f"{self.where(key)}: run files are never overwritten; it exists")
+        self.put_json(key, report, overwrite=False)
+        return key
+
+    def read_run(self, release: str, run_id: str) -> dict:
+        """The raw report of one run."""
+        key = self.run_key(release, run_id)
+        return check_report(self._get_json_or_missing(key, release, "run"), self.where(key))
+
+    def runs(self, release: str) -> list[str]:
+        """The run ids of a release, sorted (run ids from :func:`new_run_id` sort by time)."""
+        prefix = f"releases/{_check_name(release, 'release')}/runs/"
+        return [k[len(prefix) : -len(".json")] for k in self.list(prefix) if k.endswith(".json")]
+
+    # --- per-item scores ---------------------------------------------------------------------
+
+    def write_items(self, release: str, name: str, array: Any) -> str:
+        """Store an entry's per-item scores as a float64 ``.npy``; return the key.
+
+        ``array``: 1-d numeric (per-token NLLs in nats for LM rows, 0/1 for accuracy rows).
+        Replaces the release's earlier items of that entry (they belong to the merged view).
+        """
+        key = self.items_key(release, name)
+        a = np.asarray(array)
+        if a.ndim != 1 or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+            raise StoreError(
+                f"{self.where(key)}: expected a 1-d numeric array of per-item scores, got "
+                f"dtype {a.dtype} shape {a.shape}"
+            )
+        buf = io.BytesIO()
+        np.save(buf, a.astype(np.float64, copy=False), allow_pickle=False)
+        self.put_bytes(key, buf.getvalue())
+        return key
+
+    def read_items(self, release: str, name: str) -> np.ndarray:
+        """An entry's per-item scores: ``np.load(allow_pickle=False)`` of the stored bytes."""
+        key = self.items_key(release, name)
+        data = self.get_bytes(key)
+        try:
+            a = np.load(io.BytesIO(data), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise StoreError(
+                f"{self.where(key)}: malformed items: expected a .npy array, got {e}"
+            ) from None
+        if not isinstance(a, np.ndarray) or a.ndim != 1:
+            raise StoreError(
+                f"{self.where(key)}: expected a 1-d array of per-item scores, got shape "
+                f"{getattr(a, 'shape', None)}"
+            )
+        return a
+
+    def items_loader(self, release: str) -> Callable[[str], np.ndarray]:
+        """``name -> read_items(release, name)``: the loader :func:`compare_reports` takes."""
+        _check_name(release, "release")
+        return lambda name: self.read_items(release, name)
+
+    # --- reports -----------------------------------------------------------------------------
+
+    def write_report(self, release: str, report: dict) -> str:
+        """Write the release's merged view ``releases/<release>/report.json`` atomically."""
+        key = self.report_key(release)
+        check_report(report, self.where(key), release)
+        self.put_json(key, report)
+        return key
+
+    def read_report(self, release: str) -> dict:
+        """The release's merged report; a missing release or malformed file names the key."""
+        key = self.report_key(release)
+        return check_report(self._get_json_or_missing(key, release, "report"), self.where(key))
+
+    def has_report(self, release: str) -> bool:
+        return self.exists(self.report_key(release))
+
+    def write_compare(self, release: str, cmp: dict) -> str:
+        """Write ``releases/<release>/compare.json`` (validated against compare.schema.json)."""
+        from tinyllm.compare import validate_compare
+
+        key = self.compare_key(release)
+        try:
+            validate_compare(cmp)
+        except ValueError as e:
+            raise StoreError(f"{self.where(key)}: {e}") from None
+        self.put_json(key, cmp)
+        return key
+
+    def read_compare(self, release: str) -> dict:
+        """The stored comparison of a release with its previous one."""
+        key = self.compare_key(release)
+        cmp = self._get_json_or_missing(key, release, "comparison")
+        if not isinstance(cmp, dict):
+            raise StoreError(f"{self.where(key)}: expected a JSON object, got {type(cmp).__name__}")
+        return cmp
+
+    # --- history -----------------------------------------------------------------------------
+
+    def _release_names(self) -> list[str]:
+        names = []
+        for key in self.list("releases/"):
+            parts = key.split("/")
+            if len(parts) == 3 and parts[2] == "report.json":
+                names.append(parts[1])
+        return names
+
+    def history(self) -> list[tuple[str, datetime]]:
+        """``(release, created_at)`` of every release with a report, oldest first.
+
+        Order: ``created_at``, then the release name for equal times. A release folder without
+        a ``report.json`` (a run that never finished) is not part of the history.
+        """
+        out = []
+        for name in self._release_names():
+            key = self.report_key(name)
+            out.append(
+                (name, parse_created_at(self.read_report(name)["created_at"], self.where(key)))
+            )
+        out.sort(key=lambda t: (t[1], t[0]))
+        return out
+
+    def releases(self) -> list[str]:
+        """Every release with a report, oldest first (by ``created_at``): the history."""
+        return [name for name, _ in self.history()]
+
+    def previous_release(self, release: str) -> str | None:
+        """The latest release evaluated before ``release`` (by ``created_at``), or None.
+
+        When ``release`` has no report yet (it is being evaluated now) it counts as the newest,
+        so its previous release is the latest one in the store.
+        """
+        _check_name(release, "release")
+        hist = self.history()
+        names = [n for n, _ in hist]
+        if release not in names:
+            return names[-1] if names else None
+        i = names.index(release)
+        return names[i - 1] if i > 0 else None
+
+    def _get_json_or_missing(self, key: str, release: str, what: str) -> Any:
+        try:
+            return self.get_json(key, what)
+        except StoreKeyError:
+            if what == "report" or not self.has_report(release):
+                known = ", ".join(self._release_names()) or "none"
+                raise StoreKeyError(
+                    f"{self.where(key)}: no such {what}: release {release!r} is not in the store "
+                    f"(releases: {known})"
+                ) from None
+            raise
+
+
+class LocalStore(Store):
+    """A store in a local folder; every write is a temp file + fsync + :func:`os.replace`."""
+
+    def __init__(self, root: str | os.PathLike[str] = DEFAULT_STORE) -> None:
+        self.root = Path(root)
+        self.uri = str(self.root)
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"store: expected a folder, got the file {self.root}")
+
+    def _path(self, key: str) -> Path:
+        return self.root.joinpath(*_check_key(key).split("/"))
+
+    def _atomic_write(self, key: str, write: Callable[[BinaryIO], None], overwrite: bool) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # same folder as the target: os.replace/os.link are atomic only within one filesystem
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), 0o644)  # mkstemp makes 0600; a report is for everyone
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            if overwrite:
+                os.replace(tmp, path)
+            else:
+                self._link_new(tmp, path, key)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # after os.link: the temp name is a second link to the same file
+        self._fsync_dir(path.parent)
+
+    def _link_new(self, tmp: str, path: Path, key: str) -> None:
+        """Create ``path`` from ``tmp`` only if it does not exist (os.link is atomic)."""
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise StoreExistsError(f"{self.where(key)}: refusing to overwrite; it exists") from None
+        except OSError:
+            # a filesystem without hard links: check, then replace (not race-free, but safe
+            # for the single writer a release run has)
+            if path.exists():
+                raise StoreExistsError(
+                    f"{self.where(key)}: refusing to overwrite; it exists"
+                ) from None
+            os.replace(tmp, path)
+
+    @staticmethod
+    def _fsync_dir(folder: Path) -> None:
+        with contextlib.suppress(OSError):
+            fd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def put_bytes(self, key: str, data: bytes, *, overwrite: bool = True) -> None:
+        self._atomic_write(key, lambda f: f.write(data), overwrite)
+
+    def put_json(self, key: str, obj: Any, *, overwrite: bool = True) -> None:
+        # streamed into the temp file: an error half way through leaves the old file as it was
+        self._atomic_write(key, lambda f: _dump_json(obj, f), overwrite)
+
+    def get_bytes(self, key: str) -> bytes:
+        path = self._path(key)
+        try:
+            return path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            raise StoreKeyError(f"{self.where(key)}: no such key") from None
+        except IsADirectoryError:
+            raise StoreError(f"{self.where(key)}: expected a file, got a folder") from None
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list(self, prefix: str = "") -> list[str]:
+        # walk from the deepest folder the prefix names, then filter by the string prefix
+        parts = prefix.split("/")
+        base = self.root.joinpath(*[p for p in parts[:-1] if p])
+        if not base.is_dir():
+            return []
+        keys = []
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            rel = Path(dirpath).relative_to(self.root).as_posix()
+            for fn in filenames:
+                if fn.startswith("."):  # temp files of writes in progress (or of a crash)
+                    continue
+                key = fn if rel == "." else f"{rel}/{fn}"
+                if key.startswith(prefix):
+                    keys.append(key)
+        return sorted(keys)
+
+
+class S3Store(Store):
+    """A store under ``s3://bucket/prefix`` through a boto3 S3 client.
+
+    The client comes from ``boto3.client("s3")`` unless one is given, so endpoint, region and
+    credentials follow the standard AWS environment and config files (``AWS_ENDPOINT_URL`` for
+    MinIO / moto / any S3-compatible server).
+    """
+
+    def __init__(self, bucket: str, prefix: str = "", client: Any = None) -> None:
+        if client is None:
+            import boto3  # imported here: local stores should not pay for boto3
+
+            client = boto3.client("s3")
+        self.client = client
+        self.bucket = bucket
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.uri = f"s3://{bucket}/{self.prefix}"
+
+    def _key(self, key: str) -> str:
+        return self.prefix + _check_key(key)
+
+    @staticmethod
+    def _code(err: Exception) -> str:
+        return str(getattr(err, "response", {}).get("Error", {}).get("Code", ""))
+
+    def put_bytes(self, key: str, data: bytes, *, overwrite: bool = True) -> None:
+        from botocore.exceptions import ClientError
+
+        k = self._key(key)
+        if overwrite:
+            self.client.put_object(Bucket=self.bucket, Key=k, Body=data)
+            return
+        try:
+            # a conditional put: S3 itself refuses when the key exists (no check-then-write race)
+            self.client.put_object(Bucket=self.bucket, Key=k, Body=data, IfNoneMatch="*")
+        except ClientError as e:
+            code = self._code(e)
+            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+                raise StoreExistsError(
+                    f"{self.where(key)}: refusing to overwrite; it exists"
+                ) from None
+            if code not in ("NotImplemented", "501"):
+                raise
+            # an S3-compatible server without conditional writes: check, then write
+            if self.exists(key):
+                raise StoreExistsError(
+                    f"{self.where(key)}: refusing to overwrite; it exists"
+                ) from None
+            self.client.put_object(Bucket=self.bucket, Key=k, Body=data)
+
+    def get_bytes(self, key: str) -> bytes:
+        from botocore.exceptions import ClientError
+
+        try:
+            obj = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as e:
+            if self._code(e) in ("NoSuchKey", "404", "NotFound"):
+                raise StoreKeyError(f"{self.where(key)}: no such key") from None
+            if self._code(e) == "NoSuchBucket":
+                raise StoreKeyError(f"{self.uri}: no such bucket {self.bucket!r}") from None
+            raise
+        return obj["Body"].read()
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as e:
+            if self._code(e) in ("NoSuchKey", "404", "NotFound"):
+                return False
+            raise
+        return True
+
+    def list(self, prefix: str = "") -> list[str]:
+        from botocore.exceptions import ClientError
+
+        keys: list[str] = []
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=self.prefix + prefix
+        )
+        try:
+            for page in pages:
+                keys.extend(obj["Key"][len(self.prefix) :] for obj in page.get("Contents", []))
+        except ClientError as e:
+            if self._code(e) == "NoSuchBucket":
+                raise StoreKeyError(f"{self.uri}: no such bucket {self.bucket!r}") from None
+            raise
+        return sorted(keys)
+
+
+def _parse_s3_uri(uri: str) -> tuple[str, str]:
+    m = _S3_URI.match(uri)
+    if not m:
+        raise StoreError(
+            f"store: expected s3://bucket/prefix (bucket: 3-63 of [a-z0-9.-]), got {uri!r}"
+        )
+    return m.group(1), m.group(2) or ""
+
+
+def open_store(uri: str | os.PathLike[str] = DEFAULT_STORE, *, client: Any = None) -> Store:
+    """Open the report store at ``uri``: a local folder path, or ``s3://bucket/prefix``.
+
+    A local folder is created on the first write. For S3, ``client`` (a boto3 S3 client) may be
+    given; otherwise ``boto3.client("s3")`` reads endpoint and credentials from the environment.
+    Any other scheme (``gs://``, ``file://``) is refused.
+    """
+    text = os.fspath(uri)
+    if text.startswith("s3://"):
+        bucket, prefix = _parse_s3_uri(text)
+        return S3Store(bucket, prefix, client=client)
+    if "://" in text:
+        raise StoreError(f"store: expected a local folder or s3://bucket/prefix, got {text!r}")
+    return LocalStore(text)
+
+
+def iter_reports(store: Store, releases: Iterable[str] | None = None) -> Iterable[tuple[str, dict]]:
+    """``(release, report)`` for ``releases`` (default: the whole history, oldest first)."""
+    for name in store.releases() if releases is None else releases:
+        yield name, store.read_report(name)
