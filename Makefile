@@ -9,7 +9,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_HOME ?= $(CURDIR)/.prefect
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 60
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test lint format bench stop clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ format: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(PY) bench/bench_ppl.py
+
+# stop the Prefect server that `make demo` started
+stop:
+	-kill $$(cat $(PREFECT_HOME)/server.pid) 2>/dev/null && rm -f $(PREFECT_HOME)/server.pid
 
 clean:
 	rm -rf $(VENV) .prefect .pytest_cache

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 from rich.console import Console
 
@@ -33,7 +35,599 @@ def demo() -> None:
 
 # --- tinyllm eval (the suite callback, `eval ppl`, `eval task`) ---
 
+
+# >>> eval ppl / eval task (helper A: tinyllm/eval/lm.py) >>>
+def _lm_fail(msg: str) -> typer.Exit:
+    from rich.markup import escape
+
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(msg)}", highlight=False)
+    return typer.Exit(2)
+
+
+class _LoadedLM:
+    """A model opened from --model or --hf, with what the commands need to know about it."""
+
+    def __init__(self, model, arch, family, vocab_size, ctx_len, tokenizer, source) -> None:
+        self.model, self.arch, self.family = model, arch, family
+        self.vocab_size, self.ctx_len = vocab_size, ctx_len
+        self.tokenizer, self.source = tokenizer, source  # tokenizer: a dict, "hf", or None
+
+    @property
+    def strided(self) -> bool:
+        """Scored by the instrument's strided windows (gpt, Hugging Face), not family NLLs."""
+        return self.family is None or self.arch == "gpt"
+
+
+def _open_lm(model, hf) -> _LoadedLM:
+    """Open exactly one of --model DIR (a tinyllm lm checkpoint) or --hf DIR."""
+    from pathlib import Path
+
+    if (model is None) == (hf is None):
+        raise _lm_fail("expected exactly one of --model DIR or --hf DIR")
+    if hf is not None:
+        if not Path(hf).is_dir():
+            raise _lm_fail(f"{hf}: expected a local Hugging Face model folder")
+        from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # keep stdout/stderr to our own table and bar
+        try:  # safetensors only: a pickled .bin is never unpickled
+            m = AutoModelForCausalLM.from_pretrained(
+                str(hf), local_files_only=True, use_safetensors=True
+            )
+        except (OSError, ValueError) as e:
+            raise _lm_fail(
+                f"{hf}: expected a Hugging Face causal LM in safetensors, got: {e}"
+            ) from None
+        m.eval()
+        c = m.config
+        ctx = getattr(c, "n_positions", None) or getattr(c, "max_position_embeddings", None)
+        return _LoadedLM(m, "hf", None, c.vocab_size, ctx, "hf", str(hf))
+    from tinyllm.checkpoint import read_config, read_single_metadata
+    from tinyllm.models import FAMILIES
+
+    p = Path(model)
+    if p.is_file():
+        arch, tok = read_single_metadata(p)["tl_arch"], {"type": "byte", "vocab_size": 256}
+    else:
+        doc = read_config(p)
+        arch, tok = doc["tl_arch"], doc.get("tokenizer") or {"type": "byte", "vocab_size": 256}
+    family = FAMILIES.get(arch)
+    if family is None:
+        raise _lm_fail(f"{p}: unknown tl_arch {arch!r}; expected one of {sorted(FAMILIES)}")
+    if getattr(family, "KIND", None) != "lm":
+        raise _lm_fail(
+            f"{p}: expected a language model (kind lm), got {arch!r} of kind "
+            f"{getattr(family, 'KIND', None)!r}"
+        )
+    m = family.load(p)
+    cfg = getattr(m, "cfg", None)
+    ctx = getattr(cfg, "ctx_len", None) or getattr(cfg, "block_size", None)
+    return _LoadedLM(m, arch, family, getattr(cfg, "vocab_size", None), ctx, tok, str(p))
+
+
+def _check_vocab(ids, vocab_size, data, source) -> None:
+    """Every id in the token file must be < the model's vocabulary (read in chunks)."""
+    if vocab_size is None or ids.size == 0:
+        return
+    top = max(int(ids[i : i + (1 << 22)].max()) for i in range(0, ids.size, 1 << 22))
+    if top >= vocab_size:
+        raise _lm_fail(
+            f"{data}: expected token ids < {vocab_size} (the vocabulary of {source}), got id {top}"
+        )
+
+
+def _progress_bar(description: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+
+
+def _interval_table(title: str, rows: list[tuple[str, dict, str]], caption: str):
+    from rich.table import Table
+
+    table = Table(title=title, caption=caption)
+    for col in ("metric", "value", "95% lo", "95% hi", "unit"):
+        table.add_column(col, justify="left" if col in ("metric", "unit") else "right")
+    for name, iv, unit in rows:
+        table.add_row(name, f"{iv['value']:.4f}", f"{iv['lo']:.4f}", f"{iv['hi']:.4f}", unit)
+    return table
+
+
+@eval_app.command("ppl")
+def eval_ppl_cmd(
+    data: str = typer.Option(..., "--data", help="Token file (formats/tokens-bin.md)."),
+    model: str | None = typer.Option(None, "--model", help="A tinyllm lm checkpoint."),
+    hf: str | None = typer.Option(None, "--hf", help="A local Hugging Face causal LM folder."),
+    ctx_len: int | None = typer.Option(
+        None, "--ctx-len", help="Window length C (default: the model's context)."
+    ),
+    stride: int | None = typer.Option(
+        None, "--stride", help="Stride s, 1 <= s < C (default: C // 2)."
+    ),
+    n_bytes: int = typer.Option(
+        0, "--n-bytes", min=0, help="UTF-8 bytes of the scored text (0: one token per byte)."
+    ),
+    batch_size: int | None = typer.Option(
+        None, "--batch-size", min=1, help="Windows per forward pass (default: measured best)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON for machines."),
+) -> None:
+    """Strided perplexity of a token file: mean NLL, perplexity and bits per byte, 95% intervals.
+
+    Our gpt and Hugging Face models are scored with strided windows (every token once, at least
+    C - s tokens of context after the first window); other lm families with their own NLLs.
+    """
+    import json
+
+    from tinyllm.eval import lm
+    from tinyllm.tokens import read_tokens
+
+    try:
+        ids = read_tokens(data)
+        lm_ = _open_lm(model, hf)
+        _check_vocab(ids, lm_.vocab_size, data, lm_.source)
+        out = {"model": lm_.source, "arch": lm_.arch, "data": str(data)}
+        if lm_.strided:
+            c = ctx_len or lm_.ctx_len
+            if c is None:
+                raise _lm_fail(f"{lm_.source}: context length unknown; pass --ctx-len")
+            if lm_.ctx_len is not None and c > lm_.ctx_len:
+                raise _lm_fail(
+                    f"--ctx-len: expected at most the model's context {lm_.ctx_len}, got {c}"
+                )
+            s = stride or max(1, c // 2)
+            bs = batch_size or lm.DEFAULT_BATCH_SIZE
+            with _progress_bar("scoring") as bar:
+                task = bar.add_task("scoring tokens", total=max(int(ids.size) - 1, 0))
+                res = lm.eval_ppl(
+                    lm_.model,
+                    ids,
+                    c,
+                    s,
+                    n_bytes,
+                    bs,
+                    progress=lambda done, total: bar.update(task, completed=done),
+                )
+            out.update({"ctx_len": c, "stride": s})
+        else:
+            if ctx_len is not None or stride is not None:
+                Console(stderr=True).print(
+                    f"note: --ctx-len/--stride ignored: {lm_.arch} scores with its own context"
+                )
+            res = lm.summarize_nlls(lm_.family.token_nlls(lm_.model, ids), n_bytes)
+            out.update({"ctx_len": None, "stride": None})
+    except ValueError as e:  # CheckpointError and TokenFileError are ValueErrors
+        raise _lm_fail(str(e)) from None
+    out.update(res)
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    window = "" if out["ctx_len"] is None else f", ctx {out['ctx_len']}, stride {out['stride']}"
+    bytes_note = "one token per byte" if n_bytes == 0 else f"{res['n_bytes']} bytes"
+    console.print(
+        _interval_table(
+            f"perplexity of {lm_.source} on {data}",
+            [
+                ("nll", res["nll"], "nats/token"),
+                ("ppl", res["ppl"], "perplexity"),
+                ("bpb", res["bpb"], "bits/byte"),
+            ],
+            f"{res['n_tokens']} tokens scored{window}; bpb: {bytes_note}",
+        )
+    )
+
+
+@eval_app.command("task")
+def eval_task_cmd(
+    task: str = typer.Option(..., "--task", help="Task file (formats/task-jsonl.md)."),
+    model: str | None = typer.Option(None, "--model", help="A tinyllm lm checkpoint."),
+    hf: str | None = typer.Option(None, "--hf", help="A local Hugging Face causal LM folder."),
+    metric: str = typer.Option("acc_norm", "--metric", help="acc or acc_norm (per UTF-8 byte)."),
+    max_len: int | None = typer.Option(
+        None, "--max-len", min=2, help="Cut contexts from the left to fit (default: model ctx)."
+    ),
+    tokenizer: str = typer.Option(
+        "auto", "--tokenizer", help="auto (the checkpoint's / the HF folder's) or byte."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap interval."),
+    n_boot: int = typer.Option(1000, "--n-boot", min=1, help="Bootstrap resamples."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (with per-item scores)."),
+) -> None:
+    """Multiple-choice accuracy of a model on a task file, with a 95% bootstrap interval."""
+    import json
+
+    import numpy as np
+
+    from tinyllm.eval import lm
+    from tinyllm.tokens import ByteTokenizer
+
+    if metric not in lm.METRICS:
+        raise _lm_fail(f"--metric: expected one of {list(lm.METRICS)}, got {metric!r}")
+    if tokenizer not in ("auto", "byte"):
+        raise _lm_fail(f"--tokenizer: expected one of ['auto', 'byte'], got {tokenizer!r}")
+    try:
+        items = lm.read_task(task)
+        lm_ = _open_lm(model, hf)
+        if tokenizer == "byte" or isinstance(lm_.tokenizer, dict):
+            tok = ByteTokenizer()
+            if lm_.vocab_size is not None and lm_.vocab_size < 256:
+                raise _lm_fail(
+                    f"{lm_.source}: expected a vocabulary of at least 256 for byte tokens, "
+                    f"got {lm_.vocab_size}"
+                )
+        else:
+            from pathlib import Path
+
+            from transformers import AutoTokenizer
+
+            names = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+            if not any((Path(hf) / name).is_file() for name in names):
+                raise _lm_fail(
+                    f"{hf}: expected a tokenizer in the folder (one of {list(names)}), got none; "
+                    "pass --tokenizer byte for a byte-level model"
+                )
+            try:
+                tok = AutoTokenizer.from_pretrained(str(hf), local_files_only=True)
+            except (OSError, ValueError) as e:
+                raise _lm_fail(f"{hf}: expected a readable tokenizer, got: {e}") from None
+        scorer = lm_.model if lm_.strided else lm.FamilyLM(lm_.model, lm_.family.token_nlls)
+        with _progress_bar("items") as bar:
+            bar_task = bar.add_task("scoring items", total=len(items))
+            res = lm.run_task(
+                scorer,
+                tok,
+                items,
+                metric,
+                np.random.default_rng(seed),
+                n_boot,
+                max_len=max_len or (lm_.ctx_len if lm_.strided else None),
+                progress=lambda done, total: bar.update(bar_task, completed=done),
+            )
+    except ValueError as e:
+        raise _lm_fail(str(e)) from None
+    out = {"model": lm_.source, "arch": lm_.arch, "task": str(task), "metric": metric}
+    out.update(res.to_dict())
+    out.update({"seed": seed, "n_boot": n_boot, "per_item": res.per_item.tolist()})
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    unit = "fraction correct" + (" (LL per UTF-8 byte)" if metric == "acc_norm" else " (LL)")
+    console.print(
+        _interval_table(
+            f"{metric} of {lm_.source} on {task}",
+            [(metric, res.to_dict(), unit)],
+            f"{res.n} items; bootstrap interval, {n_boot} resamples, seed {seed}",
+        )
+    )
+
+
+# <<< eval ppl / eval task <<<
+
+
+# >>> eval --suite zoo (helper C: tinyllm/eval/zoo.py) >>>
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+def _zoo_table(report):
+    from rich.table import Table
+
+    title = f"zoo report (release {report.release or '-'}, seed {report.seed})"
+    table = Table(title=title)
+    for col in ("name", "family", "metric", "value", "95% interval", "n", "status"):
+        table.add_column(col, justify="right" if col in ("value", "n") else "left")
+    style = {"ok": "green", "error": "red", "skipped": "yellow"}
+    for r in report.rows:
+        interval = "-" if r.lo is None else f"[{r.lo:.4f}, {r.hi:.4f}]"
+        table.add_row(
+            r.name,
+            r.family,
+            r.metric or "-",
+            _fmt(r.value),
+            interval,
+            "-" if r.n is None else str(r.n),
+            f"[{style[r.status]}]{r.status}[/]",
+        )
+    return table
+
+
+@eval_app.callback(invoke_without_command=True)
+def eval_suite(
+    ctx: typer.Context,
+    suite: str | None = typer.Option(None, "--suite", help="The suite to run: zoo."),
+    manifest: str | None = typer.Option(
+        None, "--manifest", help="Zoo manifest (YAML or JSON); paths are relative to its folder."
+    ),
+    release: str | None = typer.Option(
+        None,
+        "--release",
+        help="Run the EvalSuite flow (Prefect) for this release: report to --store, compared "
+        "with the previous release. Without it the zoo is scored in-process to --out.",
+    ),
+    out: str = typer.Option("report.json", "--out", help="Where to write the report."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON, not a table."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the run (per entry: seed+name)."),
+    store: str = typer.Option(
+        "./evalstore", "--store", help="With --release: a folder or s3://bucket/prefix."
+    ),
+    only: Annotated[
+        list[str] | None,
+        typer.Option("--only", help="With --release: rescore only this entry (repeatable)."),
+    ] = None,
+    previous: str | None = typer.Option(
+        None, "--previous", help="With --release: compare with this release (default: latest)."
+    ),
+) -> None:
+    """Score a suite: `tinyllm eval --suite zoo --manifest zoo.yaml` scores every entry and
+    writes the report (plus items/<name>.npy beside it); with `--release R` it runs the
+    EvalSuite flow into the store instead; or use a sub-command."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if suite is None:
+        console.print(ctx.get_help())
+        raise typer.Exit(0)
+    if suite != "zoo":
+        console.print(f"[red]error:[/] --suite: expected one of ['zoo'], got {suite!r}")
+        raise typer.Exit(2)
+    if manifest is None:
+        console.print("[red]error:[/] --suite zoo: expected --manifest FILE, got none")
+        raise typer.Exit(2)
+    import json
+
+    from tinyllm.eval.zoo import run_zoo, write_report
+    from tinyllm.report import ManifestError
+
+    err = Console(stderr=True)
+
+    def progress(i: int, total: int, row: dict) -> None:
+        err.print(f"[{i}/{total}] {row['name']}: {row['status']} ({row['seconds']:.1f} s)")
+
+    if release is not None:
+        _run_suite_flow(manifest, release, store, only or None, previous, seed, as_json)
+        return
+    if only or previous is not None:
+        err.print("[red]error:[/] --only and --previous need --release (the EvalSuite flow)")
+        raise typer.Exit(2)
+    try:
+        report = run_zoo(manifest, seed=seed, release=release, progress=progress)
+    except ManifestError as e:
+        err.print(f"[red]error:[/] {e}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    path = write_report(report, out)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+        return
+    console.print(_zoo_table(report))
+    for r in report.rows:
+        if r.status == "error":
+            console.print(f"[red]{r.name}[/]: {r.error.type}: {r.error.message}", highlight=False)
+        elif r.status == "skipped":
+            console.print(f"[yellow]{r.name}[/]: skipped: {r.reason}", highlight=False)
+    counts = {s: sum(r.status == s for r in report.rows) for s in ("ok", "error", "skipped")}
+    console.print(
+        f"{counts['ok']} ok, {counts['error']} error, {counts['skipped']} skipped; "
+        f"report written to {path}"
+    )
+
+
+def _run_suite_flow(manifest, release, store, only, previous, seed, as_json) -> None:
+    """`tinyllm eval --suite zoo --release R`: the EvalSuite flow, then its table and comparison."""
+    import json
+
+    from tinyllm.compare import compare_table
+    from tinyllm.report import ManifestError, Report
+    from tinyllm.store import StoreError
+
+    err = Console(stderr=True)
+    from flows.eval_suite import eval_suite as suite_flow
+
+    try:
+        out = suite_flow(
+            manifest=manifest, release=release, store=store, only=only, previous=previous, seed=seed
+        )
+    except (ManifestError, StoreError) as e:
+        err.print(f"error: {e}", markup=False, highlight=False)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    console.print(_zoo_table(Report.model_validate(out["report"])))
+    if out["compare"] is not None:
+        console.print(compare_table(out["compare"]))
+    else:
+        console.print(f"release {release}: no earlier release in {out['store']} to compare with")
+    console.print(f"run {out['run_id']} written to {out['store']}/releases/{release}/")
+
+
+# <<< eval --suite zoo <<<
+
 # --- tinyllm zoo build ---
+
+
+@zoo_app.command("build")
+def zoo_build_cmd(
+    out: Annotated[str, typer.Option("--out", help="Folder for checkpoints, data and zoo.yaml.")],
+    seed: Annotated[int, typer.Option("--seed", help="Seed of every family's training.")] = 0,
+    threads: Annotated[int, typer.Option("--threads", help="torch threads while training.")] = 2,
+) -> None:
+    """Train the demo zoo (every LM family, small configs, fixed seeds) on the lee corpus."""
+    import os
+    import time
+
+    # GNU OpenMP spin-waits by default: on a busy machine 2 threads then run many times slower.
+    # Must be set before torch is first imported (this command imports it below).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from rich.table import Table
+
+    from tinyllm.train import MANIFEST_NAME, build_zoo
+
+    if threads < 1:
+        raise typer.BadParameter(f"expected --threads >= 1, got {threads}")
+    t0 = time.perf_counter()
+    results = build_zoo(out, seed=seed, progress=True, threads=threads)
+    table = Table(title=f"zoo built in {time.perf_counter() - t0:.0f} s (seed {seed})")
+    table.add_column("name")
+    table.add_column("checkpoint")
+    for name, path in results:
+        table.add_row(name, str(path))
+    console.print(table)
+    console.print(f"manifest: {os.path.join(out, MANIFEST_NAME)}")
+
+
+# >>> compare / history (helper D: tinyllm/store.py, tinyllm/compare.py) >>>
+def _store_error(e: Exception) -> None:
+    """Print ``error: <message>`` to stderr (message verbatim, unwrapped) and exit with 2."""
+    from rich.text import Text
+
+    Console(stderr=True).print(Text.assemble(("error: ", "red"), str(e)), soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _store_or_exit(uri: str):
+    from tinyllm.store import StoreError, open_store
+
+    try:
+        return open_store(uri)
+    except StoreError as e:
+        _store_error(e)
+
+
+@app.command("compare")
+def compare_cmd(
+    a: str = typer.Argument(..., help="The earlier (baseline) release."),
+    b: str = typer.Argument(..., help="The release to judge against A."),
+    store: str = typer.Option("./evalstore", "--store", help="A folder or s3://bucket/prefix."),
+    n_perm: int = typer.Option(10_000, "--n-perm", min=1, help="Permutations per row."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the permutation test."),
+    alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0, help="Test level."),
+    as_json: bool = typer.Option(False, "--json", help="Print compare.json, not a table."),
+    fail_on_regression: bool = typer.Option(
+        False, "--fail-on-regression", help="Exit with status 1 when a row regressed."
+    ),
+) -> None:
+    """Compare release B with release A: a paired permutation test per row (nothing written)."""
+    import json
+
+    from tinyllm.compare import compare_reports, compare_table, regressions
+    from tinyllm.store import StoreError
+
+    st = _store_or_exit(store)
+    try:
+        cmp = compare_reports(
+            st.read_report(a),
+            st.read_report(b),
+            st.items_loader(a),
+            st.items_loader(b),
+            n_perm=n_perm,
+            seed=seed,
+            alpha=alpha,
+        )
+    except (StoreError, ValueError) as e:
+        _store_error(e)
+    if as_json:
+        typer.echo(json.dumps(cmp, indent=2))
+    else:
+        console.print(compare_table(cmp))
+    if fail_on_regression and regressions(cmp):
+        raise typer.Exit(1)
+
+
+_HISTORY_STYLE = {"regressed": "bold red", "improved": "green", "error": "red", "skipped": "yellow"}
+
+
+@app.command("history")
+def history_cmd(
+    store: str = typer.Option("./evalstore", "--store", help="A folder or s3://bucket/prefix."),
+    n_perm: int = typer.Option(
+        10_000, "--n-perm", min=1, help="Permutations, for releases without a stored compare.json."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed, for releases without compare.json."),
+) -> None:
+    """Every release in the store, oldest first: its rows and its regressions."""
+    from rich import box
+    from rich.table import Table
+
+    from tinyllm.compare import compare_reports, regressions, summary_line
+    from tinyllm.store import StoreError
+
+    st = _store_or_exit(store)
+    try:
+        names = st.releases()
+    except StoreError as e:
+        _store_error(e)
+    if not names:
+        console.print(f"no releases in {st.uri}")
+        return
+    try:
+        previous = None
+        for name in names:
+            report = st.read_report(name)
+            verdicts: dict[str, str] = {}
+            cmp = None
+            if st.exists(st.compare_key(name)):
+                cmp = st.read_compare(name)
+            elif previous is not None:  # no stored comparison: compute one (not written)
+                cmp = compare_reports(
+                    st.read_report(previous),
+                    report,
+                    st.items_loader(previous),
+                    st.items_loader(name),
+                    n_perm=n_perm,
+                    seed=seed,
+                )
+            if cmp is not None:
+                verdicts = {r["name"]: r["verdict"] for r in cmp["rows"]}
+            title = f"{name}  ({report['created_at']})"
+            title += f"  {summary_line(cmp)}" if cmp is not None else "  (first release)"
+            console.print(title, style="bold", highlight=False, markup=False, soft_wrap=True)
+            table = Table(
+                box=box.SIMPLE_HEAD,
+                pad_edge=False,
+                collapse_padding=True,
+            )
+            for col in ("entry", "metric", "value", "95% interval", "n", "status", "vs previous"):
+                justify = "right" if col in ("value", "n") else "left"
+                table.add_column(col, justify=justify, no_wrap=True)
+            for r in report["rows"]:
+                value = r.get("value")
+                lo, hi = r.get("lo"), r.get("hi")
+                verdict = verdicts.get(r["name"], "-")
+                table.add_row(
+                    r["name"],
+                    str(r.get("metric") or "-"),
+                    "-" if value is None else f"{value:.4f}",
+                    "-" if lo is None or hi is None else f"[{lo:.4f}, {hi:.4f}]",
+                    "-" if r.get("n") is None else str(r["n"]),
+                    f"[{_HISTORY_STYLE.get(r.get('status'), 'green')}]{r.get('status')}[/]",
+                    f"[{_HISTORY_STYLE[verdict]}]{verdict}[/]"
+                    if verdict in _HISTORY_STYLE
+                    else verdict,
+                )
+            console.print(table)
+            if cmp is not None:
+                for r in regressions(cmp):
+                    console.print(
+                        f"[bold red]regressed[/] {name} {r['name']}: {r['metric']} "
+                        f"{r['previous_value']:.4f} -> {r['current_value']:.4f} "
+                        f"(delta {r['delta']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}], "
+                        f"p {r['p']:.2g}) vs {cmp['previous']}",
+                        highlight=False,
+                        soft_wrap=True,
+                    )
+            previous = name
+    except (StoreError, ValueError) as e:
+        _store_error(e)
+
+
+# <<< compare / history <<<
 
 
 def main() -> None:

@@ -1,22 +1,110 @@
-"""`make demo`: the main job on the embedded defaults, with whatever parts exist so far."""
+"""`make demo`: the main job on the embedded defaults.
+
+1. a local Prefect server (SQLite under ``.prefect/``, analytics off) is started if none answers;
+2. the demo zoo is trained into ``zoo/`` if ``zoo/zoo.yaml`` is missing (a few minutes);
+3. the EvalSuite flow scores it as a new release into ``./evalstore`` and compares it with the
+   previous release;
+4. the table, the comparison and the address of the Prefect UI (run history) are printed.
+
+This module is the orchestration layer's entry point (it runs the Prefect flow); the library
+itself never imports prefect.
+"""
 
 from __future__ import annotations
 
-import math
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
 
 from rich.console import Console
 
-from tinyllm import stats
+HOST, PORT = "127.0.0.1", 4200
+API_URL = f"http://{HOST}:{PORT}/api"
+UI_URL = f"http://{HOST}:{PORT}"
+ZOO_DIR = Path("zoo")
+STORE = "./evalstore"
+
+
+def _healthy(api_url: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def ensure_server(console: Console, api_url: str = API_URL, wait_s: float = 90.0) -> str:
+    """Return the API address of a running Prefect server, starting one in the background if
+    none answers. Its log is ``$PREFECT_HOME/server.log``, its pid ``$PREFECT_HOME/server.pid``."""
+    if _healthy(api_url):
+        console.print(f"Prefect server already running at {api_url}")
+        return api_url
+    home = Path(os.environ.setdefault("PREFECT_HOME", str(Path(".prefect").resolve())))
+    home.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_UI_SHOW_PROMOTIONAL_CONTENT": "false",
+    }
+    log = open(home / "server.log", "ab")  # noqa: SIM115 - handed to the detached server
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    proc = subprocess.Popen(
+        [prefect, "server", "start", "--host", HOST, "--port", str(PORT)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,  # outlives `make demo`, so the UI stays up
+    )
+    (home / "server.pid").write_text(f"{proc.pid}\n")
+    console.print(f"starting a Prefect server (pid {proc.pid}, log {home / 'server.log'}) ...")
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < wait_s:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"the Prefect server exited with status {proc.returncode}; "
+                f"see {home / 'server.log'}"
+            )
+        if _healthy(api_url):
+            console.print(f"Prefect server up in {time.monotonic() - t0:.0f} s")
+            return api_url
+        time.sleep(1.0)
+    raise RuntimeError(
+        f"expected the Prefect server at {api_url} within {wait_s:.0f} s; it did not answer"
+    )
 
 
 def run_demo(console: Console) -> int:
     """Run the demo; returns the process exit status."""
-    console.print("[bold]tinyllm demo[/bold]")
-    acc = stats.NLLAccumulator()
-    acc.add([math.log(2), math.log(3), math.log(4), math.log(3), math.log(4)])
-    console.print(
-        f"SPEC worked example (n=6, C=4, s=2): ppl = {acc.ppl:.4f} (expected 288^(1/5) = "
-        f"{288**0.2:.4f})"
-    )
-    console.print("The zoo and the EvalSuite are not built yet: only the foundations ran.")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    console.rule("[bold]tinyllm demo")
+    api = os.environ.get("PREFECT_API_URL") or ensure_server(console)
+    os.environ["PREFECT_API_URL"] = api  # before prefect is imported: the flow reports here
+
+    manifest = ZOO_DIR / "zoo.yaml"
+    if manifest.is_file():
+        console.print(f"demo zoo found: {manifest} (delete {ZOO_DIR}/ to retrain)")
+    else:
+        # GNU OpenMP spin-waits by default: with 2 threads on a busy 2-core box that is slow
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        from tinyllm.train import build_zoo
+
+        console.print(f"training the demo zoo on the lee corpus into {ZOO_DIR}/ ...")
+        t0 = time.perf_counter()
+        built = build_zoo(ZOO_DIR, seed=0, progress=True)
+        console.print(f"trained {len(built)} models in {time.perf_counter() - t0:.0f} s")
+
+    release = "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    console.print(f"running the EvalSuite flow for release {release} (store {STORE}) ...")
+    from tinyllm.cli import _run_suite_flow
+
+    _run_suite_flow(str(manifest), release, STORE, None, None, 0, False)
+    console.rule()
+    console.print(f"Run history in the Prefect UI: {UI_URL}/runs  (artifacts: {UI_URL}/artifacts)")
+    console.print(f"Release history in the terminal: .venv/bin/tinyllm history --store {STORE}")
+    console.print("Run `make demo` again for a new release compared with this one.")
     return 0

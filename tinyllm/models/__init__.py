@@ -8,4 +8,12 @@ Every family module exposes the same names (DESIGN.md, "The family contract"): `
 
 from __future__ import annotations
 
-FAMILIES: dict = {}
+from tinyllm.models import bigram, gpt, ngram, nplm, rnnlm
+
+FAMILIES: dict = {
+    "bigram": bigram,
+    "ngram": ngram,
+    "nplm": nplm,
+    "rnnlm": rnnlm,
+    "gpt": gpt,
+}

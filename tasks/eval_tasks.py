@@ -1,0 +1,100 @@
+"""Thin Prefect tasks around library calls: score one entry, write the release, compare.
+
+Each task is a wrapper: the work is done by ``tinyllm.eval.zoo.score_entry_items`` (the same
+scoring path as ``run_zoo``), ``tinyllm.store`` and ``tinyllm.compare``. What lives here is only
+what Prefect adds: retries of transient failures, the cache key, result persistence as JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.context import TaskRunContext
+
+from tinyllm.eval import zoo
+from tinyllm.report import Entry, sha256_path
+
+RETRY_DELAYS = [1, 5]
+"""Seconds before the first and the second retry (backoff)."""
+
+
+def is_transient_state(task, task_run, state) -> bool:
+    """``retry_condition_fn``: retry only when the attempt failed with a transient error.
+
+    ``state.result()`` re-raises the attempt's exception; :func:`tinyllm.eval.zoo.is_transient`
+    decides (OSError other than "not found"/permission, timeouts, botocore connection and 5xx
+    errors). A deterministic error (a corrupt checkpoint, a bad config) is not retried.
+    """
+    try:
+        state.result()
+    except BaseException as exc:  # noqa: BLE001 - we classify, never swallow: the state stays failed
+        return zoo.is_transient(exc)
+    return False
+
+
+def _code_version() -> str:
+    """sha256 over the library's source files: a code change invalidates every cached score."""
+    root = Path(zoo.__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(str(p.relative_to(root)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+_CODE_VERSION: str | None = None
+
+
+def entry_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str | None:
+    """Cache key of one entry's score: its spec, the bytes of its checkpoint and data, the seed
+    and the code version. Paths alone are not enough: a checkpoint retrained in place has a new
+    sha256 and is rescored. No key (no caching) when a file is missing: that entry is an error.
+    """
+    global _CODE_VERSION
+    if _CODE_VERSION is None:
+        _CODE_VERSION = _code_version()
+    entry = Entry.model_validate(parameters["entry"])
+    base = Path(parameters["base_dir"])
+    parts = {"entry": entry.model_dump(mode="json"), "seed": parameters["seed"]}
+    for what in ("checkpoint", "data"):
+        p = Path(getattr(entry, what))
+        p = p if p.is_absolute() else base / p
+        if not p.exists():
+            return None
+        parts[what] = sha256_path(p)
+    parts["code"] = _CODE_VERSION
+    blob = json.dumps(parts, sort_keys=True).encode()
+    return "tinyllm-entry-" + hashlib.sha256(blob).hexdigest()
+
+
+def cache_storage() -> Path:
+    """Where cached entry results live (JSON files named by the cache key):
+    ``$TINYLLM_CACHE_DIR``, else ``$PREFECT_HOME/tinyllm-cache`` (``.prefect/tinyllm-cache``).
+    A path is a local result store Prefect accepts without a saved block."""
+    default = Path(os.environ.get("PREFECT_HOME", ".prefect")) / "tinyllm-cache"
+    return Path(os.environ.get("TINYLLM_CACHE_DIR", default)).resolve()
+
+
+@task(
+    name="score-entry",
+    task_run_name="score-{entry[name]}",
+    retries=2,
+    retry_delay_seconds=RETRY_DELAYS,
+    retry_condition_fn=is_transient_state,
+    cache_key_fn=entry_cache_key,
+    persist_result=True,
+    result_serializer="json",  # never pickle: cached results are plain JSON
+)
+def score_entry_task(entry: dict, seed: int, base_dir: str) -> dict:
+    """Score one manifest entry: ``{"row": row, "items": [float, ...] | None}``.
+
+    Deterministic failures come back as error rows (from the library); transient ones raise so
+    that Prefect retries them.
+    """
+    row, items = zoo.score_entry_items(entry, seed=seed, base_dir=base_dir, raise_transient=True)
+    return {"row": row, "items": None if items is None else items.tolist()}

@@ -1,0 +1,285 @@
+"""tinyllm.report: the manifest model, its generated schema, the hand-written report schema, hashes."""
+
+import copy
+import hashlib
+import json
+
+import pytest
+from jsonschema import Draft202012Validator
+from pydantic import ValidationError
+
+from tinyllm import report as rp
+
+GOOD = {
+    "suite": "zoo",
+    "entries": [
+        {
+            "name": "gpt",
+            "family": "gpt",
+            "checkpoint": "models/gpt",
+            "data": "data/val.tok",
+            "options": {"ctx_len": 64, "stride": 32},
+        },
+        {"name": "bigram", "family": "bigram", "checkpoint": "m/b", "data": "data/val.tok"},
+    ],
+}
+
+HEX = "ab" * 32
+
+
+def ok_row(**kw) -> dict:
+    row = {
+        "name": "gpt",
+        "family": "gpt",
+        "kind": "lm",
+        "metric": "bpb",
+        "value": 2.1,
+        "lo": 2.05,
+        "hi": 2.15,
+        "interval": "student_t",
+        "n": 36000,
+        "status": "ok",
+        "error": None,
+        "reason": None,
+        "checkpoint_sha256": HEX,
+        "data_sha256": HEX,
+        "seconds": 3.2,
+        "items": "items/gpt.npy",
+        "checkpoint": "models/gpt",
+        "data": "data/val.tok",
+        "options": {"ctx_len": 64, "stride": 32, "beam": None, "split": None},
+        "details": None,
+    }
+    row.update(kw)
+    return row
+
+
+def report_doc(rows=None) -> dict:
+    return {
+        "schema_version": 1,
+        "suite": "zoo",
+        "release": "r1",
+        "created_at": "2026-11-29T18:00:00Z",
+        "seed": 0,
+        "tinyllm_version": "0.1.0",
+        "manifest_sha256": HEX,
+        "rows": [ok_row()] if rows is None else rows,
+    }
+
+
+# ---- manifest ----------------------------------------------------------------------------------
+
+
+def test_committed_manifest_schema_equals_generated():
+    committed = rp.MANIFEST_SCHEMA_PATH.read_text(encoding="utf-8")
+    assert committed == rp.manifest_schema_text(), "run `python -m tinyllm.report` to regenerate"
+    Draft202012Validator.check_schema(json.loads(committed))
+
+
+def test_good_manifest_parses_with_defaults():
+    m = rp.parse_manifest(GOOD)
+    assert [e.name for e in m.entries] == ["gpt", "bigram"]
+    assert m.entries[0].options.ctx_len == 64 and m.entries[0].options.stride == 32
+    assert m.entries[1].options == rp.EntryOptions()
+    # the generated JSON Schema accepts what pydantic accepts
+    schema = json.loads(rp.MANIFEST_SCHEMA_PATH.read_text())
+    Draft202012Validator(schema).validate(GOOD)
+
+
+def _bad(mutate) -> dict:
+    doc = copy.deepcopy(GOOD)
+    mutate(doc)
+    return doc
+
+
+@pytest.mark.parametrize(
+    "mutate, expect, schema_rejects",
+    [
+        (lambda d: d["entries"][0].pop("data"), "entries.0.data: required field missing", True),
+        (lambda d: d["entries"][1].update(name="gpt"), "duplicates ['gpt']", False),
+        (lambda d: d["entries"][0].update(weights="x"), "entries.0.weights: unknown key", True),
+        (lambda d: d.update(extra=1), "extra: unknown key", True),
+        (
+            lambda d: d["entries"][0]["options"].update(ctxlen=3),
+            "entries.0.options.ctxlen: unknown key",
+            True,
+        ),
+        (
+            lambda d: d["entries"][0]["options"].update(stride=64),
+            "expected stride < ctx_len",
+            False,
+        ),
+        (
+            lambda d: d["entries"][0]["options"].update(ctx_len="64"),
+            "entries.0.options.ctx_len",
+            True,
+        ),
+        (lambda d: d["entries"][0].update(name="GPT 2"), "entries.0.name", True),
+        (lambda d: d.update(entries=[]), "entries", True),
+        (lambda d: d.update(suite="glue"), "suite", True),
+    ],
+)
+def test_bad_manifest_is_one_clear_error(mutate, expect, schema_rejects):
+    doc = _bad(mutate)
+    with pytest.raises(rp.ManifestError) as ei:
+        rp.parse_manifest(doc, "zoo.yaml")
+    msg = str(ei.value)
+    assert msg.startswith("zoo.yaml: invalid manifest")
+    assert expect in msg
+    schema = json.loads(rp.MANIFEST_SCHEMA_PATH.read_text())
+    assert (not Draft202012Validator(schema).is_valid(doc)) == schema_rejects
+
+
+def test_manifest_lists_every_problem_at_once():
+    def two(d):
+        d["entries"][0].pop("family")
+        d["entries"][1].update(bogus=True)
+
+    with pytest.raises(rp.ManifestError) as ei:
+        rp.parse_manifest(_bad(two))
+    assert "2 problems" in str(ei.value)
+    assert "entries.0.family" in str(ei.value) and "entries.1.bogus" in str(ei.value)
+
+
+def test_load_manifest_file_errors_name_the_file(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(rp.ManifestError, match="nope.yaml: manifest not found"):
+        rp.load_manifest(missing)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("entries: [unclosed\n")
+    with pytest.raises(rp.ManifestError, match="broken.yaml: expected YAML or JSON"):
+        rp.load_manifest(broken)
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- a\n- b\n")
+    with pytest.raises(rp.ManifestError, match="expected a mapping"):
+        rp.load_manifest(listy)
+
+
+def test_manifest_sha256_ignores_formatting_not_content(tmp_path):
+    import yaml
+
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(GOOD) + "# a comment\n")
+    (tmp_path / "b.json").write_text(json.dumps(GOOD, indent=4))
+    a = rp.load_manifest(tmp_path / "a.yaml")
+    b = rp.load_manifest(tmp_path / "b.json")
+    assert a.sha256() == b.sha256()
+    changed = _bad(lambda d: d["entries"][1].update(data="data/other.tok"))
+    assert rp.parse_manifest(changed).sha256() != a.sha256()
+
+
+# ---- report schema -----------------------------------------------------------------------------
+
+
+def test_report_schema_is_valid_draft_2020_12_and_accepts_a_good_report():
+    schema = rp.report_schema()
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    Draft202012Validator.check_schema(schema)
+    err = ok_row(
+        name="broken",
+        status="error",
+        value=None,
+        lo=None,
+        hi=None,
+        interval=None,
+        n=None,
+        items=None,
+        error={"type": "FileNotFoundError", "message": "x: not found"},
+    )
+    skip = ok_row(
+        name="mystery",
+        family="mystery",
+        kind=None,
+        metric=None,
+        status="skipped",
+        value=None,
+        lo=None,
+        hi=None,
+        interval=None,
+        n=None,
+        items=None,
+        reason="unknown family 'mystery'",
+    )
+    acc = ok_row(name="clf", kind="classifier", metric="acc", value=0.8, lo=0.49, hi=0.94)
+    acc.update(interval="wilson")
+    rho = ok_row(name="w2v", kind="embeddings", metric="spearman", value=0.5, lo=0.16, hi=0.74)
+    rho.update(interval="fisher_z", items=None)
+    doc = report_doc([ok_row(), err, skip, acc, rho])
+    rp.validate_report(doc)
+    # the pydantic model reads the same document and writes it back unchanged
+    assert rp.Report.model_validate(doc).to_json() == doc
+
+
+@pytest.mark.parametrize(
+    "mutate, where",
+    [
+        (lambda d: d["rows"][0].update(status="done"), "rows/0/status"),
+        (lambda d: d["rows"][0].update(value="2.1"), "rows/0/value"),
+        (lambda d: d["rows"][0].update(value=None), "rows/0/value"),  # ok row without a value
+        (lambda d: d["rows"][0].update(error={"type": "E", "message": "m"}), "rows/0/error"),
+        (lambda d: d["rows"][0].update(status="error"), "rows/0/error"),  # error row w/o error
+        (lambda d: d["rows"][0].update(interval="wilson"), "rows/0/interval"),  # bpb is student_t
+        (lambda d: d["rows"][0].update(metric="perplexity"), "rows/0/metric"),
+        (lambda d: d["rows"][0].update(items="../etc/passwd"), "rows/0/items"),
+        (lambda d: d["rows"][0].update(checkpoint_sha256="xyz"), "rows/0/checkpoint_sha256"),
+        (lambda d: d["rows"][0].update(surprise=1), "rows/0"),
+        (lambda d: d["rows"][0].pop("seconds"), "rows/0"),
+        (lambda d: d.pop("manifest_sha256"), "<top>"),
+        (lambda d: d.update(created_at="yesterday"), "created_at"),
+        (lambda d: d.update(seed=-1), "seed"),
+        (lambda d: d.update(schema_version=2), "schema_version"),
+    ],
+)
+def test_report_violating_the_schema_is_refused(mutate, where):
+    doc = report_doc()
+    mutate(doc)
+    with pytest.raises(rp.ReportSchemaError) as ei:
+        rp.validate_report(doc)
+    assert f"  {where}" in str(ei.value)
+
+
+def test_row_model_and_schema_name_the_same_fields():
+    schema = rp.report_schema()
+    assert set(schema["$defs"]["row"]["properties"]) == set(rp.Row.model_fields)
+    assert set(schema["properties"]) == set(rp.Report.model_fields)
+    # the agreed enums
+    props = schema["$defs"]["row"]["properties"]
+    assert set(props["metric"]["enum"]) - {None} == set(rp.METRICS)
+    assert set(props["interval"]["enum"]) - {None} == set(rp.INTERVALS)
+    assert set(props["status"]["enum"]) == set(rp.STATUSES)
+    assert set(props["kind"]["enum"]) - {None} == set(rp.KINDS)
+
+
+def test_row_model_refuses_inconsistent_status():
+    with pytest.raises(ValidationError, match="expected value null"):
+        rp.Row.model_validate(ok_row(status="skipped", reason="x"))
+    with pytest.raises(ValidationError, match="'error' must be set exactly for error rows"):
+        rp.Row.model_validate(ok_row(error={"type": "E", "message": "m"}))
+
+
+# ---- hashes ------------------------------------------------------------------------------------
+
+
+def test_sha256_path_of_a_file_is_its_bytes_hash(tmp_path):
+    f = tmp_path / "x.bin"
+    data = bytes(range(256)) * 5000  # > 1 MiB: several read chunks
+    f.write_bytes(data)
+    assert rp.sha256_path(f) == hashlib.sha256(data).hexdigest()
+
+
+def test_sha256_path_of_a_folder_follows_the_definition(tmp_path):
+    d = tmp_path / "ckpt"
+    (d / "sub").mkdir(parents=True)
+    (d / "sub" / "b.bin").write_bytes(b"bee")
+    (d / "a.json").write_bytes(b"{}")
+
+    def h(b: bytes) -> str:
+        return hashlib.sha256(b).hexdigest()
+
+    # sorted by relative path: "a.json" < "sub/b.bin"
+    text = f"a.json\0{h(b'{}')}\nsub/b.bin\0{h(b'bee')}\n"
+    assert rp.sha256_path(d) == h(text.encode())
+    before = rp.sha256_path(d)
+    (d / "a.json").rename(d / "c.json")  # same bytes, another name: another hash
+    assert rp.sha256_path(d) != before
+    with pytest.raises(FileNotFoundError, match="nothing"):
+        rp.sha256_path(tmp_path / "nothing")

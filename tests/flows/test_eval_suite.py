@@ -1,0 +1,243 @@
+"""The EvalSuite flow under prefect_test_harness: fan-out, retries, error rows, cache, store."""
+
+import json
+import threading
+
+import numpy as np
+import pytest
+import yaml
+
+from flows.eval_suite import eval_suite
+from tinyllm.eval import zoo
+from tinyllm.models import bigram, ngram
+from tinyllm.store import open_store
+from tinyllm.tokens import write_tokens
+
+TEXT = (
+    b"the cat sat on the mat. the dog sat on the log. a cat and a dog met on a mat by the log. "
+) * 8
+
+
+@pytest.fixture
+def zoo_dir(tmp_path):
+    """A small real zoo: two bigrams and a 3-gram trained from counts, and a val token file."""
+    data = np.frombuffer(TEXT, dtype=np.uint8)
+    write_tokens(tmp_path / "val.tok", data[:300])
+    bigram.save(bigram.train(bigram.Config(k=0.5), data, seed=0), tmp_path / "bigram")
+    bigram.save(bigram.train(bigram.Config(k=2.0), data, seed=0), tmp_path / "bigram2")
+    ngram.save(ngram.train(ngram.Config(order=3), data, seed=0), tmp_path / "kn3.safetensors")
+    return tmp_path
+
+
+def write_manifest(folder, entries, name="zoo.yaml"):
+    doc = {"suite": "zoo", "entries": entries}
+    (folder / name).write_text(yaml.safe_dump(doc))
+    return str(folder / name)
+
+
+def entry(name, family, checkpoint, data="val.tok", **options):
+    e = {"name": name, "family": family, "checkpoint": checkpoint, "data": data}
+    if options:
+        e["options"] = options
+    return e
+
+
+HEALTHY = [
+    entry("bigram", "bigram", "bigram"),
+    entry("bigram2", "bigram", "bigram2"),
+    entry("kn3", "ngram", "kn3.safetensors"),
+]
+
+
+def strip(rows):
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+
+REAL_LOAD_MODEL = zoo.load_model
+
+
+class CountingLoader:
+    """Wraps the real zoo.load_model: counts calls per checkpoint and can inject failures."""
+
+    def __init__(self, monkeypatch, fail=None):
+        self.real = REAL_LOAD_MODEL
+        self.calls: dict[str, int] = {}
+        self.fail = fail or {}
+        self.lock = threading.Lock()
+        monkeypatch.setattr(zoo, "load_model", self)
+
+    def __call__(self, path):
+        key = str(path).rsplit("/", 1)[-1]
+        with self.lock:
+            self.calls[key] = self.calls.get(key, 0) + 1
+            n = self.calls[key]
+        exc = self.fail.get(key)
+        if exc is not None and n <= exc[1]:
+            raise exc[0]
+        return self.real(path)
+
+
+def test_fan_out_with_broken_entry_gives_error_row_and_scores_the_rest(zoo_dir, tmp_path):
+    m = write_manifest(zoo_dir, [*HEALTHY, entry("ghost", "bigram", "missing-dir")])
+    out = eval_suite(manifest=m, release="r1", store=str(tmp_path / "store"))
+    rows = {r["name"]: r for r in out["report"]["rows"]}
+    assert [r["name"] for r in out["report"]["rows"]] == ["bigram", "bigram2", "kn3", "ghost"]
+    assert rows["ghost"]["status"] == "error"
+    assert rows["ghost"]["error"]["type"] == "FileNotFoundError"
+    assert "missing-dir" in rows["ghost"]["error"]["message"]
+    assert all(rows[n]["status"] == "ok" for n in ("bigram", "bigram2", "kn3"))
+    st = open_store(tmp_path / "store")
+    assert st.read_report("r1")["rows"] == out["report"]["rows"]
+    assert st.read_items("r1", "kn3").size == rows["kn3"]["n"]
+
+
+def test_flow_rows_equal_run_zoo_rows(zoo_dir, tmp_path):
+    m = write_manifest(zoo_dir, HEALTHY)
+    out = eval_suite(manifest=m, release="r1", store=str(tmp_path / "store"), seed=3)
+    ref = zoo.run_zoo(m, seed=3).to_json()
+    assert strip(out["report"]["rows"]) == strip(ref["rows"])
+    assert out["report"]["manifest_sha256"] == ref["manifest_sha256"]
+
+
+def test_transient_oserror_is_retried_and_scored(zoo_dir, tmp_path, monkeypatch):
+    loader = CountingLoader(monkeypatch, fail={"bigram": (ConnectionResetError("reset"), 1)})
+    m = write_manifest(zoo_dir, HEALTHY)
+    out = eval_suite(manifest=m, release="r1", store=str(tmp_path / "store"))
+    row = out["report"]["rows"][0]
+    assert row["status"] == "ok" and row["value"] is not None
+    assert loader.calls["bigram"] == 2  # failed once, retried once
+
+
+def test_transient_error_that_persists_becomes_error_row_after_retries(
+    zoo_dir, tmp_path, monkeypatch
+):
+    loader = CountingLoader(monkeypatch, fail={"bigram": (TimeoutError("slow disk"), 99)})
+    m = write_manifest(zoo_dir, HEALTHY)
+    out = eval_suite(manifest=m, release="r1", store=str(tmp_path / "store"))
+    row = out["report"]["rows"][0]
+    assert row["status"] == "error"
+    assert row["error"] == {"type": "TimeoutError", "message": "slow disk"}
+    assert loader.calls["bigram"] == 3  # the first attempt and two retries
+    assert out["report"]["rows"][1]["status"] == "ok"
+
+
+def test_deterministic_error_is_not_retried(zoo_dir, tmp_path, monkeypatch):
+    loader = CountingLoader(monkeypatch, fail={"bigram": (ValueError("bad weights"), 99)})
+    m = write_manifest(zoo_dir, HEALTHY)
+    out = eval_suite(manifest=m, release="r1", store=str(tmp_path / "store"))
+    assert out["report"]["rows"][0]["error"] == {"type": "ValueError", "message": "bad weights"}
+    assert loader.calls["bigram"] == 1
+
+
+def test_rerun_after_failure_recomputes_only_what_did_not_finish(zoo_dir, tmp_path, monkeypatch):
+    m = write_manifest(zoo_dir, HEALTHY)
+    store = str(tmp_path / "store")
+    loader = CountingLoader(monkeypatch, fail={"kn3.safetensors": (OSError("io"), 99)})
+    first = eval_suite(manifest=m, release="r1", store=store)
+    assert [r["status"] for r in first["report"]["rows"]] == ["ok", "ok", "error"]
+    loader = CountingLoader(monkeypatch)  # the failure is gone
+    second = eval_suite(manifest=m, release="r1", store=store)
+    assert loader.calls == {"kn3.safetensors": 1}  # the two finished entries came from the cache
+    assert [r["status"] for r in second["report"]["rows"]] == ["ok", "ok", "ok"]
+    assert strip(second["report"]["rows"][:2]) == strip(first["report"]["rows"][:2])
+
+
+def test_checkpoint_changed_in_place_is_rescored(zoo_dir, tmp_path, monkeypatch):
+    m = write_manifest(zoo_dir, HEALTHY)
+    store = str(tmp_path / "store")
+    first = eval_suite(manifest=m, release="r1", store=store)
+    data = np.frombuffer(TEXT[:200], dtype=np.uint8)
+    bigram.save(bigram.train(bigram.Config(k=5.0), data, seed=0), zoo_dir / "bigram")
+    loader = CountingLoader(monkeypatch)
+    second = eval_suite(manifest=m, release="r2", store=store)
+    assert loader.calls == {"bigram": 1}
+    assert second["report"]["rows"][0]["value"] != first["report"]["rows"][0]["value"]
+    assert (
+        second["report"]["rows"][0]["checkpoint_sha256"]
+        != first["report"]["rows"][0]["checkpoint_sha256"]
+    )
+
+
+def test_only_replaces_one_row_and_keeps_the_old_run(zoo_dir, tmp_path):
+    m = write_manifest(zoo_dir, HEALTHY)
+    store = str(tmp_path / "store")
+    first = eval_suite(manifest=m, release="r1", store=store)
+    bigram.save(
+        bigram.train(bigram.Config(k=9.0), np.frombuffer(TEXT, dtype=np.uint8), seed=0),
+        zoo_dir / "bigram2",
+    )
+    second = eval_suite(manifest=m, release="r1", store=store, only=["bigram2"])
+    st = open_store(store)
+    report = st.read_report("r1")
+    assert [r["name"] for r in report["rows"]] == ["bigram", "bigram2", "kn3"]
+    assert report["rows"][0] == first["report"]["rows"][0]
+    assert report["rows"][2] == first["report"]["rows"][2]
+    assert report["rows"][1]["value"] != first["report"]["rows"][1]["value"]
+    runs = st.runs("r1")
+    assert len(runs) == 2 and first["run_id"] in runs and second["run_id"] in runs
+    assert st.read_run("r1", first["run_id"])["rows"] == first["report"]["rows"]
+    assert [r["name"] for r in st.read_run("r1", second["run_id"])["rows"]] == ["bigram2"]
+    with pytest.raises(Exception, match="expected entry names"):
+        eval_suite(manifest=m, release="r1", store=store, only=["nope"])
+
+
+def test_comparison_flags_planted_regression_and_unchanged(zoo_dir, tmp_path):
+    m = write_manifest(zoo_dir, HEALTHY)
+    store = str(tmp_path / "store")
+    eval_suite(manifest=m, release="r1", store=store)
+    same = eval_suite(manifest=m, release="r2", store=store)
+    assert {r["name"]: r["verdict"] for r in same["compare"]["rows"]} == {
+        "bigram": "unchanged",
+        "bigram2": "unchanged",
+        "kn3": "unchanged",
+    }
+    # degrade the 3-gram: a heavily smoothed bigram table saved in place of the 3-gram's scores
+    weak = ngram.train(ngram.Config(order=3), np.frombuffer(TEXT[:90], dtype=np.uint8), seed=0)
+    ngram.save(weak, zoo_dir / "kn3.safetensors")
+    worse = eval_suite(manifest=m, release="r3", store=store)
+    verdicts = {r["name"]: r["verdict"] for r in worse["compare"]["rows"]}
+    assert verdicts["kn3"] == "regressed"
+    assert verdicts["bigram"] == "unchanged"
+    assert worse["compare"]["rows"][2]["p"] < 0.05
+    st = open_store(store)
+    assert st.read_compare("r3") == worse["compare"]
+    assert st.releases() == ["r1", "r2", "r3"]
+
+
+def test_bad_manifest_fails_before_anything_runs(zoo_dir, tmp_path, monkeypatch):
+    loader = CountingLoader(monkeypatch)
+    m = write_manifest(zoo_dir, [*HEALTHY, {"name": "x", "family": "bigram"}])
+    with pytest.raises(Exception, match="checkpoint"):
+        eval_suite(manifest=m, release="r1", store=str(tmp_path / "store"))
+    assert loader.calls == {}
+    assert not (tmp_path / "store").exists()
+
+
+def test_s3_store_through_moto_server(zoo_dir, monkeypatch):
+    boto3 = pytest.importorskip("boto3")
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        boto3.client("s3").create_bucket(Bucket="evals")
+        m = write_manifest(zoo_dir, HEALTHY)
+        out = eval_suite(manifest=m, release="r1", store="s3://evals/tinyllm")
+        eval_suite(manifest=m, release="r2", store="s3://evals/tinyllm")
+        st = open_store("s3://evals/tinyllm")
+        assert st.releases() == ["r1", "r2"]
+        assert st.read_report("r1")["rows"] == out["report"]["rows"]
+        keys = boto3.client("s3").list_objects_v2(Bucket="evals")["Contents"]
+        names = {k["Key"] for k in keys}
+        assert "tinyllm/releases/r1/report.json" in names
+        assert "tinyllm/releases/r2/compare.json" in names
+        assert json.loads(st.get_bytes("releases/r2/compare.json"))["rows"][0]["verdict"] == (
+            "unchanged"
+        )
+    finally:
+        server.stop()

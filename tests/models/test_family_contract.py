@@ -1,0 +1,166 @@
+"""The family contract (DESIGN.md), checked on every family in ``FAMILIES``.
+
+Every family: ARCH/KIND, a frozen JSON-native Config that refuses unknown keys, ``train`` with
+keyword-only ``seed``/``steps``/``progress``. Every lm family additionally: output shapes
+(``token_nlls`` -> float64[n-1]; ``model(idx)`` -> logits [B, T, 256] that agree with
+``token_nlls``), save -> load gives identical NLLs, memmap input, and the loss falls on a tiny
+batch within a few steps. "Loss falls" for count-based families (whose ``train`` ignores
+``steps``) means: the NLL of the training bytes after training is below the untrained, uniform
+NLL ``ln 256``; for the others the per-step loss reported through ``progress`` also falls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tinyllm.checkpoint import read_config, read_single_metadata
+from tinyllm.models import FAMILIES
+from tinyllm.tokens import ByteTokenizer, read_tokens, write_tokens
+
+KINDS = {"lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings"}
+LN256 = math.log(256)
+
+# Tiny configs so that the whole contract runs in seconds; a new family falls back to Config().
+SMALL = {
+    "bigram": ({}, 0, {}),
+    "ngram": ({"order": 3}, 0, {}),
+    "nplm": (
+        {"context": 3, "emb_dim": 8, "hidden": 32, "seq_len": 16, "batch_size": 8, "lr": 0.01},
+        40,
+        {},
+    ),
+    "rnnlm": ({"emb_dim": 16, "hidden": 32, "bptt": 16, "batch_size": 4, "lr": 0.01}, 40, {}),
+    "gpt": (
+        {"block_size": 32, "n_layer": 1, "n_head": 2, "n_embd": 32},
+        40,
+        {"batch_size": 8, "lr": 1e-2},
+    ),
+}
+
+TEXT = (
+    "The quick brown fox jumps over the lazy dog. The dog sleeps in the sun, and the fox "
+    "runs into the woods. A bushfire burns near the town; the firefighters say the wind will "
+    "change tonight. "
+) * 3
+IDS = ByteTokenizer().encode(TEXT).astype(np.uint8)
+
+LM_FAMILIES = sorted(n for n, f in FAMILIES.items() if getattr(f, "KIND", None) == "lm")
+
+
+def _small(name: str):
+    fam = FAMILIES[name]
+    cfg_kw, steps, train_kw = SMALL.get(name, ({}, 20, {}))
+    return fam, fam.Config(**cfg_kw), steps, train_kw
+
+
+def _logits(model, idx: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        out = model(idx)
+    return out[0] if isinstance(out, tuple) else out
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """One tiny trained model per lm family, with the progress calls it made."""
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            fam, cfg, steps, train_kw = _small(name)
+            calls = []
+            model = fam.train(
+                cfg, IDS, seed=0, steps=steps, progress=lambda *a: calls.append(a), **train_kw
+            )
+            cache[name] = (model, calls)
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_module_names_and_config(name):
+    fam = FAMILIES[name]
+    assert name == fam.ARCH  # FAMILIES is keyed by tl_arch
+    assert fam.KIND in KINDS
+    for attr in ("Config", "Model", "train", "save", "load"):
+        assert hasattr(fam, attr), f"{name} lacks {attr}"
+    cfg = fam.Config()
+    assert dataclasses.is_dataclass(cfg)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(cfg, dataclasses.fields(cfg)[0].name, None)
+    d = dataclasses.asdict(cfg)
+    assert json.loads(json.dumps(d)) == d  # JSON-native fields
+    assert fam.Config(**d) == cfg
+    with pytest.raises(TypeError):
+        fam.Config(**d, not_a_field=1)
+    params = inspect.signature(fam.train).parameters
+    for kw in ("seed", "steps", "progress"):
+        assert params[kw].kind is inspect.Parameter.KEYWORD_ONLY
+    assert params["progress"].default is None
+
+
+@pytest.mark.parametrize("name", LM_FAMILIES)
+def test_output_shapes_and_logits_agree_with_token_nlls(name, trained):
+    fam = FAMILIES[name]
+    model, _ = trained(name)
+    nll = fam.token_nlls(model, IDS)
+    assert nll.shape == (IDS.size - 1,)
+    assert nll.dtype == np.float64
+    assert np.all(np.isfinite(nll)) and np.all(nll > 0)
+
+    # model(idx) -> logits [B, T, 256]; within one window they give the same NLLs
+    T = 24
+    idx = torch.from_numpy(IDS[: 2 * T].astype(np.int64)).reshape(2, T)
+    logits = _logits(model, idx)
+    assert tuple(logits.shape) == (2, T, 256)
+    logp = F.log_softmax(logits[0].double(), dim=-1)
+    from_logits = -logp[torch.arange(T - 1), idx[0, 1:]].numpy()
+    np.testing.assert_allclose(fam.token_nlls(model, IDS[:T]), from_logits, rtol=0, atol=1e-5)
+
+    with pytest.raises(ValueError):
+        fam.token_nlls(model, IDS[:1])  # nothing to score
+
+
+@pytest.mark.parametrize("name", LM_FAMILIES)
+def test_save_load_gives_identical_nlls(name, trained, tmp_path: Path):
+    fam = FAMILIES[name]
+    model, _ = trained(name)
+    path = tmp_path / "ckpt"
+    fam.save(model, path)
+    arch = read_config(path)["tl_arch"] if path.is_dir() else read_single_metadata(path)["tl_arch"]
+    assert arch == fam.ARCH
+    loaded = fam.load(path)
+    assert loaded.cfg == model.cfg
+    np.testing.assert_array_equal(fam.token_nlls(loaded, IDS), fam.token_nlls(model, IDS))
+
+
+@pytest.mark.parametrize("name", LM_FAMILIES)
+def test_token_nlls_reads_a_memmap_token_file(name, trained, tmp_path: Path):
+    fam = FAMILIES[name]
+    model, _ = trained(name)
+    mm = read_tokens(write_tokens(tmp_path / "ids.bin", IDS))
+    assert isinstance(mm, np.memmap)
+    np.testing.assert_array_equal(fam.token_nlls(model, mm), fam.token_nlls(model, IDS))
+
+
+@pytest.mark.parametrize("name", LM_FAMILIES)
+def test_loss_falls_on_a_tiny_batch(name, trained):
+    fam = FAMILIES[name]
+    model, calls = trained(name)
+    assert calls, "train must report progress"
+    steps = [c[0] for c in calls]
+    assert steps == list(range(1, len(calls) + 1))
+    mean_nll = float(fam.token_nlls(model, IDS).mean())
+    assert mean_nll < LN256 - 0.5, f"{name}: training NLL {mean_nll:.3f} vs uniform {LN256:.3f}"
+    if len(calls) > 1:  # an optimizer: the reported loss falls within these few steps
+        first, last = calls[0][2], calls[-1][2]
+        assert last < first - 0.5, f"{name}: loss {first:.3f} -> {last:.3f}"

@@ -1,0 +1,260 @@
+"""The gpt family: shapes, loss, causality, checkpoints, and Hugging Face GPT-2 interop.
+
+The interop oracle is transformers' own GPT2LMHeadModel, built from a small GPT2Config with random
+weights (no download): our conversion must reproduce its logits to 1e-5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+from tinyllm.checkpoint import CheckpointError
+from tinyllm.models import gpt
+
+TINY = gpt.Config(block_size=16, n_layer=2, n_head=2, n_embd=16)
+
+
+def _randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """Every parameter random (biases and LayerNorms too), so a dropped bias, a missed transpose
+    or a swapped name changes the logits."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.2)
+            if "ln_" in name and name.endswith("weight"):
+                p.add_(1.0)  # LayerNorm gains near 1, as in a trained model
+    return model.eval()
+
+
+def _ids(B: int, T: int, V: int = 256, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def test_shapes():
+    m = gpt.Model(TINY).eval()
+    idx = _ids(3, 10)
+    logits, loss = m(idx)
+    assert logits.shape == (3, 10, 256) and logits.dtype == torch.float32
+    assert loss is None
+    assert m.hidden(idx).shape == (3, 10, 16)
+    assert m.lm_head.weight.shape == (256, 16) and m.lm_head.bias is None
+    with pytest.raises(ValueError, match="block_size=16"):
+        m(_ids(1, 17))
+
+
+def test_forward_loss_is_mean_cross_entropy():
+    m = _randomize(gpt.Model(TINY))
+    idx, tgt = _ids(2, 12, seed=1), _ids(2, 12, seed=2)
+    logits, loss = m(idx, tgt)
+    # oracle: -log softmax at the target, averaged over all B*T positions, by hand in float64
+    lp = logits.double() - torch.logsumexp(logits.double(), dim=-1, keepdim=True)
+    manual = -lp.gather(-1, tgt[..., None]).mean()
+    assert loss.item() == pytest.approx(manual.item(), abs=1e-5)
+    assert loss.item() == pytest.approx(F.cross_entropy(logits.flatten(0, 1), tgt.flatten()).item())
+
+
+def test_hidden_then_lm_head_equals_forward_logits():
+    m = _randomize(gpt.Model(TINY))
+    idx = _ids(2, 9)
+    logits, _ = m(idx)
+    torch.testing.assert_close(m.lm_head(m.hidden(idx)), logits, rtol=0, atol=0)
+
+
+def test_causal_future_tokens_do_not_change_earlier_logits():
+    m = _randomize(gpt.Model(TINY))
+    idx = _ids(1, 12)
+    j = 7
+    idx2 = idx.clone()
+    idx2[0, j] = (idx2[0, j] + 1) % 256
+    a, _ = m(idx)
+    b, _ = m(idx2)
+    torch.testing.assert_close(a[:, :j], b[:, :j], rtol=0, atol=1e-6)
+    assert (a[:, j:] - b[:, j:]).abs().amax(-1).min() > 1e-4  # every later position sees it
+
+
+def test_tied_head_shares_the_embedding():
+    m = gpt.Model(TINY)
+    assert m.lm_head.weight is m.wte.weight
+    u = gpt.Model(dataclasses.replace(TINY, tie_weights=False))
+    assert u.lm_head.weight is not u.wte.weight
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_save_load_gives_identical_logits(tmp_path, tie):
+    cfg = dataclasses.replace(TINY, tie_weights=tie, bias=tie)  # cover both bias settings too
+    m = _randomize(gpt.Model(cfg))
+    gpt.save(m, tmp_path / "ck")
+    stored = load_file(str(tmp_path / "ck" / "model.safetensors"))
+    assert ("lm_head.weight" in stored) is (not tie)  # one copy of a tied matrix
+    doc = json.loads((tmp_path / "ck" / "config.json").read_text())
+    assert doc["tl_arch"] == "gpt" and doc["config"] == dataclasses.asdict(cfg)
+    m2 = gpt.load(tmp_path / "ck")
+    assert m2.cfg == cfg
+    assert (m2.lm_head.weight is m2.wte.weight) is tie  # re-tied, not two copies
+    idx = _ids(2, 16)
+    torch.testing.assert_close(m2(idx)[0], m(idx)[0], rtol=0, atol=0)
+
+
+def _corrupt(path, name, fn):
+    f = path / "model.safetensors"
+    t = load_file(str(f))
+    t[name] = fn(t[name])
+    save_file(t, str(f), metadata={"tl_arch": "gpt"})
+    return f
+
+
+@pytest.mark.parametrize(
+    "name, fn, match",
+    [
+        ("h.0.attn.c_proj.weight", lambda t: t[:, :-1].clone(), "expected shape"),
+        ("wpe.weight", lambda t: t.double(), "expected shape"),
+        ("h.1.mlp.c_fc.bias", lambda t: torch.full_like(t, float("nan")), "finite"),
+    ],
+)
+def test_bad_checkpoint_raises_checkpoint_error_naming_file(tmp_path, name, fn, match):
+    gpt.save(gpt.Model(TINY), tmp_path / "ck")
+    f = _corrupt(tmp_path / "ck", name, fn)
+    with pytest.raises(CheckpointError, match=match) as e:
+        gpt.load(tmp_path / "ck")
+    assert str(f) in str(e.value) and name in str(e.value)
+
+
+def test_bad_config_raises_checkpoint_error(tmp_path):
+    gpt.save(gpt.Model(TINY), tmp_path / "ck")
+    p = tmp_path / "ck" / "config.json"
+    doc = json.loads(p.read_text())
+    doc["config"]["n_layers"] = 3  # a typo'd key must not be silently ignored
+    p.write_text(json.dumps(doc))
+    with pytest.raises(CheckpointError, match="config.json"):
+        gpt.load(tmp_path / "ck")
+    with pytest.raises(TypeError):
+        gpt.Config(**doc["config"])
+    with pytest.raises(ValueError, match="n_embd"):
+        gpt.Config(n_embd=10, n_head=4)
+
+
+def test_loss_falls_on_a_tiny_batch():
+    data = np.frombuffer(b"the cat sat on the mat. " * 40, dtype=np.uint8)
+    losses = []
+    gpt.train(
+        TINY, data, seed=0, steps=30, batch_size=8, lr=1e-2,
+        progress=lambda s, n, loss: losses.append(loss),
+    )  # fmt: skip
+    assert len(losses) == 30
+    assert losses[0] == pytest.approx(math.log(256), abs=0.3)  # starts near uniform
+    assert np.mean(losses[-5:]) < 0.5 * losses[0]
+
+
+def test_train_is_reproducible_and_checks_data():
+    data = np.frombuffer(b"abcdefgh" * 20, dtype=np.uint8)
+    a = gpt.train(TINY, data, seed=3, steps=3, batch_size=4)
+    b = gpt.train(TINY, data, seed=3, steps=3, batch_size=4)
+    for (k, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
+        torch.testing.assert_close(x, y, rtol=0, atol=0, msg=k)
+    with pytest.raises(ValueError, match="block_size"):
+        gpt.train(TINY, data[:10], seed=0, steps=1)
+    with pytest.raises(ValueError, match="1-d"):
+        gpt.train(TINY, data.reshape(2, -1), seed=0, steps=1)
+
+
+# ------------------------------------------------------------------------------- scoring
+
+
+def test_token_nlls_single_window_equals_log_softmax():
+    pytest.importorskip("tinyllm.eval.lm")
+    m = _randomize(gpt.Model(TINY))
+    ids = _ids(1, 12)[0].numpy().astype(np.uint8)  # shorter than block_size: one window
+    got = gpt.token_nlls(m, ids)
+    with torch.no_grad():
+        logits, _ = m(torch.from_numpy(ids.astype(np.int64))[None])
+    lp = torch.log_softmax(logits[0].double(), -1)
+    want = -lp[torch.arange(11), torch.from_numpy(ids[1:].astype(np.int64))].numpy()
+    assert got.dtype == np.float64 and got.shape == (11,)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+
+
+def test_token_nlls_long_input_scores_every_token_once():
+    pytest.importorskip("tinyllm.eval.lm")
+    m = _randomize(gpt.Model(TINY))
+    ids = _ids(1, 100)[0].numpy().astype(np.uint8)  # 100 > block_size = 16: many windows
+    got = gpt.token_nlls(m, ids)
+    assert got.shape == (99,) and np.isfinite(got).all()
+    # the first window's tokens have the same context as a plain forward pass
+    with torch.no_grad():
+        logits, _ = m(torch.from_numpy(ids[:16].astype(np.int64))[None])
+    lp = torch.log_softmax(logits[0].double(), -1)
+    want = -lp[torch.arange(15), torch.from_numpy(ids[1:16].astype(np.int64))].numpy()
+    np.testing.assert_allclose(got[:15], want, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="block_size"):
+        gpt.token_nlls(m, ids, ctx_len=32)
+
+
+# ------------------------------------------------------------------- Hugging Face interop
+
+
+def _hf_model(tie: bool = True, act: str = "gelu_new"):
+    transformers = pytest.importorskip("transformers")
+    hc = transformers.GPT2Config(
+        vocab_size=256, n_positions=16, n_embd=16, n_layer=2, n_head=2,
+        activation_function=act, tie_word_embeddings=tie, bos_token_id=None, eos_token_id=None,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return _randomize(transformers.GPT2LMHeadModel(hc))
+
+
+@pytest.mark.parametrize("tie, act", [(True, "gelu_new"), (False, "gelu")])
+def test_load_hf_gpt2_matches_hf_logits(tie, act):
+    hf = _hf_model(tie, act)
+    m = gpt.load_hf_gpt2(hf)
+    assert m.cfg.tie_weights is tie
+    assert m.cfg.activation == ("gelu_tanh" if act == "gelu_new" else "gelu")
+    idx = _ids(2, 16)
+    with torch.no_grad():
+        want = hf(idx).logits
+    torch.testing.assert_close(m(idx)[0], want, rtol=0, atol=1e-5)
+
+
+def test_load_hf_gpt2_from_folder_and_refusals(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    hf = _hf_model()
+    hf.save_pretrained(str(tmp_path / "hf"))
+    m = gpt.load_hf_gpt2(tmp_path / "hf")
+    idx = _ids(1, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(m(idx)[0], hf(idx).logits, rtol=0, atol=1e-5)
+    odd = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(
+            vocab_size=256, n_positions=8, n_embd=8, n_layer=1, n_head=2,
+            scale_attn_by_inverse_layer_idx=True,
+        )
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="scale_attn_by_inverse_layer_idx"):
+        gpt.load_hf_gpt2(odd)
+    with pytest.raises(CheckpointError, match="config.json"):
+        gpt.load_hf_gpt2(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("tie, bias", [(True, True), (False, False)])
+def test_export_hf_round_trip_through_auto_model(tmp_path, tie, bias):
+    transformers = pytest.importorskip("transformers")
+    cfg = dataclasses.replace(TINY, tie_weights=tie, bias=bias)
+    m = _randomize(gpt.Model(cfg))
+    gpt.export_hf(m, tmp_path / "hf")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
+        str(tmp_path / "hf"), local_files_only=True
+    ).eval()
+    assert type(hf).__name__ == "GPT2LMHeadModel"
+    idx = _ids(2, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(hf(idx).logits, m(idx)[0], rtol=0, atol=1e-5)
+    # and back again: ours -> HF -> ours is the identity on logits
+    back = gpt.load_hf_gpt2(tmp_path / "hf")
+    torch.testing.assert_close(back(idx)[0], m(idx)[0], rtol=0, atol=1e-5)

@@ -1,0 +1,81 @@
+"""The lee corpus: read from the installed gensim, split 90/10 by document, deterministically."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinyllm import data
+from tinyllm.tokens import read_tokens
+
+
+def test_lee_file_comes_from_the_installed_gensim():
+    import gensim.test.utils
+
+    path = data.lee_path()
+    assert path.name == "lee_background.cor"
+    assert path.resolve() == type(path)(gensim.test.utils.datapath("lee_background.cor")).resolve()
+
+
+def test_documents_match_gensims_own_reader():
+    from gensim.models.doc2vec import TaggedLineDocument
+
+    docs = data.lee_documents()
+    theirs = list(TaggedLineDocument(str(data.lee_path())))
+    assert len(docs) == len(theirs) == 300
+    for ours, tagged in zip(docs, theirs, strict=True):
+        assert ours.split() == tagged.words
+
+
+def test_split_every_10th_document_to_val():
+    docs = [f"doc {i}" for i in range(25)]
+    train, val = data.split_documents(docs)
+    assert val == ["doc 9", "doc 19"]
+    assert train == [d for d in docs if d not in val]
+
+
+def test_duplicates_are_dropped_so_no_val_document_is_in_train():
+    docs = data.lee_documents()
+    assert len(set(docs)) == 293  # 7 documents occur twice in the file
+    assert data.unique_documents(["b", "a", "b", "c", "a"]) == ["b", "a", "c"]
+    train, val = data.lee_split()
+    assert (len(train), len(val)) == (264, 29)
+    assert not set(train) & set(val)
+    assert sorted(train + val) == sorted(set(docs))
+
+
+def test_build_writes_train_and_val_token_files(tmp_path):
+    corpus = data.build_lee(tmp_path)
+    docs = data.unique_documents(data.lee_documents())
+    assert (corpus.n_train_docs, corpus.n_val_docs) == (264, 29)
+    train, val = read_tokens(corpus.train_path), read_tokens(corpus.val_path)
+    assert train.dtype == np.uint8 and val.dtype == np.uint8
+    assert (train.size, val.size) == (corpus.n_train_bytes, corpus.n_val_bytes)
+    # val = unique documents 9, 19, ..., 289, each followed by a newline, as UTF-8 bytes
+    expected_val = "".join(docs[i] + "\n" for i in range(9, 293, 10)).encode("utf-8")
+    assert bytes(val) == expected_val
+    # nothing lost or duplicated: the two splits hold every document's bytes once
+    assert train.size + val.size == sum(len(d.encode()) + 1 for d in docs)
+    assert not {docs[i] for i in range(9, 293, 10)} & set(bytes(train).decode().split("\n"))
+    np.testing.assert_array_equal(np.asarray(val), data.lee_bytes("val"))
+    np.testing.assert_array_equal(np.asarray(train), data.lee_bytes("train"))
+
+
+def test_build_is_deterministic(tmp_path):
+    a = data.build_lee(tmp_path / "a")
+    b = data.build_lee(tmp_path / "b")
+    assert a.train_path.read_bytes() == b.train_path.read_bytes()
+    assert a.val_path.read_bytes() == b.val_path.read_bytes()
+
+
+def test_missing_file_error_names_the_path(tmp_path):
+    missing = tmp_path / "nowhere" / "lee_background.cor"
+    with pytest.raises(data.DataError, match=str(missing)):
+        data.lee_documents(missing)
+    with pytest.raises(data.DataError, match=str(missing)):
+        data.build_lee(tmp_path / "out", path=missing)
+
+
+def test_bad_split_name_is_refused():
+    with pytest.raises(ValueError, match="train"):
+        data.lee_bytes("test")

@@ -1,0 +1,149 @@
+"""Demo corpora built from real data that installed packages ship (never downloaded).
+
+The ``lee`` corpus (docs/data.md): gensim's test file ``lee_background.cor``, 300 short news
+documents, one per line. 7 of them occur twice, word for word; exact duplicates are dropped (the
+first occurrence is kept), leaving 293, so that no val document is also a train document. The
+split is by document and deterministic: unique document ``i`` (0-based, in file order) goes to val
+when ``i % 10 == 9`` (every 10th: 9, 19, ..., 289) and to train otherwise: 264 train and 29 val
+documents. Each document is encoded as its UTF-8 bytes (:class:`tinyllm.tokens.ByteTokenizer`)
+followed by one newline byte, and a split is the concatenation of its documents in file order.
+
+    >>> from tinyllm.data import build_lee
+    >>> corpus = build_lee("zoo/data")          # writes lee_train.bin and lee_val.bin
+    >>> corpus.n_val_bytes                       # about 36 KB
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tinyllm.tokens import ByteTokenizer, write_tokens
+
+LEE_FILE = "lee_background.cor"
+VAL_EVERY = 10  # document i goes to val when i % VAL_EVERY == VAL_EVERY - 1
+TRAIN_NAME = "lee_train.bin"
+VAL_NAME = "lee_val.bin"
+SPLITS = ("train", "val")
+
+
+class DataError(FileNotFoundError):
+    """A data file that should ship with an installed package is missing or unreadable."""
+
+
+def gensim_test_data_dir() -> Path:
+    """The ``gensim/test/test_data`` folder of the installed gensim (gensim is not imported).
+
+    Raises :class:`DataError` when gensim is not installed.
+    """
+    spec = importlib.util.find_spec("gensim")
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError(
+            "gensim test data: expected the gensim package to be installed "
+            "(it ships lee_background.cor), got no gensim on the path"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "test" / "test_data"
+
+
+def lee_path() -> Path:
+    """Path of ``lee_background.cor`` inside the installed gensim package.
+
+    Raises :class:`DataError` naming the expected path when the file is not there.
+    """
+    path = gensim_test_data_dir() / LEE_FILE
+    if not path.is_file():
+        raise DataError(
+            f"{path}: expected gensim's test data file {LEE_FILE} here, got no such file "
+            "(is the installed gensim wheel complete? it is never downloaded at run time)"
+        )
+    return path
+
+
+def lee_documents(path: str | os.PathLike | None = None) -> list[str]:
+    """The documents of the Lee corpus: one per line, in file order, without the newline.
+
+    ``path`` defaults to :func:`lee_path`. Empty lines are not documents and are dropped.
+    """
+    p = Path(path) if path is not None else lee_path()
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{p}: expected the Lee corpus file, got no such file") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{p}: expected UTF-8 text, got undecodable bytes: {e}") from None
+    docs = [line.rstrip("\r") for line in text.split("\n") if line.strip()]
+    if len(docs) < VAL_EVERY:
+        raise DataError(f"{p}: expected at least {VAL_EVERY} documents, got {len(docs)}")
+    return docs
+
+
+def unique_documents(docs: list[str]) -> list[str]:
+    """``docs`` without exact duplicates, the first occurrence kept, in order."""
+    return list(dict.fromkeys(docs))
+
+
+def lee_split(path: str | os.PathLike | None = None) -> tuple[list[str], list[str]]:
+    """(train, val) documents of the Lee corpus: deduplicated, then :func:`split_documents`."""
+    return split_documents(unique_documents(lee_documents(path)))
+
+
+def split_documents(docs: list[str]) -> tuple[list[str], list[str]]:
+    """Deterministic 90/10 split by document: index ``i % 10 == 9`` to val, the rest to train."""
+    train = [d for i, d in enumerate(docs) if i % VAL_EVERY != VAL_EVERY - 1]
+    val = [d for i, d in enumerate(docs) if i % VAL_EVERY == VAL_EVERY - 1]
+    return train, val
+
+
+def encode_documents(docs: list[str]) -> np.ndarray:
+    """Byte ids (uint8) of the documents, each followed by a newline byte, in order."""
+    tok = ByteTokenizer()
+    if not docs:
+        return np.zeros(0, dtype=np.uint8)
+    ids = np.concatenate([tok.encode(d + "\n") for d in docs])
+    return ids.astype(np.uint8)
+
+
+def lee_bytes(split: str, path: str | os.PathLike | None = None) -> np.ndarray:
+    """The byte ids (uint8, in memory) of one split of the Lee corpus: ``"train"`` or ``"val"``."""
+    if split not in SPLITS:
+        raise ValueError(f"lee split: expected one of {list(SPLITS)}, got {split!r}")
+    train, val = lee_split(path)
+    return encode_documents(train if split == "train" else val)
+
+
+@dataclass(frozen=True)
+class LeeCorpus:
+    """Where :func:`build_lee` wrote the token files, and their sizes (bytes = tokens)."""
+
+    train_path: Path
+    val_path: Path
+    n_train_bytes: int
+    n_val_bytes: int
+    n_train_docs: int
+    n_val_docs: int
+
+
+def build_lee(out_dir: str | os.PathLike, path: str | os.PathLike | None = None) -> LeeCorpus:
+    """Write ``lee_train.bin`` and ``lee_val.bin`` (token files, uint8 ids) into ``out_dir``.
+
+    ``path`` defaults to gensim's installed ``lee_background.cor``. Returns a :class:`LeeCorpus`.
+    """
+    out = Path(out_dir)
+    train_docs, val_docs = lee_split(path)
+    train, val = encode_documents(train_docs), encode_documents(val_docs)
+    train_path = write_tokens(out / TRAIN_NAME, train, dtype="uint8")
+    val_path = write_tokens(out / VAL_NAME, val, dtype="uint8")
+    return LeeCorpus(
+        train_path=train_path,
+        val_path=val_path,
+        n_train_bytes=int(train.size),
+        n_val_bytes=int(val.size),
+        n_train_docs=len(train_docs),
+        n_val_docs=len(val_docs),
+    )

@@ -1,0 +1,1 @@
+"""Evaluation: the instrument (``lm``) and the zoo suite."""

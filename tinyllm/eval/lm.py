@@ -1,0 +1,771 @@
+"""The instrument: strided perplexity, multiple choice, intervals and paired comparison.
+
+This module implements SPEC.md sections 1-5 on top of :mod:`tinyllm.stats`:
+
+* :func:`windows` / :func:`iter_windows` -- the strided window arithmetic (SPEC 2);
+* :func:`token_nlls` -- the NLL of every token ``1 .. n-1``, each scored exactly once;
+* :func:`summarize_nlls` / :func:`eval_ppl` -- mean NLL, perplexity and bits per byte, each with
+  its Student t interval (SPEC 4);
+* :func:`score_choices` / :func:`run_task` -- multiple choice by log-likelihood, ``acc`` and
+  ``acc_norm`` with a bootstrap interval (SPEC 3, 4);
+* :func:`compare` -- the paired permutation test between two runs on the same items (SPEC 5).
+
+A *model* is anything callable as ``model(ids[None])`` returning logits ``[1, T, V]``, a tuple
+whose first item is those logits, or an object with ``.logits`` (Hugging Face outputs). Where the
+model lets us, the output head and the log-softmax are computed only at the positions that are
+scored (see :class:`_Head`): our GPT exposes ``model.hidden(idx) -> [B, T, D]`` and
+``model.lm_head``; a Hugging Face causal LM exposes ``model.base_model`` and
+``model.get_output_embeddings()``. Either hook is checked once against the model's own logits
+on a few tokens; if they disagree (a model that rescales or caps its logits after the head) the
+full logits are used, with a warning.
+
+All NLLs are in nats, float64; bits per byte divide by ``ln 2`` and by the byte count.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from tinyllm import stats
+
+DEFAULT_BATCH_SIZE = 1
+"""Windows per forward pass in :func:`token_nlls`. Chosen by measurement (docs/benchmarks.md):
+on GPT-2-small shape on this CPU, batch 1 was as fast per token as any larger batch, and larger
+batches grow the activations (the GELU intermediates) past the cache and the memory bound."""
+
+METRICS = ("acc", "acc_norm")
+
+_MAX_LOGITS = 1 << 26  # elements in one [rows, V] block of head output (256 MB in float32)
+_VERIFY_LEN = 16  # tokens on which a head-only hook is checked against the full logits
+_VERIFY_TOL = 1e-4  # relative to max(1, max |logit|)
+_VERIFIED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> hook agrees?
+
+
+# ---------------------------------------------------------------------------------------------
+# results
+
+
+@dataclass(frozen=True, eq=False)
+class Result:
+    """A metric with its 95% interval and the per-item scores it was computed from.
+
+    ``value`` and the interval ``[lo, hi]`` are in the metric's units (accuracy: a fraction in
+    [0, 1]); ``n`` is the number of items; ``per_item`` (float64, length ``n``) keeps the item
+    scores so that two runs on the same items can be compared pairwise (:func:`compare`).
+    """
+
+    value: float
+    lo: float
+    hi: float
+    n: int
+    per_item: np.ndarray
+
+    def to_dict(self) -> dict:
+        """``{"value", "lo", "hi", "n"}`` as JSON-native numbers (``per_item`` left out)."""
+        return {"value": self.value, "lo": self.lo, "hi": self.hi, "n": self.n}
+
+
+# ---------------------------------------------------------------------------------------------
+# window arithmetic (SPEC.md section 2)
+
+
+def _check_window_args(n: int, ctx_len: int, stride: int) -> None:
+    for name, v in (("ctx_len", ctx_len), ("stride", stride)):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer):
+            raise TypeError(f"{name}: expected an int, got {type(v).__name__} {v!r}")
+    if ctx_len < 2:
+        raise ValueError(
+            f"ctx_len: expected >= 2 (a window must hold a token and its context), got {ctx_len}"
+        )
+    if stride < 1 or stride >= ctx_len:
+        raise ValueError(
+            f"stride: expected 1 <= stride < ctx_len = {ctx_len}, got {stride}. "
+            "With stride >= ctx_len the first token of each window is predicted from nothing "
+            "inside its own window (disjoint windows); stride = ctx_len - 1 is the cheapest "
+            "valid stride, stride = 1 the fairest"
+        )
+    if n < 2:
+        raise ValueError(
+            f"expected at least 2 tokens (token 0 has no context and is never scored), got {n}"
+        )
+
+
+def iter_windows(n: int, ctx_len: int, stride: int) -> Iterator[tuple[int, int, int]]:
+    """Yield the strided windows over ``n`` tokens as ``(a, e, first)``, lazily.
+
+    Window k is ``[a_k, e_k)`` with ``a_k = k * stride`` and ``e_k = min(a_k + ctx_len, n)``; it
+    scores the tokens it adds, ``t in [first_k, e_k)`` with ``first_k = max(e_{k-1}, 1)``
+    (``e_{-1} = 0``), each read from the window's position ``t - 1 - a_k``. The last window is
+    the first whose end reaches ``n``. Every token ``1 .. n-1`` is scored exactly once, and in
+    every window after the first a scored token has at least ``ctx_len - stride`` tokens of
+    context (``t - a_k >= ctx_len - stride``).
+
+    Example: ``list(iter_windows(6, 4, 2))`` -> ``[(0, 4, 1), (2, 6, 4)]``.
+
+    Raises ValueError for ``stride >= ctx_len``, ``stride < 1``, ``ctx_len < 2`` or ``n < 2``.
+    """
+    _check_window_args(n, ctx_len, stride)
+    return _iter_windows(int(n), int(ctx_len), int(stride))
+
+
+def _iter_windows(n: int, ctx_len: int, stride: int) -> Iterator[tuple[int, int, int]]:
+    a, prev_end = 0, 0
+    while True:
+        e = min(a + ctx_len, n)
+        yield a, e, max(prev_end, 1)
+        if e == n:
+            return
+        prev_end = e
+        a += stride
+
+
+def windows(n: int, ctx_len: int, stride: int) -> list[tuple[int, int, int]]:
+    """All strided windows as a list of ``(a, e, first)``; see :func:`iter_windows`.
+
+    Example: ``windows(6, 4, 3)`` -> ``[(0, 4, 1), (3, 6, 4)]``: the second window scores
+    tokens 4 and 5 at window positions 0 and 1.
+    """
+    return list(iter_windows(n, ctx_len, stride))
+
+
+# ---------------------------------------------------------------------------------------------
+# models: logits, and logits only where they are needed
+
+
+def _call_logits(model: Callable, ids: torch.Tensor) -> torch.Tensor:
+    """Full logits ``[B, T, V]`` of ``model(ids)`` (a tensor, a tuple, or an object with .logits)."""
+    out = model(ids)
+    if isinstance(out, torch.Tensor):
+        logits = out
+    elif hasattr(out, "logits") and isinstance(out.logits, torch.Tensor):
+        logits = out.logits
+    elif isinstance(out, tuple | list) and out and isinstance(out[0], torch.Tensor):
+        logits = out[0]
+    else:
+        raise TypeError(
+            f"{type(model).__name__}: expected model(ids) to return logits [B, T, V], a tuple "
+            f"whose first item is the logits, or an object with .logits; got {type(out).__name__}"
+        )
+    if logits.ndim != 3 or tuple(logits.shape[:2]) != tuple(ids.shape):
+        raise ValueError(
+            f"{type(model).__name__}: expected logits of shape [{ids.shape[0]}, {ids.shape[1]}, V] "
+            f"for ids of shape {list(ids.shape)}, got {list(logits.shape)}"
+        )
+    return logits
+
+
+def _hf_hidden(base: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """Last hidden state (after the final norm) of a Hugging Face base model, no KV cache."""
+    try:
+        out = base(input_ids=ids, use_cache=False)
+    except TypeError:  # a base model without a cache argument
+        out = base(input_ids=ids)
+    return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+
+
+class _Head:
+    """Per-token NLLs from a model, computing the head only at scored positions when it can.
+
+    ``nlls(x, rows, cols, targets)`` returns ``-ln p(targets[i] | x[rows[i], :cols[i]+1])`` for
+    every i, float64. Three ways to get there, chosen once per model:
+
+    * ``hook`` -- our GPT: ``model.lm_head(model.hidden(x))`` on the selected rows only;
+    * ``hf`` -- a Hugging Face causal LM: ``model.get_output_embeddings()`` applied to the
+      selected rows of ``model.base_model(x).last_hidden_state``;
+    * ``full`` -- anything else: the full logits of ``model(x)``, rows selected afterwards.
+
+    A hook is used only after it reproduced the model's own logits on the first few tokens.
+    """
+
+    def __init__(self, model: Any, probe: torch.Tensor) -> None:
+        self.model = model
+        self.kind = "full"
+        self.hidden: Callable[[torch.Tensor], torch.Tensor] | None = None
+        self.head: nn.Module | None = None
+        lm_head = getattr(model, "lm_head", None)
+        if callable(getattr(model, "hidden", None)) and isinstance(lm_head, nn.Module):
+            self.kind, self.hidden, self.head = "hook", model.hidden, lm_head
+        elif callable(getattr(model, "get_output_embeddings", None)):
+            base = getattr(model, "base_model", None)
+            head = model.get_output_embeddings()
+            if isinstance(base, nn.Module) and base is not model and isinstance(head, nn.Module):
+                self.kind, self.head = "hf", head
+                self.hidden = lambda ids: _hf_hidden(base, ids)
+        if self.kind != "full" and not self._verified(probe):
+            self.kind, self.hidden, self.head = "full", None, None
+
+    def _verified(self, probe: torch.Tensor) -> bool:
+        try:
+            cached = _VERIFIED.get(self.model)
+        except TypeError:  # not weak-referenceable: check every time
+            cached = None
+        if cached is not None:
+            return cached
+        x = probe[:1, :_VERIFY_LEN]
+        with torch.inference_mode():
+            full = _call_logits(self.model, x).float()
+            mine = self.head(self.hidden(x)).float()
+        ok = mine.shape == full.shape
+        diff = float((mine - full).abs().max()) if ok else math.inf
+        ok = ok and diff <= _VERIFY_TOL * max(1.0, float(full.abs().max()))
+        if not ok:
+            warnings.warn(
+                f"{type(self.model).__name__}: hidden states + output head do not reproduce the "
+                f"model's logits (max difference {diff:.3g}); scoring from the full logits",
+                stacklevel=3,
+            )
+        with suppress(TypeError):  # not weak-referenceable: nothing cached
+            _VERIFIED[self.model] = ok
+        return ok
+
+    def nlls(
+        self, x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, targets: torch.Tensor
+    ) -> np.ndarray:
+        """NLLs (nats, float64 ``[M]``) of ``targets`` read at positions ``(rows, cols)`` of x."""
+        if self.kind == "full":
+            logits = _call_logits(self.model, x)  # [B, T, V]
+            sel = logits[rows, cols]  # [M, V]: only the scored positions go on
+            return _nll_blocks(lambda lo, hi: sel[lo:hi], sel.shape[0], sel.shape[1], targets)
+        h = self.hidden(x)[rows, cols]  # [M, D] hidden states at the scored positions only
+        v = _out_features(self.head)
+        return _nll_blocks(lambda lo, hi: self.head(h[lo:hi]), h.shape[0], v, targets)
+
+
+def _out_features(head: nn.Module) -> int:
+    if isinstance(head, nn.Linear):
+        return head.out_features
+    w = getattr(head, "weight", None)
+    return int(w.shape[0]) if isinstance(w, torch.Tensor) else 1 << 16
+
+
+def _nll_blocks(
+    logits_of: Callable[[int, int], torch.Tensor], m: int, v: int, targets: torch.Tensor
+) -> np.ndarray:
+    """``-log_softmax(z)[target]`` per row, over row blocks of at most _MAX_LOGITS elements.
+
+    (On CPU torch's fused log_softmax is faster than ``logsumexp(z) - z[target]``.)
+    """
+    out = np.empty(m, dtype=np.float64)
+    step = max(1, _MAX_LOGITS // max(v, 1))
+    for lo in range(0, m, step):
+        hi = min(m, lo + step)
+        z = logits_of(lo, hi)  # [rows, V]
+        if z.dtype not in (torch.float32, torch.float64):
+            z = z.float()  # half-precision models are scored in fp32
+        tgt = targets[lo:hi]
+        if int(tgt.max()) >= z.shape[1]:
+            raise ValueError(
+                f"expected token ids < the model's vocabulary size {z.shape[1]}, "
+                f"got id {int(tgt.max())}"
+            )
+        lp = torch.log_softmax(z, dim=-1)  # [rows, V]
+        out[lo:hi] = -lp.gather(1, tgt[:, None])[:, 0].double().numpy()
+    return out
+
+
+@contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    """Dropout off while scoring; the caller's training flag is restored afterwards."""
+    m = model.model if isinstance(model, FamilyLM) else model
+    was_training = isinstance(m, nn.Module) and m.training
+    if was_training:
+        m.eval()
+    try:
+        yield
+    finally:
+        if was_training:
+            m.train()
+
+
+def _as_ids(ids: Any, name: str = "ids") -> np.ndarray:
+    """A 1-d integer numpy view of ``ids`` (a memmap stays a memmap: nothing is loaded)."""
+    if isinstance(ids, torch.Tensor):
+        ids = ids.detach().cpu().numpy()
+    a = ids if isinstance(ids, np.ndarray) else np.asarray(ids)
+    if a.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-d sequence of token ids, got shape {a.shape}")
+    if a.size and not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"{name}: expected integer token ids, got dtype {a.dtype}")
+    return a
+
+
+def log_probs(model: Callable, ids: Any) -> torch.Tensor:
+    """Log-probabilities ``log_softmax(model(ids[None]))[0]`` of one sequence, ``[T, V]`` float32.
+
+    Row j is ``ln p(. | x_0 .. x_j)``: the distribution of token ``j + 1``. Computed from the full
+    logits under ``torch.inference_mode()``.
+
+    Example: for a model whose logits are all zero, every entry is ``-ln V``.
+    """
+    a = _as_ids(ids)
+    if a.size < 1:
+        raise ValueError("ids: expected at least 1 token, got 0")
+    x = torch.from_numpy(np.asarray(a, dtype=np.int64))[None]  # [1, T]
+    with _eval_mode(model), torch.inference_mode():
+        return torch.log_softmax(_call_logits(model, x)[0].float(), dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# strided perplexity
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+
+
+def _window_groups(
+    n: int, ctx_len: int, stride: int, batch_size: int
+) -> Iterator[list[tuple[int, int, int]]]:
+    """Consecutive windows of equal length, at most ``batch_size`` of them per group."""
+    group: list[tuple[int, int, int]] = []
+    for w in _iter_windows(n, ctx_len, stride):
+        if group and (len(group) == batch_size or w[1] - w[0] != group[0][1] - group[0][0]):
+            yield group
+            group = []
+        group.append(w)
+    if group:
+        yield group
+
+
+def _iter_nll_chunks(
+    model: Any,
+    a: np.ndarray,
+    ctx_len: int,
+    stride: int,
+    batch_size: int,
+    progress: Callable[[int, int], Any] | None,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield ``(t0, nlls)``: the NLLs of tokens ``t0, t0+1, ...``, in order, a batch at a time."""
+    n = a.shape[0]
+    head: _Head | None = None
+    done = 0
+    for group in _window_groups(n, ctx_len, stride, batch_size):
+        # [B, L] int64: only this batch of the (possibly memmapped) file is read
+        xs = np.stack([np.asarray(a[w0:w1], dtype=np.int64) for w0, w1, _ in group])
+        if xs.min() < 0:
+            raise ValueError(f"ids: expected non-negative token ids, got {int(xs.min())}")
+        # scored tokens t in [first, e) are read at window position j = t - 1 - a
+        cols = np.concatenate([np.arange(f - 1 - w0, w1 - 1 - w0) for w0, w1, f in group])
+        rows = np.concatenate(
+            [np.full(w1 - f, b, dtype=np.int64) for b, (_, w1, f) in enumerate(group)]
+        )
+        x = torch.from_numpy(xs)
+        r, c = torch.from_numpy(rows), torch.from_numpy(cols)
+        with torch.inference_mode():
+            if head is None:
+                head = _Head(model, x)
+            nll = head.nlls(x, r, c, x[r, c + 1])
+        t0 = group[0][2]
+        assert nll.shape[0] == group[-1][1] - t0  # the batch covers [first_0, e_last) exactly
+        done += nll.shape[0]
+        if progress is not None:
+            progress(done, n - 1)
+        yield t0, nll
+
+
+def token_nlls(
+    model: Any,
+    ids: Any,
+    ctx_len: int,
+    stride: int,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: Callable[[int, int], Any] | None = None,
+) -> np.ndarray:
+    """Per-token NLLs ``l_t = -ln p(x_t | x_{a_k} .. x_{t-1})`` of tokens ``1 .. n-1`` (nats).
+
+    Uses the strided windows of :func:`iter_windows`: each token is scored once, by the first
+    window that contains it, so in every window after the first it has at least
+    ``ctx_len - stride`` tokens of context. Returns ``float64[n - 1]``, entry ``t - 1`` for token t.
+
+    ``ids`` may be a numpy memmap of any length (a token file from
+    :func:`tinyllm.tokens.read_tokens`): only ``batch_size`` windows are read and held at a time.
+    Windows of equal length are batched ``batch_size`` per forward pass; the result does not
+    depend on the batch size. Runs under ``torch.inference_mode()`` with dropout off.
+    ``progress(done, total)`` is called after each batch with counts of scored tokens.
+
+    Example (SPEC.md section 2): ``n = 6, ctx_len = 4, stride = 2`` calls the model on windows
+    ``[0, 4)`` and ``[2, 6)``; a model that gives the true next token probability ``1/(j+2)`` at
+    window position j yields ``[ln 2, ln 3, ln 4, ln 3, ln 4]``.
+
+    Raises ValueError for ``stride >= ctx_len``, ``stride < 1``, fewer than 2 tokens, or token
+    ids outside the model's vocabulary.
+    """
+    a = _as_ids(ids)
+    n = a.shape[0]
+    _check_window_args(n, ctx_len, stride)
+    _check_batch_size(batch_size)
+    out = np.empty(n - 1, dtype=np.float64)
+    with _eval_mode(model):
+        for t0, nll in _iter_nll_chunks(model, a, int(ctx_len), int(stride), batch_size, progress):
+            out[t0 - 1 : t0 - 1 + nll.shape[0]] = nll
+    return out
+
+
+def _interval_dict(value: float, lo: float, hi: float) -> dict:
+    return {"value": float(value), "lo": float(lo), "hi": float(hi)}
+
+
+def summarize_nlls(nlls: Any, n_bytes: int = 0) -> dict:
+    """Mean NLL, perplexity and bits per byte of per-token NLLs, each with its 95% interval.
+
+    ``nlls`` are NLLs in nats: a 1-d array (or list), or an iterable of 1-d chunks (streamed
+    through :class:`tinyllm.stats.NLLAccumulator`, so memory stays bounded). With N the number
+    of NLLs and ``l_t`` each NLL:
+
+    * ``nll`` -- ``sum(l_t) / N`` nats per token, interval ``mean ± t_{0.975, N-1} * s / sqrt(N)``
+      (:meth:`NLLAccumulator.mean_ci`, identical to :func:`tinyllm.stats.mean_ci`);
+    * ``ppl`` -- ``exp(nll)``; its interval ends are ``exp`` of the NLL ends (perplexity units);
+    * ``bpb`` -- ``sum(l_t) / (n_bytes * ln 2)`` bits per byte; its interval ends are the NLL ends
+      rescaled by ``N / (n_bytes * ln 2)``.
+
+    ``n_bytes`` is the UTF-8 byte count of the text whose tokens were scored. ``n_bytes = 0``
+    (the default) means one token is one byte, ``n_bytes = N``: right for byte-level models
+    (our families), where the N scored tokens are the N bytes 1 .. n-1 (byte 0 has no context and
+    is not scored, so it is not counted either). For a subword model pass the byte count of the
+    scored text, or bpb is bits per token.
+
+    When all NLLs are equal the interval has zero width exactly (and a byte model that gives
+    every byte ``1/256`` has bpb = 8 exactly).
+
+    Returns ``{"n_tokens": N, "n_bytes": n_bytes, "sum_nll": sum (nats),
+    "nll": {"value", "lo", "hi"}, "ppl": {...}, "bpb": {...}}`` (plain floats and ints).
+
+    Example: NLLs ``[ln 2, ln 3, ln 4, ln 3, ln 4]`` -> ``ppl["value"] = 288 ** (1/5) = 3.1037``.
+
+    Raises ValueError for fewer than 2 NLLs (no interval can be estimated), non-finite NLLs or
+    a negative ``n_bytes``.
+    """
+    if isinstance(n_bytes, bool) or not isinstance(n_bytes, int | np.integer) or n_bytes < 0:
+        raise ValueError(f"n_bytes: expected an int >= 0 (0: one token per byte), got {n_bytes!r}")
+    if isinstance(nlls, torch.Tensor):
+        nlls = nlls.detach().cpu().numpy()
+    chunks = [nlls] if isinstance(nlls, np.ndarray | list | tuple) else nlls
+    acc = stats.NLLAccumulator()
+    lo_x, hi_x = math.inf, -math.inf
+    for chunk in chunks:
+        c = np.asarray(chunk, dtype=np.float64)
+        if c.ndim != 1:
+            raise ValueError(f"nlls: expected a 1-d array of NLLs, got shape {c.shape}")
+        if c.size == 0:
+            continue
+        acc.add(c)  # raises on inf / nan
+        lo_x, hi_x = min(lo_x, float(c.min())), max(hi_x, float(c.max()))
+    n = acc.n
+    if n < 2:
+        raise ValueError(f"nlls: expected at least 2 NLLs for an interval, got {n}")
+    nb = int(n_bytes) or n
+    if lo_x == hi_x:
+        # all NLLs equal: the mean is that value exactly and the interval has zero width
+        ci = stats.Interval(lo_x, lo_x, lo_x)
+        total = lo_x * n
+    else:
+        ci = acc.mean_ci()
+        total = acc.total
+    scale = n / nb  # bpb = (sum / N) / ln 2 * (N / n_bytes), applied alike to value and ends
+    return {
+        "n_tokens": n,
+        "n_bytes": nb,
+        "sum_nll": float(total),
+        "nll": _interval_dict(ci.value, ci.lo, ci.hi),
+        "ppl": _interval_dict(math.exp(ci.value), math.exp(ci.lo), math.exp(ci.hi)),
+        "bpb": _interval_dict(
+            ci.value / stats.LN2 * scale, ci.lo / stats.LN2 * scale, ci.hi / stats.LN2 * scale
+        ),
+    }
+
+
+def eval_ppl(
+    model: Any,
+    ids: Any,
+    ctx_len: int,
+    stride: int,
+    n_bytes: int = 0,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: Callable[[int, int], Any] | None = None,
+) -> dict:
+    """Strided perplexity of ``ids``: :func:`token_nlls` streamed into :func:`summarize_nlls`.
+
+    Same windows, same NLLs as :func:`token_nlls` (nats), but the per-token NLLs are never held
+    all at once: memory is bounded by the batch, whatever the length of ``ids``. The returned
+    dict is :func:`summarize_nlls`'s: ``n_tokens`` (= n - 1), ``n_bytes``, ``sum_nll`` and
+    ``nll`` / ``ppl`` / ``bpb`` each as ``{"value", "lo", "hi"}`` (95% Student t interval on the
+    per-token NLLs; perplexity ends are exp of the NLL ends, bits-per-byte ends are the NLL ends
+    times ``N / (n_bytes ln 2)``). ``n_bytes = 0`` means one token per byte.
+
+    Example: the SPEC.md stride-2 example (n = 6, ctx_len = 4) gives ``n_tokens = 5`` and
+    ``ppl["value"] = 288 ** (1/5) = 3.1037``.
+    """
+    a = _as_ids(ids)
+    _check_window_args(a.shape[0], ctx_len, stride)
+    _check_batch_size(batch_size)
+    with _eval_mode(model):
+        chunks = (
+            nll
+            for _, nll in _iter_nll_chunks(
+                model, a, int(ctx_len), int(stride), batch_size, progress
+            )
+        )
+        return summarize_nlls(chunks, n_bytes)
+
+
+# ---------------------------------------------------------------------------------------------
+# multiple choice (SPEC.md section 3)
+
+
+@dataclass(frozen=True)
+class FamilyLM:
+    """An lm family's model seen through the family's own ``token_nlls(model, ids)``.
+
+    Count-based families (bigram, n-gram) have no logits to call; wrapping them lets
+    :func:`score_choices` and :func:`run_task` read a choice's log-likelihood from the family's
+    per-token NLLs instead: ``LL(c) = -sum(token_nlls(context + c)[len(context) - 1:])``.
+    """
+
+    model: Any
+    token_nlls: Callable[[Any, np.ndarray], np.ndarray]
+
+
+def _encode(tok: Any, text: str) -> np.ndarray:
+    if hasattr(tok, "all_special_ids"):
+        # a Hugging Face tokenizer: no BOS/EOS around the pieces we concatenate
+        ids = tok.encode(text, add_special_tokens=False)
+    else:
+        ids = tok.encode(text)
+    return np.asarray(ids, dtype=np.int64).reshape(-1)
+
+
+def _check_choices(context: Any, choices: Any) -> list[str]:
+    if not isinstance(context, str):
+        raise TypeError(f"context: expected a str, got {type(context).__name__}")
+    if isinstance(choices, str) or not isinstance(choices, Sequence) or len(choices) < 1:
+        raise ValueError(f"choices: expected a non-empty list of strings, got {choices!r}")
+    for i, c in enumerate(choices):
+        if not isinstance(c, str) or not c:
+            raise ValueError(f"choices[{i}]: expected a non-empty string, got {c!r}")
+    return list(choices)
+
+
+def score_choices(
+    model: Any,
+    tok: Any,
+    context: str,
+    choices: Sequence[str],
+    normalize: bool = True,
+    max_len: int | None = None,
+) -> np.ndarray:
+    """Log-likelihood of each choice after ``context``, optionally per UTF-8 byte.
+
+    ``LL(c) = sum_j ln p(c_j | context, c_<j)`` (nats): the model runs on ``context + c`` and the
+    log-probability of each choice token is read at the position *before* it. With
+    ``normalize`` the score is ``LL(c) / bytes(c)``, ``bytes(c)`` the UTF-8 byte count of the
+    choice text (nats per byte; ``acc_norm``), else ``LL(c)`` (``acc``). Returns ``float64[k]``.
+
+    Context and choice are encoded separately with ``tok.encode`` and concatenated (exact for a
+    byte-level tokenizer; with BPE, start each choice with its separating space). The context
+    must encode to at least one token. With ``max_len`` the context is cut from the left so that
+    context + choice fits in ``max_len`` tokens. The k choices run as one right-padded batch
+    (the model is causal, so padding after a choice cannot change its scores). ``model`` may also
+    be a :class:`FamilyLM`.
+
+    Example (SPEC.md section 3): context "a", choices "bb", "c" with p(b|a) = 0.4,
+    p(b|b) = 0.9, p(c|a) = 0.45 -> ``normalize=False``: ``[-1.0217, -0.7985]`` (acc picks "c");
+    ``normalize=True``: ``[-0.5108, -0.7985]`` (acc_norm picks "bb").
+    """
+    choices = _check_choices(context, choices)
+    ctx = _encode(tok, context)
+    if ctx.size < 1:
+        raise ValueError(
+            f"context {context!r}: expected at least one token (the first choice token is "
+            "read at the position before it), got none"
+        )
+    seqs: list[np.ndarray] = []
+    starts: list[int] = []  # index of each choice's first token in its sequence
+    for i, text in enumerate(choices):
+        c = _encode(tok, text)
+        if c.size < 1:
+            raise ValueError(f"choices[{i}] {text!r}: expected at least one token, got none")
+        cx = ctx
+        if max_len is not None:
+            keep = int(max_len) - c.size
+            if keep < 1:
+                raise ValueError(
+                    f"max_len: expected room for at least one context token before choice {i} "
+                    f"({c.size} tokens), got max_len = {max_len}"
+                )
+            cx = ctx[-keep:]
+        seqs.append(np.concatenate([cx, c]))
+        starts.append(cx.size)
+    with _eval_mode(model):
+        if isinstance(model, FamilyLM):
+            ll = [
+                -math.fsum(np.asarray(model.token_nlls(model.model, s), dtype=np.float64)[p - 1 :])
+                for s, p in zip(seqs, starts, strict=True)
+            ]
+        else:
+            ll = _choice_lls(model, seqs, starts)
+    scores = np.asarray(ll, dtype=np.float64)
+    if normalize:
+        scores = scores / np.asarray([len(t.encode("utf-8")) for t in choices], dtype=np.float64)
+    return scores
+
+
+def _choice_lls(model: Any, seqs: list[np.ndarray], starts: list[int]) -> list[float]:
+    """``LL`` of each ``seqs[i][starts[i]:]`` given what precedes it, one padded batch."""
+    length = max(s.size for s in seqs)
+    xs = np.zeros((len(seqs), length), dtype=np.int64)  # right-padded with id 0
+    for b, s in enumerate(seqs):
+        xs[b, : s.size] = s
+    if xs.min() < 0:
+        raise ValueError(f"expected non-negative token ids, got {int(xs.min())}")
+    # choice token t (t >= start) is read at position t - 1
+    cols = np.concatenate([np.arange(p - 1, s.size - 1) for s, p in zip(seqs, starts, strict=True)])
+    rows = np.concatenate(
+        [np.full(s.size - p, b) for b, (s, p) in enumerate(zip(seqs, starts, strict=True))]
+    )
+    x = torch.from_numpy(xs)
+    r, c = torch.from_numpy(rows.astype(np.int64)), torch.from_numpy(cols.astype(np.int64))
+    with torch.inference_mode():
+        nll = _Head(model, x).nlls(x, r, c, x[r, c + 1])
+    bounds = np.cumsum([0] + [s.size - p for s, p in zip(seqs, starts, strict=True)])
+    return [-math.fsum(nll[bounds[i] : bounds[i + 1]]) for i in range(len(seqs))]
+
+
+# ---------------------------------------------------------------------------------------------
+# task files (formats/task-jsonl.md) and task accuracy
+
+
+def _check_item(item: Any, where: str) -> dict:
+    if not isinstance(item, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(item).__name__}")
+    missing = [k for k in ("context", "choices", "gold") if k not in item]
+    if missing:
+        raise ValueError(f"{where}: expected keys context, choices, gold; missing {missing}")
+    ctx, choices, gold = item["context"], item["choices"], item["gold"]
+    if not isinstance(ctx, str):
+        raise ValueError(f"{where}: expected 'context' to be a string, got {ctx!r}")
+    if (
+        not isinstance(choices, list)
+        or len(choices) < 2
+        or not all(isinstance(c, str) and c for c in choices)
+    ):
+        raise ValueError(
+            f"{where}: expected 'choices' to be a list of at least 2 non-empty strings, "
+            f"got {choices!r}"
+        )
+    if isinstance(gold, bool) or not isinstance(gold, int) or not 0 <= gold < len(choices):
+        raise ValueError(
+            f"{where}: expected 'gold' to be an int index in [0, {len(choices) - 1}], got {gold!r}"
+        )
+    return item
+
+
+def read_task(path: str | os.PathLike) -> list[dict]:
+    """Read and validate a task file (formats/task-jsonl.md): one JSON object per line.
+
+    Each line is ``{"context": str, "choices": [str, ...] (>= 2, non-empty), "gold": int}``;
+    other keys are kept and ignored; blank lines are skipped. Errors name the file and line.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{p}: task file not found")
+    items = []
+    with open(p, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(
+                    f"{p}:{lineno}: expected a JSON object, got a parse error: {e}"
+                ) from None
+            items.append(_check_item(obj, f"{p}:{lineno}"))
+    if not items:
+        raise ValueError(f"{p}: expected at least one task item, got an empty file")
+    return items
+
+
+def run_task(
+    model: Any,
+    tok: Any,
+    task_jsonl: str | os.PathLike | Iterable[dict],
+    metric: str,
+    rng: np.random.Generator,
+    n_boot: int = 1000,
+    max_len: int | None = None,
+    progress: Callable[[int, int], Any] | None = None,
+) -> Result:
+    """Accuracy of ``model`` on a multiple-choice task, with a percentile bootstrap interval.
+
+    For each item the prediction is ``argmax_c score(c)`` over :func:`score_choices` with
+    ``normalize = (metric == "acc_norm")``: ``acc`` compares ``LL(c)``, ``acc_norm`` compares
+    ``LL(c) / bytes(c)`` (UTF-8 bytes). Ties go to the FIRST choice. ``per_item[i]`` is 1.0 when
+    item i's prediction is its gold index, else 0.0; ``value = mean(per_item)`` (a fraction) and
+    ``[lo, hi]`` is :func:`tinyllm.stats.bootstrap_ci` of ``per_item`` with ``n_boot`` resamples
+    drawn from ``rng`` (the same rng state gives the same interval).
+
+    ``task_jsonl`` is a task file path or an iterable of already parsed items.
+    ``progress(done, total)`` is called after each item.
+
+    Example: 3 items, 2 predicted right -> ``value = 0.6667``, ``per_item = [1, 0, 1]``
+    (in item order).
+    """
+    if metric not in METRICS:
+        raise ValueError(f"metric: expected one of {list(METRICS)}, got {metric!r}")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
+    if isinstance(task_jsonl, str | os.PathLike):
+        items = read_task(task_jsonl)
+    else:
+        items = [_check_item(it, f"task item {i}") for i, it in enumerate(task_jsonl)]
+        if not items:
+            raise ValueError("task: expected at least one item, got none")
+    per_item = np.empty(len(items), dtype=np.float64)
+    for i, it in enumerate(items):
+        scores = score_choices(
+            model, tok, it["context"], it["choices"], metric == "acc_norm", max_len
+        )
+        per_item[i] = 1.0 if int(np.argmax(scores)) == it["gold"] else 0.0  # argmax: first max
+        if progress is not None:
+            progress(i + 1, len(items))
+    ci = stats.bootstrap_ci(per_item, rng, n_boot=n_boot)
+    return Result(ci.value, ci.lo, ci.hi, len(items), per_item)
+
+
+# ---------------------------------------------------------------------------------------------
+# paired comparison (SPEC.md section 5)
+
+
+def compare(
+    a: Result, b: Result, n_perm: int = 10_000, rng: np.random.Generator | None = None
+) -> float:
+    """p-value of "A and B differ" on the same items: a paired sign-flip permutation test.
+
+    With ``d_i = a.per_item[i] - b.per_item[i]``, the statistic is ``|sum d_i|`` and its null
+    distribution comes from random sign flips of the ``d_i``
+    (:func:`tinyllm.stats.paired_permutation_test`, exact when ``2**n <= n_perm``). Item i of
+    ``a`` and item i of ``b`` must be the same item.
+
+    Example: four items all right for A and all wrong for B -> exact p = 2/16 = 0.125.
+
+    Raises ValueError (from the stats test) when the two results have different numbers of
+    items: unpaired results cannot be compared this way.
+    """
+    for name, r in (("a", a), ("b", b)):
+        if not isinstance(r, Result):
+            raise TypeError(f"{name}: expected a Result, got {type(r).__name__}")
+    return stats.paired_permutation_test(a.per_item, b.per_item, n_perm=n_perm, rng=rng)

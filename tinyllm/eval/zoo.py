@@ -1,0 +1,700 @@
+"""The zoo: a manifest of checkpoints in, one row per entry out, in one report (SPEC.md section 6).
+
+The pieces, each usable alone::
+
+    read_config(path)            checkpoint folder / one-file checkpoint / HF folder -> config dict
+    kind_of(config)              -> "lm" | "seq2seq" | "classifier" | ...
+    load_model(path)             dispatch on tl_arch through tinyllm.models.FAMILIES (or "hf")
+    lm_token_nlls(model, ids, entry)   the family's own per-token NLLs (gpt and hf: strided)
+    score_entry(entry, seed=..., base_dir=..., items_dir=...) -> row dict   THE scoring path
+    score_entry_items(entry, seed=..., base_dir=...) -> (row, per-item scores)   the same, unsaved
+    is_transient(exc)            worth retrying? (for a workflow's retry condition)
+    build_report / build_run_report   rows scored anywhere -> a report in manifest order
+    run_zoo(manifest, rng=None, seed=0) -> Report    every entry, in manifest order
+    write_report(report, path)   schema-validated report.json + items/<name>.npy beside it
+
+``score_entry`` never raises for a bad entry: an exception while loading or scoring becomes a row
+with ``status: "error"`` and its type and message; an unknown family (or a kind that has no
+scorer yet) a row with ``status: "skipped"`` and the reason. Each entry's randomness comes from
+:func:`entry_rng` ``(seed, name)``, so rows do not depend on the order (or the parallelism) in
+which entries are scored.
+
+Adding a kind is one function: write ``score_<kind>(entry, model, data_path, rng) -> Scored`` and
+register it in :data:`SCORERS` (and its metric in :data:`METRIC_OF_KIND`).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import inspect
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tinyllm import __version__
+from tinyllm.checkpoint import CONFIG_NAME, read_single_metadata
+from tinyllm.checkpoint import read_config as read_checkpoint_config
+from tinyllm.report import (
+    Entry,
+    Manifest,
+    Report,
+    load_manifest,
+    parse_manifest,
+    sha256_path,
+    validate_report,
+)
+from tinyllm.stats import Interval
+
+validate_report_doc = validate_report
+"""Alias of :func:`tinyllm.report.validate_report` (a report document against the schema)."""
+
+HF = "hf"
+"""The pseudo-family of a local Hugging Face causal LM folder (config.json without tl_arch)."""
+
+METRIC_OF_KIND = {
+    "lm": "bpb",
+    "seq2seq": "exact_match",
+    "classifier": "acc",
+    "mlm": "acc",
+    "rtd": "acc",
+    "embeddings": "spearman",
+}
+"""The metric each kind reports (SPEC.md section 6); bpb lower is better, the rest higher."""
+
+BYTE_CHECK_CHUNK = 1 << 20
+
+
+class UnknownFamilyError(LookupError):
+    """A ``tl_arch`` (or manifest family) that is not in ``tinyllm.models.FAMILIES``."""
+
+
+def _families() -> dict:
+    from tinyllm.models import FAMILIES
+
+    return FAMILIES
+
+
+def _family_module(arch: str):
+    fams = _families()
+    if arch not in fams:
+        raise UnknownFamilyError(f"unknown family {arch!r}; expected one of {sorted([*fams, HF])}")
+    return fams[arch]
+
+
+# ---- checkpoints -------------------------------------------------------------------------------
+
+
+def read_config(path: str | os.PathLike) -> dict:
+    """The config of a checkpoint at ``path``, as a dict with at least ``tl_arch``.
+
+    * a folder with a ``config.json`` naming ``tl_arch``: that file, validated by
+      :func:`tinyllm.checkpoint.read_config`;
+    * a folder whose ``config.json`` has no ``tl_arch`` but a ``model_type``: a Hugging Face
+      model, returned as ``{"tl_arch": "hf", "format_version": 1, "config": <the HF config>}``;
+    * one ``.safetensors`` file (the n-gram): ``{"tl_arch", "format_version", "metadata"}`` from
+      its string metadata.
+
+    Raises FileNotFoundError naming the path when nothing is there, CheckpointError otherwise.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: checkpoint not found")
+    if p.is_file():  # a one-file checkpoint (normally named *.safetensors)
+        meta = read_single_metadata(p)
+        return {
+            "tl_arch": meta["tl_arch"],
+            "format_version": int(meta["format_version"]),
+            "metadata": meta,
+        }
+    cfg_path = p / CONFIG_NAME
+    try:
+        doc = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = None  # let the checkpoint reader say what is wrong, naming the file
+    if isinstance(doc, dict) and "tl_arch" not in doc and isinstance(doc.get("model_type"), str):
+        return {"tl_arch": HF, "format_version": 1, "config": doc}
+    return read_checkpoint_config(p)
+
+
+def kind_of(config: Mapping) -> str:
+    """The kind of a checkpoint from its config: ``"classifier"`` when it has ``tl_head``,
+    ``"lm"`` for a Hugging Face causal LM, else its family's ``KIND``.
+
+    Raises UnknownFamilyError for a ``tl_arch`` that is not in ``FAMILIES``.
+    """
+    if "tl_head" in config:
+        return "classifier"
+    return _kind_of_family(str(config.get("tl_arch")))
+
+
+def _kind_of_family(family: str) -> str:
+    if family == HF:
+        return "lm"
+    return _family_module(family).KIND
+
+
+def _load_hf(path: Path):
+    """A local Hugging Face causal LM, float32, in eval mode (transformers imported lazily)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        str(path), local_files_only=True, dtype=torch.float32
+    )
+    model.eval()
+    return model
+
+
+def load_model(path: str | os.PathLike):
+    """Load the checkpoint at ``path`` with its family's own loader.
+
+    Dispatch: :func:`read_config` gives ``tl_arch`` (from ``config.json``, or from the metadata of
+    a one-file ``.safetensors`` checkpoint); ``"hf"`` goes to
+    ``transformers.AutoModelForCausalLM.from_pretrained(path, local_files_only=True)``, every
+    other arch to ``FAMILIES[tl_arch].load(path)``.
+    """
+    p = Path(path)
+    config = read_config(p)
+    arch = config["tl_arch"]
+    if arch == HF:
+        return _load_hf(p)
+    return _family_module(arch).load(p)
+
+
+# ---- LM scoring --------------------------------------------------------------------------------
+
+
+def _hf_ctx_len(model) -> int:
+    c = model.config
+    for key in ("n_positions", "max_position_embeddings", "n_ctx"):
+        v = getattr(c, key, None)
+        if isinstance(v, int) and v >= 2:
+            return v
+    raise ValueError(
+        "hf model: expected a context length in its config (n_positions or "
+        "max_position_embeddings), got none; set options.ctx_len"
+    )
+
+
+def _accepts_window_options(fn: Callable) -> bool:
+    params = inspect.signature(fn).parameters
+    return "ctx_len" in params and "stride" in params
+
+
+def lm_token_nlls(model, ids: np.ndarray, entry: Entry) -> np.ndarray:
+    """Per-token NLLs (nats, float64[n-1], tokens 1..n-1) of ``ids`` under ``model``, computed by
+    the entry's family's own ``token_nlls``.
+
+    * families whose ``token_nlls`` takes ``ctx_len``/``stride`` (gpt) get the entry's options
+      (``None`` = the family's default);
+    * ``"hf"``: :func:`tinyllm.eval.lm.token_nlls` with ``ctx_len`` = options.ctx_len or the
+      model's ``n_positions``/``max_position_embeddings``, ``stride`` = options.stride or
+      ``ctx_len // 2``; the byte ids are used as token ids, so the vocabulary must be >= 256;
+    * every other family: ``token_nlls(model, ids)``; window options are refused for it.
+    """
+    opts = entry.options
+    if entry.family == HF:
+        from tinyllm.eval import lm
+
+        vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+        if vocab < 256:
+            raise ValueError(
+                f"hf model: expected a vocabulary of at least 256 ids (the data are byte ids "
+                f"0..255), got vocab_size={vocab}"
+            )
+        ctx = opts.ctx_len if opts.ctx_len is not None else _hf_ctx_len(model)
+        stride = opts.stride if opts.stride is not None else max(1, ctx // 2)
+        import torch
+
+        with torch.inference_mode():
+            nlls = lm.token_nlls(model, ids, ctx, stride)
+    else:
+        fn = _family_module(entry.family).token_nlls
+        if _accepts_window_options(fn):
+            nlls = fn(model, ids, ctx_len=opts.ctx_len, stride=opts.stride)
+        else:
+            if opts.ctx_len is not None or opts.stride is not None:
+                raise ValueError(
+                    f"entry {entry.name!r}: family {entry.family!r} is not scored in windows; "
+                    f"expected no ctx_len/stride options, got ctx_len={opts.ctx_len}, "
+                    f"stride={opts.stride}"
+                )
+            nlls = fn(model, ids)
+    out = np.asarray(nlls, dtype=np.float64)
+    if out.shape != (len(ids) - 1,):
+        raise ValueError(
+            f"{entry.family}.token_nlls: expected float64[{len(ids) - 1}] (tokens 1..n-1), "
+            f"got shape {out.shape}"
+        )
+    return out
+
+
+def _check_byte_tokens(ids: np.ndarray, path: Path) -> None:
+    """LM task data must be byte ids (0..255): one scored token is then one byte."""
+    if ids.dtype == np.uint8:
+        return
+    for s in range(0, ids.size, BYTE_CHECK_CHUNK):
+        seg = np.asarray(ids[s : s + BYTE_CHECK_CHUNK])
+        if seg.size and (int(seg.min()) < 0 or int(seg.max()) > 255):
+            raise ValueError(
+                f"{path}: expected byte ids 0..255 (bits per byte counts one byte per token), "
+                f"got ids in {int(seg.min())}..{int(seg.max())}"
+            )
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What a kind's scorer returns: the metric with its interval, and the per-item scores."""
+
+    metric: str
+    interval: Interval
+    method: str  # "student_t" | "wilson" | "fisher_z" | "bootstrap_percentile"
+    n: int
+    items: np.ndarray | None  # float64 per-item scores (lm: per-token NLLs, nats)
+    details: dict = field(default_factory=dict)
+
+
+def score_lm(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+    """Bits per byte of ``model`` on the token file ``data_path``, with a Student t interval.
+
+    ``bpb = sum_t l_t / (n_bytes * ln 2)`` over the scored tokens t = 1..n-1 (token 0 has no
+    context and is never scored); the data are byte ids, so ``n_bytes`` = the number of scored
+    tokens. The interval is Student t on the per-token NLLs, its ends rescaled to bits per byte
+    (:func:`tinyllm.eval.lm.summarize_nlls`). ``rng`` is unused: nothing here is random.
+
+    Example: a uniform bigram gives every token ``l_t = ln 256``: bpb = 8 with lo = hi = 8.
+    """
+    from tinyllm.eval.lm import summarize_nlls
+    from tinyllm.tokens import read_tokens
+
+    ids = read_tokens(data_path)
+    _check_byte_tokens(ids, data_path)
+    if ids.size < 3:
+        raise ValueError(
+            f"{data_path}: expected at least 3 tokens (2 scored tokens for an interval), "
+            f"got {ids.size}"
+        )
+    nlls = lm_token_nlls(model, ids, entry)
+    n_bytes = int(nlls.size)  # one scored token = one byte
+    s = summarize_nlls(nlls, n_bytes=n_bytes)
+    details = {
+        "n_bytes": int(s["n_bytes"]),
+        "sum_nll": float(s["sum_nll"]),
+        "nll": dict(s["nll"]),  # nats per token, {value, lo, hi}
+        "ppl": dict(s["ppl"]),
+    }
+    bpb = s["bpb"]
+    return Scored(
+        metric="bpb",
+        interval=Interval(float(bpb["value"]), float(bpb["lo"]), float(bpb["hi"])),
+        method="student_t",
+        n=int(s["n_tokens"]),
+        items=nlls,
+        details=details,
+    )
+
+
+Scorer = Callable[[Entry, Any, Path, np.random.Generator], Scored]
+SCORERS: dict[str, Scorer] = {"lm": score_lm}
+"""kind -> scoring function. A kind without one is reported as a skipped row."""
+
+
+# ---- one entry ---------------------------------------------------------------------------------
+
+
+def entry_rng(seed: int, name: str) -> np.random.Generator:
+    """The rng of entry ``name`` in a run with ``seed``: independent of every other entry and of
+    the order in which entries are scored.
+
+    ``numpy.random.default_rng([seed, h])`` with ``h`` the first 8 bytes of ``sha256(name)`` read
+    as a little-endian integer.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed: expected a non-negative integer, got {seed!r}")
+    h = int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "little")
+    return np.random.default_rng([int(seed), h])
+
+
+def _base_row(entry: Entry) -> dict:
+    try:
+        kind = _kind_of_family(entry.family)
+    except UnknownFamilyError:
+        kind = None
+    return {
+        "name": entry.name,
+        "family": entry.family,
+        "kind": kind,
+        "metric": METRIC_OF_KIND.get(kind) if kind else None,
+        "value": None,
+        "lo": None,
+        "hi": None,
+        "interval": None,
+        "n": None,
+        "status": "error",
+        "error": None,
+        "reason": None,
+        "checkpoint_sha256": None,
+        "data_sha256": None,
+        "seconds": 0.0,
+        "items": None,
+        "checkpoint": entry.checkpoint,
+        "data": entry.data,
+        "options": entry.options.model_dump(mode="json"),
+        "details": None,
+    }
+
+
+def error_row(
+    entry: Entry | Mapping,
+    exc: BaseException,
+    seconds: float = 0.0,
+    checkpoint_sha256: str | None = None,
+    data_sha256: str | None = None,
+) -> dict:
+    """The row of an entry that failed with ``exc``: ``status: "error"``, ``error: {type,
+    message}``, no value. (For callers that catch failures outside :func:`score_entry`, e.g. a
+    workflow task that failed after its retries.)"""
+    e = entry if isinstance(entry, Entry) else Entry.model_validate(dict(entry))
+    row = _base_row(e)
+    row.update(
+        status="error",
+        error={"type": type(exc).__name__, "message": str(exc)},
+        seconds=float(seconds),
+        checkpoint_sha256=checkpoint_sha256,
+        data_sha256=data_sha256,
+    )
+    return row
+
+
+_PERMANENT_OS_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+_PERMANENT_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP, errno.EINVAL})
+_BOTOCORE_TRANSIENT = frozenset(
+    {
+        "HTTPClientError",
+        "ConnectionError",
+        "ConnectionClosedError",
+        "EndpointConnectionError",
+        "ReadTimeoutError",
+        "ConnectTimeoutError",
+    }
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` may go away on retry (a workflow's retry condition uses this).
+
+    Transient: timeouts and connection errors; any other ``OSError`` except "not found",
+    permission, is-/not-a-directory, name-too-long, symlink-loop and invalid-argument errors
+    (those are deterministic); botocore connection errors and ``ClientError`` with an HTTP 5xx
+    status or a throttling code. Everything else (a corrupt checkpoint, a bad config, a wrong
+    shape) is deterministic: retrying cannot help.
+    """
+    if isinstance(exc, TimeoutError | ConnectionError):
+        return True
+    for cls in type(exc).__mro__:  # botocore's classes, without importing botocore
+        if cls.__module__.startswith("botocore") and cls.__name__ in _BOTOCORE_TRANSIENT:
+            return True
+    response = getattr(exc, "response", None)
+    if type(exc).__module__.startswith("botocore") and isinstance(response, Mapping):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        code = str(response.get("Error", {}).get("Code", ""))
+        return status >= 500 or code in {"Throttling", "ThrottlingException", "SlowDown"}
+    if isinstance(exc, _PERMANENT_OS_ERRORS) or getattr(exc, "errno", None) in _PERMANENT_ERRNOS:
+        return False
+    return isinstance(exc, OSError)
+
+
+def _resolve(base_dir: Path, rel: str) -> Path:
+    p = Path(rel)
+    return p if p.is_absolute() else base_dir / p
+
+
+def score_entry_items(
+    entry: Entry | Mapping,
+    *,
+    seed: int = 0,
+    base_dir: str | os.PathLike = ".",
+    raise_transient: bool = False,
+) -> tuple[dict, np.ndarray | None]:
+    """:func:`score_entry` without writing anything: returns ``(row, per-item scores)``.
+
+    The per-item scores are a float64 array (lm: per-token NLLs in nats) or None (error and
+    skipped rows, kinds without per-item scores); the row's ``items`` already names the file
+    ``items/<name>.npy`` they belong in, beside the report.
+
+    ``raise_transient=True`` re-raises an exception that :func:`is_transient` calls transient
+    instead of turning it into an error row, so that a workflow can retry the entry; every
+    other exception is still an error row.
+    """
+    entry = entry if isinstance(entry, Entry) else Entry.model_validate(dict(entry))
+    base_dir = Path(base_dir)
+    t0 = time.perf_counter()
+    row = _base_row(entry)
+    if row["kind"] is None:
+        row.update(
+            status="skipped",
+            reason=f"unknown family {entry.family!r}; known families: {sorted([*_families(), HF])}",
+        )
+        return row, None
+    if row["kind"] not in SCORERS:
+        row.update(status="skipped", reason=f"no scorer for kind {row['kind']!r} yet")
+        return row, None
+    try:
+        rng = entry_rng(seed, entry.name)
+        ckpt = _resolve(base_dir, entry.checkpoint)
+        data = _resolve(base_dir, entry.data)
+        if not ckpt.exists():
+            raise FileNotFoundError(f"{ckpt}: checkpoint not found (entry {entry.name!r})")
+        row["checkpoint_sha256"] = sha256_path(ckpt)
+        if not data.is_file():
+            raise FileNotFoundError(f"{data}: data file not found (entry {entry.name!r})")
+        row["data_sha256"] = sha256_path(data)
+        config = read_config(ckpt)
+        if config["tl_arch"] != entry.family:
+            raise ValueError(
+                f"entry {entry.name!r}: expected a {entry.family!r} checkpoint, got tl_arch "
+                f"{config['tl_arch']!r} in {ckpt}"
+            )
+        model = load_model(ckpt)
+        scored = SCORERS[row["kind"]](entry, model, data, rng)
+    except Exception as exc:  # every failure is a row; the rest of the zoo is still scored
+        if raise_transient and is_transient(exc):
+            raise
+        row.update(status="error", error={"type": type(exc).__name__, "message": str(exc)})
+        row["seconds"] = time.perf_counter() - t0
+        return row, None
+    row.update(
+        status="ok",
+        metric=scored.metric,
+        value=scored.interval.value,
+        lo=scored.interval.lo,
+        hi=scored.interval.hi,
+        interval=scored.method,
+        n=scored.n,
+        details=scored.details or None,
+        items=None if scored.items is None else f"items/{entry.name}.npy",
+        seconds=time.perf_counter() - t0,
+    )
+    items = None if scored.items is None else np.asarray(scored.items, dtype=np.float64)
+    return row, items
+
+
+def score_entry(
+    entry: Entry | Mapping,
+    *,
+    seed: int = 0,
+    base_dir: str | os.PathLike = ".",
+    items_dir: str | os.PathLike | None = None,
+) -> dict:
+    """Score one manifest entry and return its row (a JSON-native dict, see
+    formats/eval-results.schema.json). This is the one scoring path: :func:`run_zoo` and the
+    EvalSuite flow both call it, one entry at a time.
+
+    * ``seed``: the run's seed; the entry's rng is :func:`entry_rng` ``(seed, entry.name)``.
+    * ``base_dir``: the folder the entry's relative paths are relative to (the manifest's).
+    * ``items_dir``: where to save the per-item scores as ``<name>.npy`` (normally
+      ``<report folder>/items``); the row then says ``items: "items/<name>.npy"``. Without it the
+      per-item scores are not kept and ``items`` is null.
+
+    Never raises for a bad entry: exceptions become ``status: "error"`` rows (type + message),
+    an unknown family a ``status: "skipped"`` row with the reason. (A dict that is not a valid
+    manifest entry raises pydantic's ValidationError: manifests are validated before scoring.)
+    """
+    row, items = score_entry_items(entry, seed=seed, base_dir=base_dir)
+    if items is not None and items_dir is not None:
+        _save_npy(Path(items_dir) / f"{row['name']}.npy", items)
+    elif items is not None:
+        row["items"] = None
+    return row
+
+
+# ---- the whole zoo -----------------------------------------------------------------------------
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _resolve_manifest(
+    manifest: Manifest | Mapping | str | os.PathLike, base_dir: str | os.PathLike | None
+) -> tuple[Manifest, Path]:
+    if isinstance(manifest, str | os.PathLike):
+        m = load_manifest(manifest)
+        return m, Path(base_dir) if base_dir is not None else Path(manifest).parent
+    m = parse_manifest(manifest)
+    return m, Path(base_dir) if base_dir is not None else Path(".")
+
+
+def build_report(
+    manifest: Manifest | Mapping,
+    rows: list[dict],
+    *,
+    seed: int,
+    release: str | None = None,
+    items: Mapping[str, np.ndarray] | None = None,
+    created_at: str | None = None,
+) -> Report:
+    """Assemble a :class:`Report` from rows scored by :func:`score_entry` (any order, any
+    process): rows are put in manifest order, and one row per entry is required.
+
+    ``items`` maps row names to per-item score arrays that :func:`write_report` will save.
+    """
+    return _make_report(manifest, rows, seed, release, items, created_at, partial=False)
+
+
+def build_run_report(
+    manifest: Manifest | Mapping,
+    rows: list[dict],
+    *,
+    seed: int,
+    release: str | None = None,
+    created_at: str | None = None,
+) -> dict:
+    """The report document (JSON dict, schema-validated) of a run that scored SOME of the
+    manifest's entries (e.g. a rerun of one failed family): each row must name an entry, at most
+    once; rows are put in manifest order. Per-item scores are the caller's to store."""
+    doc = _make_report(manifest, rows, seed, release, None, created_at, partial=True).to_json()
+    validate_report(doc)
+    return doc
+
+
+def _make_report(
+    manifest: Manifest | Mapping,
+    rows: list[dict],
+    seed: int,
+    release: str | None,
+    items: Mapping[str, np.ndarray] | None,
+    created_at: str | None,
+    partial: bool,
+) -> Report:
+    m = parse_manifest(manifest)
+    names = [e.name for e in m.entries]
+    got = [r["name"] for r in rows]
+    unknown = [n for n in got if n not in names]
+    dups = sorted({n for n in got if got.count(n) > 1})
+    if unknown or dups or (not partial and len(got) != len(names)):
+        expected = "rows naming manifest entries" if partial else "one row per manifest entry"
+        raise ValueError(
+            f"expected {expected} {names} (each at most once), got rows {got}"
+            + (f"; unknown {unknown}" if unknown else "")
+            + (f"; duplicated {dups}" if dups else "")
+        )
+    by_name = {r["name"]: r for r in rows}
+    report = Report(
+        suite=m.suite,
+        release=release,
+        created_at=created_at or _now(),
+        seed=seed,
+        tinyllm_version=__version__,
+        manifest_sha256=m.sha256(),
+        rows=[by_name[n] for n in names if n in by_name],
+    )
+    for name, arr in (items or {}).items():
+        report.item_scores[name] = np.asarray(arr, dtype=np.float64)
+    return report
+
+
+def run_zoo(
+    manifest: Manifest | Mapping | str | os.PathLike,
+    rng: np.random.Generator | None = None,
+    seed: int = 0,
+    *,
+    release: str | None = None,
+    base_dir: str | os.PathLike | None = None,
+    progress: Callable[[int, int, dict], None] | None = None,
+) -> Report:
+    """Score every entry of ``manifest`` (a path, a parsed document or a :class:`Manifest`) in
+    this process, in manifest order, and return the :class:`Report` (per-item scores attached;
+    :func:`write_report` saves both).
+
+    The manifest is validated first: a bad manifest raises
+    :class:`tinyllm.report.ManifestError` before anything is scored. Paths in it are relative to
+    ``base_dir`` (default: the manifest file's folder, or the current folder for an in-memory
+    manifest). ``seed`` is recorded in the report; when ``rng`` is given the seed is drawn from it
+    instead. ``progress(i, total, row)`` is called after each entry.
+    """
+    m, base = _resolve_manifest(manifest, base_dir)
+    if rng is not None:
+        seed = int(rng.integers(0, 2**63 - 1))
+    entry_rng(seed, "")  # refuse a bad seed before scoring anything
+    rows: list[dict] = []
+    items: dict[str, np.ndarray] = {}
+    for i, entry in enumerate(m.entries):
+        row, arr = score_entry_items(entry, seed=seed, base_dir=base)
+        rows.append(row)
+        if arr is not None:
+            items[entry.name] = arr
+        if progress is not None:
+            progress(i + 1, len(m.entries), row)
+    return build_report(m, rows, seed=seed, release=release, items=items)
+
+
+# ---- writing -----------------------------------------------------------------------------------
+
+
+def _save_npy(path: Path, arr: np.ndarray) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, np.asarray(arr, dtype=np.float64), allow_pickle=False)
+    os.replace(tmp, path)
+
+
+def write_report(report: Report | Mapping, path: str | os.PathLike) -> Path:
+    """Validate ``report`` against formats/eval-results.schema.json, then write it to ``path``
+    (JSON) with each row's per-item scores in ``items/<name>.npy`` beside it.
+
+    A report that violates the schema is refused (:class:`tinyllm.report.ReportSchemaError`)
+    and nothing is written. Per-item scores come from ``report.item_scores``; a row that names an
+    items file that is neither attached nor already beside ``path`` is refused too. Every file is
+    written under a temporary name and renamed, the JSON last.
+    """
+    doc = report.to_json() if isinstance(report, Report) else json.loads(json.dumps(report))
+    validate_report(doc)
+    arrays = report.item_scores if isinstance(report, Report) else {}
+    out = Path(path)
+    folder = out.parent
+    missing = [
+        r["items"]
+        for r in doc["rows"]
+        if r["items"] is not None
+        and r["name"] not in arrays
+        and not (folder / r["items"]).is_file()
+    ]
+    if missing:
+        raise FileNotFoundError(
+            f"{out}: rows reference per-item scores that were neither given nor found beside "
+            f"the report: {missing}"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    for r in doc["rows"]:
+        if r["items"] is not None and r["name"] in arrays:
+            _save_npy(folder / r["items"], arrays[r["name"]])
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(tmp, out)
+    return out
+
+
+def read_report(path: str | os.PathLike) -> Report:
+    """Read a report written by :func:`write_report`, validating it against the schema."""
+    p = Path(path)
+    doc = json.loads(p.read_text(encoding="utf-8"))
+    validate_report(doc)
+    return Report.model_validate(doc)
+
+
+def load_items(report_path: str | os.PathLike, row: Mapping | Any) -> np.ndarray | None:
+    """The per-item scores of ``row`` saved beside the report at ``report_path`` (or None)."""
+    ref = row["items"] if isinstance(row, Mapping) else row.items
+    if ref is None:
+        return None
+    return np.load(Path(report_path).parent / ref, allow_pickle=False)

@@ -1,0 +1,136 @@
+"""Byte bigram language model: a ``[256, 256]`` table of logits, row = previous byte.
+
+``p(x_t = b | x_{t-1} = a) = softmax(table[a])[b]``: row ``a`` (the previous byte) holds the
+logits of the next byte. Training counts byte pairs and applies add-k smoothing::
+
+    p(b | a) = (c(a, b) + k) / (c(a) + 256 k),   table[a, b] = ln p(b | a)
+
+An all-zero table is uniform: every byte has probability 1/256, i.e. exactly 8 bits per byte (the
+zoo's unit, SPEC.md section 6). The table is stored in nats and read through ``log_softmax`` over
+each row, so a hand-made (unnormalized) table is valid too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from tinyllm.checkpoint import (
+    CheckpointError,
+    expected_from,
+    load_tensors,
+    read_config,
+    save_checkpoint,
+)
+
+ARCH = "bigram"
+KIND = "lm"
+VOCAB = 256
+CHUNK = 1 << 16  # tokens scored per chunk by token_nlls (bounded memory on long files)
+
+
+@dataclass(frozen=True)
+class Config:
+    """``k``: add-k smoothing pseudo-count added to every (previous, next) pair; must be > 0."""
+
+    k: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.k, int | float) and math.isfinite(self.k) and self.k > 0):
+            raise ValueError(f"bigram Config.k: expected a finite number > 0, got {self.k!r}")
+
+
+class Model(nn.Module):
+    """The table ``logits[prev, next]`` (nats); ``forward(idx)`` -> logits of the next byte."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.cfg = cfg
+        # [256 prev, 256 next]; zeros = uniform
+        self.logits = nn.Parameter(torch.zeros(VOCAB, VOCAB))
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """``idx`` [B, T] byte ids -> logits [B, T, 256]; position t predicts token t+1."""
+        return self.logits[idx]  # row lookup: [B, T] -> [B, T, 256]
+
+
+def _check_ids(ids, who: str) -> np.ndarray:
+    """A 1-d integer array (a memmap stays a memmap); values are checked chunk by chunk."""
+    a = ids if isinstance(ids, np.ndarray) else np.asarray(ids)
+    if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(
+            f"{who}: expected a 1-d integer array of byte ids, got shape {a.shape} {a.dtype}"
+        )
+    return a
+
+
+def _check_range(seg: np.ndarray, who: str) -> np.ndarray:
+    if seg.size and (seg.min() < 0 or seg.max() >= VOCAB):
+        raise ValueError(
+            f"{who}: expected byte ids in 0..255, got values in {seg.min()}..{seg.max()}"
+        )
+    return seg
+
+
+def train(cfg: Config, data, *, seed: int, steps: int = 0, progress=None) -> Model:
+    """Fit the table from pair counts with add-k smoothing (``seed`` and ``steps`` are unused:
+    counting is exact and deterministic; ``progress(1, 1, nll)`` is called once with the mean
+    training NLL in nats)."""
+    a = _check_range(np.asarray(_check_ids(data, "bigram.train"), dtype=np.int64), "bigram.train")
+    model = Model(cfg)
+    # counts[prev, next]: flat index prev*256 + next
+    counts = np.bincount(a[:-1] * VOCAB + a[1:], minlength=VOCAB * VOCAB).astype(np.float64)
+    counts = counts.reshape(VOCAB, VOCAB)
+    probs = (counts + cfg.k) / (counts.sum(axis=1, keepdims=True) + VOCAB * cfg.k)
+    with torch.no_grad():
+        model.logits.copy_(torch.from_numpy(np.log(probs)))
+    if progress is not None:
+        nll = float(token_nlls(model, a).mean()) if a.size >= 2 else math.log(VOCAB)
+        progress(1, 1, nll)
+    return model
+
+
+@torch.inference_mode()
+def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
+    """NLL (nats, float64) of tokens 1..n-1: ``l_t = -log_softmax(table[x_{t-1}])[x_t]``.
+
+    ``ids`` may be a memmap of any length; it is read ``chunk`` tokens at a time.
+    """
+    a = _check_ids(ids, "bigram.token_nlls")
+    n = a.size
+    if n < 2:
+        raise ValueError(f"bigram.token_nlls: expected at least 2 ids, got {n}")
+    # [256 prev, 256 next] normalized per row, in float64
+    logp = F.log_softmax(model.logits.detach().double(), dim=1).numpy()
+    out = np.empty(n - 1, dtype=np.float64)
+    for s in range(1, n, chunk):
+        e = min(n, s + chunk)
+        # previous byte of each target in [s, e), then the targets
+        seg = _check_range(np.asarray(a[s - 1 : e], dtype=np.int64), "bigram.token_nlls")
+        out[s - 1 : e - 1] = -logp[seg[:-1], seg[1:]]  # row = previous, column = next
+    return out
+
+
+def save(model: Model, path: str | os.PathLike) -> Path:
+    """Write the checkpoint folder ``path`` (config.json + model.safetensors)."""
+    return save_checkpoint(path, ARCH, dataclasses.asdict(model.cfg), model.state_dict())
+
+
+def load(path: str | os.PathLike) -> Model:
+    """Read a checkpoint folder written by :func:`save`."""
+    doc = read_config(path, known_archs=[ARCH])
+    try:
+        cfg = Config(**doc["config"])
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{Path(path) / 'config.json'}: bad bigram config: {e}") from None
+    model = Model(cfg)
+    model.load_state_dict(load_tensors(path, expected_from(model.state_dict())))
+    return model

@@ -1,0 +1,442 @@
+"""GPT: a decoder-only byte-level Transformer (Radford et al. 2019, GPT-2's layout).
+
+Learned token and position embeddings, ``n_layer`` pre-LayerNorm blocks of causal multi-head
+self-attention (``scaled_dot_product_attention``) and a GELU MLP, a final LayerNorm and a linear
+head over the vocabulary, by default tied to the token embedding as in GPT-2.
+
+Parameter names follow Hugging Face's ``GPT2LMHeadModel`` without its ``transformer.`` prefix
+(``wte``, ``wpe``, ``h.{i}.attn.c_attn``, ``ln_f``, ``lm_head``), so :func:`load_hf_gpt2` and
+:func:`export_hf` are a rename plus a transpose of the Conv1D weights, which HF stores
+``[in, out]`` where ``nn.Linear`` stores ``[out, in]``.
+
+Shapes: ``B`` batch, ``T`` tokens (``<= block_size``), ``D`` = ``n_embd``, ``V`` = ``vocab_size``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tinyllm.checkpoint import (
+    CheckpointError,
+    expected_from,
+    load_tensors,
+    read_config,
+    save_checkpoint,
+)
+from tinyllm.models.layers import ACTIVATIONS, Block, init_gpt_weights
+
+ARCH = "gpt"
+KIND = "lm"
+
+LN_EPS = 1e-5  # GPT-2's LayerNorm epsilon; HF checkpoints with another value are refused
+
+
+@dataclass(frozen=True)
+class Config:
+    """A GPT's shape. ``activation`` is "gelu" (exact, erf) or "gelu_tanh" (GPT-2's "gelu_new");
+    ``tie_weights`` shares the token embedding with the output head (GPT-2 does)."""
+
+    vocab_size: int = 256
+    block_size: int = 128  # the longest context, = number of learned positions
+    n_layer: int = 4
+    n_head: int = 4
+    n_embd: int = 128
+    dropout: float = 0.0
+    bias: bool = True  # biases in every Linear and LayerNorm
+    tie_weights: bool = True
+    activation: str = "gelu_tanh"
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"Config.{name}: expected a positive int, got {v!r}")
+        if self.n_embd % self.n_head:
+            raise ValueError(
+                f"Config.n_embd: expected a multiple of n_head={self.n_head}, got {self.n_embd}"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"Config.dropout: expected a float in [0, 1), got {self.dropout!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"Config.activation: expected one of {list(ACTIVATIONS)}, got {self.activation!r}"
+            )
+
+
+# The demo zoo's GPT (tinyllm/train.py): measured on the lee corpus (90% of the documents of
+# gensim's lee_background.cor, ~324 KB), 2 torch threads. See the module's report in the docs.
+ZOO_CONFIG = Config(block_size=128, n_layer=4, n_head=4, n_embd=128, dropout=0.0)
+ZOO_STEPS = 600
+ZOO_TRAIN_KWARGS: dict = {"batch_size": 32, "lr": 3e-3}
+
+
+class Model(nn.Module):
+    """Decoder-only Transformer: ``logits = lm_head(hidden(idx))``."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)  # token embedding [V, D]
+        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)  # learned positions [block_size, D]
+        self.drop = nn.Dropout(cfg.dropout)
+        self.h = nn.ModuleList(
+            Block(
+                cfg.n_embd,
+                cfg.n_head,
+                causal=True,
+                dropout=cfg.dropout,
+                bias=cfg.bias,
+                activation=cfg.activation,
+                eps=LN_EPS,
+            )
+            for _ in range(cfg.n_layer)
+        )
+        self.ln_f = nn.LayerNorm(cfg.n_embd, eps=LN_EPS, bias=cfg.bias)
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)  # weight [V, D]
+        init_gpt_weights(self, cfg.n_layer)
+        if cfg.tie_weights:
+            # one Parameter, two names: the head scores a byte by its embedding's dot product
+            self.lm_head.weight = self.wte.weight
+
+    def hidden(self, idx: torch.Tensor) -> torch.Tensor:
+        """Final-LayerNorm output ``[B, T, D]`` for token ids ``idx`` ``[B, T]``."""
+        if idx.dim() != 2:
+            raise ValueError(f"gpt: expected idx of shape [B, T], got {list(idx.shape)}")
+        n_tok = idx.shape[1]  # T
+        if n_tok > self.cfg.block_size:
+            raise ValueError(
+                f"gpt: expected at most block_size={self.cfg.block_size} tokens, got {n_tok}"
+            )
+        pos = torch.arange(n_tok, device=idx.device)  # [T]
+        x = self.drop(self.wte(idx) + self.wpe(pos))  # [B, T, D] + [T, D] -> [B, T, D]
+        for block in self.h:
+            x = block(x)  # [B, T, D], causal: position t reads tokens 0..t only
+        return self.ln_f(x)  # [B, T, D]
+
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(logits [B, T, V], loss)``; ``loss`` = mean cross entropy (nats) over all ``B*T``
+        targets ``[B, T]`` (logits at t predict ``targets[:, t]``), or None without targets."""
+        logits = self.lm_head(self.hidden(idx))  # [B, T, D] -> [B, T, V]
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
+
+    def num_params(self) -> int:
+        """Distinct parameters (a tied head counts once)."""
+        return sum(p.numel() for p in self.parameters())
+
+
+# ---------------------------------------------------------------------------------------- train
+
+
+def _check_data(data, cfg: Config) -> np.ndarray:
+    a = np.asarray(data)
+    if a.ndim != 1:
+        raise ValueError(f"gpt.train: expected a 1-d array of token ids, got shape {a.shape}")
+    if not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"gpt.train: expected integer token ids, got dtype {a.dtype}")
+    if a.size < cfg.block_size + 2:
+        raise ValueError(
+            f"gpt.train: expected at least block_size + 2 = {cfg.block_size + 2} tokens, "
+            f"got {a.size}"
+        )
+    lo, hi = int(a.min()), int(a.max())
+    if lo < 0 or hi >= cfg.vocab_size:
+        raise ValueError(
+            f"gpt.train: expected ids in [0, {cfg.vocab_size}), got values in [{lo}, {hi}]"
+        )
+    return a
+
+
+def lr_at(step: int, steps: int, lr: float, warmup: int, min_ratio: float = 0.1) -> float:
+    """Linear warmup over ``warmup`` steps, then cosine decay from ``lr`` to ``min_ratio * lr``."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    frac = (step - warmup) / max(1, steps - warmup)  # 0 -> 1
+    return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def train(
+    cfg: Config,
+    data,
+    *,
+    seed: int,
+    steps: int,
+    progress: Callable[[int, int, float], None] | None = None,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    weight_decay: float = 0.1,
+    warmup: int | None = None,
+    grad_clip: float = 1.0,
+) -> Model:
+    """Train a GPT on random windows of ``data`` (1-d byte ids) with AdamW.
+
+    Each step draws ``batch_size`` windows of ``block_size + 1`` tokens at uniform random offsets
+    (``numpy.random.default_rng(seed)``; the weights come from ``torch.manual_seed(seed)``), so a
+    run is reproducible on one machine and thread count. The learning rate warms up linearly for
+    ``warmup`` steps (default ``steps // 20``) and then decays by a cosine to ``lr / 10``. Weight
+    decay applies to matrices only (not to biases, LayerNorms or embeddings). ``progress(step,
+    total, loss)`` is called after each step with 1-based ``step``. Returns the model in eval mode.
+    """
+    if steps < 1:
+        raise ValueError(f"gpt.train: expected steps >= 1, got {steps}")
+    a = _check_data(data, cfg)
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = Model(cfg)
+    model.train()
+    tokens = torch.from_numpy(a.astype(np.int64))  # the whole corpus as int64 (~8 bytes/byte)
+    offsets = torch.arange(cfg.block_size + 1)  # [T+1]
+
+    # decay the matrices of Linear layers only; embeddings (wte, wpe), biases, LayerNorms not
+    params = dict(model.named_parameters())  # a tied head appears once, as wte.weight
+    decay = [p for n, p in params.items() if p.dim() == 2 and not n.startswith(("wte", "wpe"))]
+    no_decay = [p for n, p in params.items() if not any(p is q for q in decay)]
+    opt = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=lr,
+        betas=(0.9, 0.95),
+    )
+    warmup = max(1, steps // 20) if warmup is None else warmup
+    for step in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, steps, lr, warmup)
+        starts = torch.from_numpy(rng.integers(0, a.size - cfg.block_size - 1, size=batch_size))
+        win = tokens[starts[:, None] + offsets]  # [B, T+1]
+        _, loss = model(win[:, :-1], win[:, 1:])  # predict token t+1 from tokens <= t
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        opt.step()
+        if progress is not None:
+            progress(step + 1, steps, loss.item())
+    model.eval()
+    return model
+
+
+# ------------------------------------------------------------------------------ save / load
+
+
+def _stored_tensors(model: Model) -> dict[str, torch.Tensor]:
+    sd = model.state_dict()
+    if model.cfg.tie_weights:
+        # safetensors refuses two names for one storage: keep wte only, re-tie on load
+        del sd["lm_head.weight"]
+    return sd
+
+
+def save(model: Model, path: str | os.PathLike) -> Path:
+    """Write the checkpoint folder ``path`` (config.json + model.safetensors)."""
+    return save_checkpoint(path, ARCH, dataclasses.asdict(model.cfg), _stored_tensors(model))
+
+
+def load(path: str | os.PathLike) -> Model:
+    """Read a checkpoint folder written by :func:`save`; every tensor's name, shape, dtype and
+    finiteness is checked against a freshly built model (CheckpointError naming the file)."""
+    doc = read_config(path, known_archs=[ARCH])
+    try:
+        cfg = Config(**doc["config"])
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{Path(path) / 'config.json'}: invalid gpt config: {e}") from None
+    model = Model(cfg)
+    tensors = load_tensors(path, expected_from(_stored_tensors(model)))
+    if cfg.tie_weights:
+        tensors["lm_head.weight"] = tensors["wte.weight"]
+    model.load_state_dict(tensors, strict=True)
+    model.eval()
+    return model
+
+
+# ---------------------------------------------------------------------------------- scoring
+
+
+def token_nlls(
+    model: Model,
+    ids,
+    ctx_len: int | None = None,
+    stride: int | None = None,
+    *,
+    batch_size: int | None = None,
+    progress: Callable[[int, int], object] | None = None,
+) -> np.ndarray:
+    """NLL in nats of tokens 1..n-1 of ``ids``: ``float64[n-1]``, by the strided windows of
+    SPEC.md section 2 (``tinyllm.eval.lm.token_nlls``). Defaults: ``ctx_len = block_size``,
+    ``stride = ctx_len // 2`` (each token after the first window sees at least ctx_len/2 tokens).
+    ``batch_size`` (windows per forward pass; None: the instrument's default) and
+    ``progress(done, total)`` are passed through to the instrument."""
+    from tinyllm.eval import lm  # the instrument imports the models' layer, not the reverse
+
+    ctx = model.cfg.block_size if ctx_len is None else int(ctx_len)
+    if ctx > model.cfg.block_size:
+        raise ValueError(
+            f"gpt.token_nlls: expected ctx_len <= block_size={model.cfg.block_size}, got {ctx}"
+        )
+    s = max(1, ctx // 2) if stride is None else int(stride)
+    was_training = model.training
+    model.eval()  # no dropout while scoring
+    try:
+        with torch.inference_mode():
+            kw = {} if batch_size is None else {"batch_size": batch_size}
+            return lm.token_nlls(model, ids, ctx, s, progress=progress, **kw)
+    finally:
+        model.train(was_training)
+
+
+# ------------------------------------------------------------------------ Hugging Face GPT-2
+
+# HF activation_function -> ours; "gelu_new" and "gelu_pytorch_tanh" are both the tanh form
+_HF_ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+_OUR_ACT = {"gelu_tanh": "gelu_new", "gelu": "gelu"}
+_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def _hf_name(name: str) -> str:
+    """Our parameter name -> GPT2LMHeadModel's."""
+    return name if name == "lm_head.weight" else "transformer." + name
+
+
+def _is_conv1d(name: str) -> bool:
+    return name.endswith(_CONV1D)
+
+
+def _check_hf_config(hc) -> None:
+    where = f"load_hf_gpt2({getattr(hc, 'name_or_path', '') or 'model'})"
+    if getattr(hc, "model_type", None) != "gpt2":
+        raise ValueError(f"{where}: expected a GPT-2 model, got model_type {hc.model_type!r}")
+    if hc.activation_function not in _HF_ACT:
+        raise ValueError(
+            f"{where}: expected activation_function in {sorted(_HF_ACT)}, "
+            f"got {hc.activation_function!r}"
+        )
+    checks = [
+        ("n_inner", hc.n_inner in (None, 4 * hc.n_embd), f"None or {4 * hc.n_embd}"),
+        ("layer_norm_epsilon", hc.layer_norm_epsilon == LN_EPS, str(LN_EPS)),
+        ("scale_attn_weights", bool(hc.scale_attn_weights), "True"),
+        ("scale_attn_by_inverse_layer_idx", not hc.scale_attn_by_inverse_layer_idx, "False"),
+        ("add_cross_attention", not hc.add_cross_attention, "False"),
+    ]
+    for key, ok, want in checks:
+        if not ok:
+            raise ValueError(f"{where}: expected {key} = {want}, got {getattr(hc, key)!r}")
+
+
+def load_hf_gpt2(model_or_dir) -> Model:
+    """Convert a ``transformers`` ``GPT2LMHeadModel`` (or a local folder holding one, read with
+    ``local_files_only=True``) into a :class:`Model` whose logits equal HF's (float32, to 1e-5).
+
+    HF's Conv1D weights are ``[in, out]`` and are transposed for ``nn.Linear``; the activation
+    is taken from ``activation_function`` ("gelu_new" -> "gelu_tanh"); dropout is set to 0.
+    Architectural variants we do not implement (another LayerNorm eps, ``n_inner`` != 4D,
+    unscaled or layer-scaled attention, cross-attention) are refused with a ValueError.
+    """
+    if isinstance(model_or_dir, str | os.PathLike):
+        from transformers import GPT2LMHeadModel
+
+        d = Path(model_or_dir)
+        if not (d / "config.json").is_file():
+            raise CheckpointError(f"{d}: expected a Hugging Face model folder with config.json")
+        hf = GPT2LMHeadModel.from_pretrained(str(d), local_files_only=True)
+    else:
+        hf = model_or_dir
+    hc = hf.config
+    _check_hf_config(hc)
+    cfg = Config(
+        vocab_size=hc.vocab_size,
+        block_size=hc.n_positions,
+        n_layer=hc.n_layer,
+        n_head=hc.n_head,
+        n_embd=hc.n_embd,
+        dropout=0.0,
+        bias=True,  # Conv1D and LayerNorm always carry biases
+        tie_weights=bool(getattr(hc, "tie_word_embeddings", True)),
+        activation=_HF_ACT[hc.activation_function],
+    )
+    model = Model(cfg)
+    src = hf.state_dict()
+    ours = {}
+    for name in _stored_tensors(model):
+        key = _hf_name(name)
+        if key not in src:
+            raise ValueError(f"load_hf_gpt2: expected tensor {key!r} in the HF model, not found")
+        t = src[key].detach().to(torch.float32)
+        ours[name] = t.t() if _is_conv1d(name) else t  # Conv1D [in, out] -> Linear [out, in]
+    if cfg.tie_weights:
+        ours["lm_head.weight"] = ours["wte.weight"]
+    model.load_state_dict(ours, strict=True)
+    model.eval()
+    return model
+
+
+def _hf_config(cfg: Config):
+    from transformers import GPT2Config
+
+    return GPT2Config(
+        vocab_size=cfg.vocab_size,
+        n_positions=cfg.block_size,
+        n_embd=cfg.n_embd,
+        n_layer=cfg.n_layer,
+        n_head=cfg.n_head,
+        n_inner=None,
+        activation_function=_OUR_ACT[cfg.activation],
+        resid_pdrop=cfg.dropout,
+        embd_pdrop=cfg.dropout,
+        attn_pdrop=cfg.dropout,
+        layer_norm_epsilon=LN_EPS,
+        tie_word_embeddings=cfg.tie_weights,
+        # GPT-2's 50256 is outside a byte vocabulary; a byte model has no special tokens
+        bos_token_id=None,
+        eos_token_id=None,
+    )
+
+
+def export_hf(model: Model, directory: str | os.PathLike) -> Path:
+    """Write ``directory`` as a Hugging Face GPT-2 folder (config.json + model.safetensors)
+    that ``transformers.AutoModelForCausalLM.from_pretrained(directory, local_files_only=True)``
+    loads as a ``GPT2LMHeadModel`` with the same logits (float32, to 1e-5).
+
+    A model built with ``bias=False`` is exported with zero biases, which computes the same
+    function. A config that GPT-2 cannot express is refused with a ValueError.
+    """
+    from transformers import GPT2LMHeadModel
+
+    cfg = model.cfg
+    if cfg.activation not in _OUR_ACT:  # guards a future activation without an HF twin
+        raise ValueError(
+            f"export_hf: expected activation in {sorted(_OUR_ACT)} (GPT-2 has no "
+            f"{cfg.activation!r}), got {cfg.activation!r}"
+        )
+    hf = GPT2LMHeadModel(_hf_config(cfg))
+    target = hf.state_dict()
+    sd = model.state_dict()
+    out = {}
+    for key, ref in target.items():
+        name = key.removeprefix("transformer.")
+        if name in sd:
+            t = sd[name].detach().to(torch.float32)
+            out[key] = t.t() if _is_conv1d(name) else t  # Linear [out, in] -> Conv1D [in, out]
+        elif name.endswith(".bias"):
+            out[key] = torch.zeros_like(ref)  # bias=False: a zero bias is the same function
+        else:
+            raise ValueError(f"export_hf: no source for GPT-2 tensor {key!r}")
+    hf.load_state_dict(out, strict=True)
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    hf.save_pretrained(str(d), safe_serialization=True)
+    return d

@@ -1,0 +1,206 @@
+"""Recurrent byte language model: embedding -> GRU or LSTM -> linear head.
+
+    h_t    = cell(C(x_t), h_{t-1})       h_{-1} = 0 at the start of the sequence
+    p(x_{t+1} | x_0 .. x_t) = softmax(W h_t + b)
+
+Every token is conditioned on the whole prefix through the hidden state. ``token_nlls`` reads a
+long array in chunks and carries the hidden state from one chunk to the next, so no token loses
+context at a chunk boundary: the result equals one pass over the whole array.
+
+Training is truncated back-propagation through time (BPTT): the data is cut into ``batch_size``
+contiguous streams read side by side, ``bptt`` steps at a time; the hidden state is carried from
+one window to the next (detached: gradients stop at the window's start) and reset to zero when
+the streams wrap around to their beginning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from tinyllm.checkpoint import (
+    CheckpointError,
+    expected_from,
+    load_tensors,
+    read_config,
+    save_checkpoint,
+)
+
+ARCH = "rnnlm"
+KIND = "lm"
+VOCAB = 256
+CELLS = ("gru", "lstm")
+CHUNK = 4096  # tokens per chunk in token_nlls
+
+
+@dataclass(frozen=True)
+class Config:
+    """Model size and the truncated-BPTT recipe (AdamW, cosine decay of the lr to 10%)."""
+
+    cell: str = "gru"  # "gru" or "lstm"
+    emb_dim: int = 64
+    hidden: int = 512
+    layers: int = 1
+    dropout: float = 0.0  # between layers (only with layers > 1) and before the head
+    bptt: int = 64
+    batch_size: int = 32
+    lr: float = 3e-3
+    clip: float = 1.0  # gradient norm clipping; 0 = off
+    weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.cell not in CELLS:
+            raise ValueError(f"rnnlm Config.cell: expected one of {list(CELLS)}, got {self.cell!r}")
+        for name in ("emb_dim", "hidden", "layers", "bptt", "batch_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"rnnlm Config.{name}: expected an int >= 1, got {v!r}")
+        for name in ("dropout", "lr", "clip", "weight_decay"):
+            v = getattr(self, name)
+            if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"rnnlm Config.{name}: expected a finite number >= 0, got {v!r}")
+        if self.dropout >= 1:
+            raise ValueError(
+                f"rnnlm Config.dropout: expected a value in [0, 1), got {self.dropout}"
+            )
+
+
+class Model(nn.Module):
+    """``forward(idx, state=None, targets=None)`` -> (logits [B, T, 256], state, loss)."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.emb = nn.Embedding(VOCAB, cfg.emb_dim)
+        rnn = nn.GRU if cfg.cell == "gru" else nn.LSTM
+        inner = cfg.dropout if cfg.layers > 1 else 0.0
+        self.rnn = rnn(cfg.emb_dim, cfg.hidden, cfg.layers, batch_first=True, dropout=inner)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.head = nn.Linear(cfg.hidden, VOCAB)
+
+    def forward(self, idx: torch.Tensor, state=None, targets: torch.Tensor | None = None):
+        """``idx`` [B, T] -> (logits [B, T, 256], new state, loss or None).
+
+        ``state`` is the hidden state after the previous tokens (GRU: h [layers, B, hidden];
+        LSTM: (h, c)); None = zeros, the start of a sequence. Position t predicts token t+1.
+        """
+        x = self.emb(idx)  # [B, T, emb_dim]
+        y, state = self.rnn(x, state)  # y: [B, T, hidden]
+        logits = self.head(self.drop(y))  # [B, T, 256]
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+        return logits, state, loss
+
+
+def _detach(state):
+    if state is None:
+        return None
+    if isinstance(state, tuple):
+        return tuple(s.detach() for s in state)
+    return state.detach()
+
+
+def _check_ids(ids, who: str) -> np.ndarray:
+    a = ids if isinstance(ids, np.ndarray) else np.asarray(ids)
+    if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(
+            f"{who}: expected a 1-d integer array of byte ids, got shape {a.shape} {a.dtype}"
+        )
+    return a
+
+
+def _check_range(seg: np.ndarray, who: str) -> np.ndarray:
+    if seg.size and (seg.min() < 0 or seg.max() >= VOCAB):
+        raise ValueError(
+            f"{who}: expected byte ids in 0..255, got values in {seg.min()}..{seg.max()}"
+        )
+    return seg
+
+
+def train(cfg: Config, data, *, seed: int, steps: int, progress=None) -> Model:
+    """Truncated BPTT over ``batch_size`` parallel streams of ``data`` (1-d byte ids).
+
+    Each step reads the next ``bptt`` bytes of every stream; the state is carried across steps
+    (detached) and reset when the streams wrap. ``steps = 0`` returns the seeded initial model.
+    ``progress(step, steps, loss)`` gets the window's mean cross-entropy (nats).
+    """
+    a = _check_range(np.asarray(_check_ids(data, "rnnlm.train"), np.int64), "rnnlm.train")
+    if a.size < 3:
+        raise ValueError(f"rnnlm.train: expected at least 3 bytes of data, got {a.size}")
+    torch.manual_seed(seed)
+    model = Model(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    B = max(1, min(cfg.batch_size, (a.size - 1) // 2))  # tiny data: fewer streams
+    L = (a.size - 1) // B  # stream length (inputs); targets are one byte ahead
+    inputs = torch.from_numpy(a[: B * L].reshape(B, L))  # [B, L]
+    targets = torch.from_numpy(a[1 : B * L + 1].reshape(B, L))  # [B, L]
+    T = min(cfg.bptt, L)
+    pos, state = 0, None
+    model.train()
+    for step in range(1, steps + 1):
+        for group in opt.param_groups:
+            group["lr"] = cfg.lr * (0.1 + 0.45 * (1.0 + math.cos(math.pi * (step - 1) / steps)))
+        if pos + T > L:  # wrap: back to the streams' start, with a fresh state
+            pos, state = 0, None
+        _, state, loss = model(inputs[:, pos : pos + T], _detach(state), targets[:, pos : pos + T])
+        pos += T
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.clip > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        opt.step()
+        if progress is not None:
+            progress(step, steps, loss.item())
+    model.eval()
+    return model
+
+
+@torch.inference_mode()
+def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
+    """NLL (nats, float64) of tokens 1..n-1, each given the whole prefix ``x_0 .. x_{t-1}``.
+
+    ``ids`` is read ``chunk`` inputs at a time; the hidden state after one chunk is the initial
+    state of the next, so the result equals one pass over the whole array.
+    """
+    a = _check_ids(ids, "rnnlm.token_nlls")
+    n = a.size
+    if n < 2:
+        raise ValueError(f"rnnlm.token_nlls: expected at least 2 ids, got {n}")
+    if chunk < 1:
+        raise ValueError(f"rnnlm.token_nlls: expected chunk >= 1, got {chunk}")
+    model.eval()
+    out = np.empty(n - 1, dtype=np.float64)
+    state = None
+    for s in range(0, n - 1, chunk):
+        e = min(n - 1, s + chunk)  # inputs s .. e-1 predict targets s+1 .. e
+        seg = torch.from_numpy(_check_range(np.asarray(a[s : e + 1], np.int64), "rnnlm.token_nlls"))
+        logits, state, _ = model(seg[None, :-1], state)  # [1, e-s, 256]
+        logp = F.log_softmax(logits[0].double(), dim=-1)
+        out[s:e] = -logp.gather(1, seg[1:, None])[:, 0].numpy()
+    return out
+
+
+def save(model: Model, path: str | os.PathLike) -> Path:
+    """Write the checkpoint folder ``path`` (config.json + model.safetensors)."""
+    return save_checkpoint(path, ARCH, dataclasses.asdict(model.cfg), model.state_dict())
+
+
+def load(path: str | os.PathLike) -> Model:
+    """Read a checkpoint folder written by :func:`save` (eval mode)."""
+    doc = read_config(path, known_archs=[ARCH])
+    try:
+        cfg = Config(**doc["config"])
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{Path(path) / 'config.json'}: bad rnnlm config: {e}") from None
+    model = Model(cfg)
+    model.load_state_dict(load_tensors(path, expected_from(model.state_dict())))
+    return model.eval()

@@ -1,0 +1,406 @@
+"""The formats of the zoo: manifest in, report out (formats/manifest.md, formats/*.schema.json).
+
+* :class:`Manifest` / :class:`Entry` / :class:`EntryOptions` -- what to score (pydantic, strict:
+  unknown keys, a missing field or a duplicate name is refused). ``formats/manifest.schema.json``
+  is generated from :class:`Manifest` by :func:`write_manifest_schema` (``python -m
+  tinyllm.report``); a test checks that the committed file equals the generated one.
+* :class:`Row` / :class:`Report` -- the result of a zoo run. Every report is validated against the
+  hand-written JSON Schema ``formats/eval-results.schema.json`` (draft 2020-12) with jsonschema by
+  :func:`validate_report` before it is written.
+* :func:`sha256_path` -- the content hash of a checkpoint (file or folder) or data file; the
+  report records it per row and a cache key can reuse it.
+
+Nothing here knows about models; :mod:`tinyllm.eval.zoo` does the scoring.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+SCHEMA_VERSION = 1
+FORMATS_DIR = Path(__file__).resolve().parent.parent / "formats"
+MANIFEST_SCHEMA_PATH = FORMATS_DIR / "manifest.schema.json"
+REPORT_SCHEMA_PATH = FORMATS_DIR / "eval-results.schema.json"
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
+KINDS = ("lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings")
+METRICS = ("bpb", "acc", "acc_norm", "exact_match", "spearman")
+INTERVALS = ("student_t", "wilson", "fisher_z", "bootstrap_percentile")
+STATUSES = ("ok", "error", "skipped")
+LOWER_IS_BETTER = frozenset({"bpb"})
+"""Metrics where a smaller value is better; every other metric is higher-is-better."""
+
+Kind = Literal["lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings"]
+Metric = Literal["bpb", "acc", "acc_norm", "exact_match", "spearman"]
+IntervalMethod = Literal["student_t", "wilson", "fisher_z", "bootstrap_percentile"]
+Status = Literal["ok", "error", "skipped"]
+Hex64 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be read or validated; the message names the file and every problem."""
+
+
+class ReportSchemaError(ValueError):
+    """A report that does not validate against formats/eval-results.schema.json."""
+
+
+# ---- manifest ----------------------------------------------------------------------------------
+
+
+class EntryOptions(BaseModel):
+    """The kind's options of one manifest entry; every field is optional, unknown keys refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    ctx_len: int | None = Field(
+        default=None,
+        ge=2,
+        description="Window length C for strided LM scoring (gpt, hf). Default: the model's.",
+    )
+    stride: int | None = Field(
+        default=None,
+        ge=1,
+        description="Stride s of the windows, 1 <= s < C (gpt, hf). Default: the model's / C//2.",
+    )
+    beam: int | None = Field(default=None, ge=1, description="Beam size (seq2seq kinds).")
+    split: str | None = Field(
+        default=None, min_length=1, description="Which split of the task rows to score."
+    )
+
+    @model_validator(mode="after")
+    def _check_stride(self) -> EntryOptions:
+        if self.ctx_len is not None and self.stride is not None and self.stride >= self.ctx_len:
+            raise ValueError(
+                f"expected stride < ctx_len (a window must keep some context), "
+                f"got stride={self.stride}, ctx_len={self.ctx_len}"
+            )
+        return self
+
+
+class Entry(BaseModel):
+    """One model to score: its family, its checkpoint, its task data, the kind's options.
+
+    ``checkpoint`` and ``data`` are paths relative to the manifest's folder (absolute paths are
+    kept as they are).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    name: str = Field(
+        pattern=NAME_PATTERN,
+        max_length=64,
+        description="Unique row name; lowercase letters, digits, '_' and '-' (used in file names).",
+    )
+    family: str = Field(
+        min_length=1,
+        description="A tl_arch in tinyllm.models.FAMILIES, or 'hf' for a local Hugging Face "
+        "causal LM folder. An unknown family is scored as a 'skipped' row, not refused here.",
+    )
+    checkpoint: str = Field(
+        min_length=1,
+        description="Checkpoint folder (config.json + model.safetensors) or one .safetensors file.",
+    )
+    data: str = Field(min_length=1, description="The kind's task data (lm: a token file).")
+    options: EntryOptions = Field(default_factory=EntryOptions)
+
+
+class Manifest(BaseModel):
+    """A zoo manifest: the suite and its entries, scored and reported in this order."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        title="tinyllm zoo manifest",
+        json_schema_extra={
+            "description": "What `tinyllm eval --suite zoo` scores; see "
+            "formats/manifest.md. Paths are relative to the manifest's folder."
+        },
+    )
+
+    suite: Literal["zoo"] = "zoo"
+    entries: list[Entry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check_unique_names(self) -> Manifest:
+        names = [e.name for e in self.entries]
+        dups = sorted({n for n in names if names.count(n) > 1})
+        if dups:
+            raise ValueError(f"expected unique entry names, got duplicates {dups}")
+        return self
+
+    def sha256(self) -> str:
+        """sha256 of the canonical JSON of the validated manifest (sorted keys, no spaces).
+
+        Formatting, comments and YAML-vs-JSON do not change it; any field's value does.
+        """
+        doc = self.model_dump(mode="json")
+        canon = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def _format_validation_error(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "<top>"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"  {loc}: unknown key (got {e['input']!r})")
+        elif e["type"] == "missing":
+            lines.append(f"  {loc}: required field missing")
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+            got = f" (got {e['input']!r})" if e["loc"] else ""  # not the whole document
+            lines.append(f"  {loc}: {msg}{got}"[:300])
+    return "\n".join(lines)
+
+
+def parse_manifest(doc: Any, source: str = "<manifest>") -> Manifest:
+    """Validate a manifest document (already parsed YAML/JSON) into a :class:`Manifest`.
+
+    Raises :class:`ManifestError` listing every problem (path in the document, what was wrong).
+    """
+    if isinstance(doc, Manifest):
+        return doc
+    if not isinstance(doc, Mapping):
+        raise ManifestError(
+            f"{source}: expected a mapping with 'suite' and 'entries', got {type(doc).__name__}"
+        )
+    try:
+        return Manifest.model_validate(dict(doc))
+    except ValidationError as e:
+        n, lines = e.error_count(), _format_validation_error(e)
+    # pydantic skips the whole-manifest checks when a field fails: report duplicates too
+    entries = doc.get("entries")
+    names = (
+        [x.get("name") for x in entries if isinstance(x, Mapping)]
+        if isinstance(entries, list)
+        else []
+    )
+    dups = sorted({str(x) for x in names if names.count(x) > 1})
+    if dups and "duplicates" not in lines:
+        n += 1
+        lines += f"\n  entries: expected unique entry names, got duplicates {dups}"
+    raise ManifestError(f"{source}: invalid manifest ({n} problem{'s' * (n != 1)}):\n{lines}")
+
+
+def load_manifest(path: str | os.PathLike) -> Manifest:
+    """Read and validate a manifest file (YAML or JSON: JSON is YAML)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestError(f"{p}: manifest not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ManifestError(f"{p}: expected a readable UTF-8 manifest, got: {e}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ManifestError(f"{p}: expected YAML or JSON, got a parse error: {e}") from None
+    return parse_manifest(doc, str(p))
+
+
+def manifest_json_schema() -> dict:
+    """The JSON Schema (draft 2020-12) of :class:`Manifest`, as pydantic generates it."""
+    schema = Manifest.model_json_schema()
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://tinyllm.invalid/formats/manifest.schema.json",
+        **schema,
+    }
+
+
+def manifest_schema_text() -> str:
+    """The exact text of ``formats/manifest.schema.json`` (2-space indent, trailing newline)."""
+    return json.dumps(manifest_json_schema(), indent=2) + "\n"
+
+
+def write_manifest_schema(path: str | os.PathLike = MANIFEST_SCHEMA_PATH) -> Path:
+    """(Re)generate ``formats/manifest.schema.json`` from the pydantic model."""
+    p = Path(path)
+    p.write_text(manifest_schema_text(), encoding="utf-8")
+    return p
+
+
+# ---- rows and report ---------------------------------------------------------------------------
+
+
+class ErrorInfo(BaseModel):
+    """Why a row could not be scored: the exception's type name and message."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    type: str
+    message: str
+
+
+class Row(BaseModel):
+    """One manifest entry's result (see formats/eval-results.schema.json for each field)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN)
+    family: str
+    kind: Kind | None
+    metric: Metric | None
+    value: float | None
+    lo: float | None
+    hi: float | None
+    interval: IntervalMethod | None
+    n: int | None
+    status: Status
+    error: ErrorInfo | None
+    reason: str | None
+    checkpoint_sha256: Hex64 | None
+    data_sha256: Hex64 | None
+    seconds: float = Field(ge=0)
+    items: str | None
+    # fields beyond the agreed row format
+    checkpoint: str
+    data: str
+    options: dict[str, Any]
+    details: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _check_status(self) -> Row:
+        if self.status == "ok":
+            if None in (self.value, self.lo, self.hi, self.n, self.metric, self.interval):
+                raise ValueError("status ok: expected value, lo, hi, n, metric and interval")
+            if not all(math.isfinite(v) for v in (self.value, self.lo, self.hi)):
+                raise ValueError("status ok: expected finite value, lo and hi")
+        elif self.value is not None:
+            raise ValueError(f"status {self.status}: expected value null, got {self.value}")
+        if (self.status == "error") != (self.error is not None):
+            raise ValueError(f"status {self.status}: 'error' must be set exactly for error rows")
+        if (self.status == "skipped") != (self.reason is not None):
+            raise ValueError(f"status {self.status}: 'reason' must be set exactly for skipped rows")
+        return self
+
+
+class Report(BaseModel):
+    """A zoo report: provenance plus one :class:`Row` per manifest entry, in manifest order.
+
+    The per-item scores of each row (``row.items`` names their file relative to the report) travel
+    with the object in :attr:`item_scores` until :func:`tinyllm.eval.zoo.write_report` saves them.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    suite: str
+    release: str | None
+    created_at: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
+    seed: int = Field(ge=0)
+    tinyllm_version: str
+    manifest_sha256: Hex64
+    rows: list[Row]
+
+    _items: dict[str, np.ndarray] = PrivateAttr(default_factory=dict)
+
+    @property
+    def item_scores(self) -> dict[str, np.ndarray]:
+        """Per-item score arrays by row name (float64, 1-d), for the rows that have them."""
+        return self._items
+
+    def row(self, name: str) -> Row:
+        """The row called ``name`` (KeyError listing the names if there is none)."""
+        for r in self.rows:
+            if r.name == name:
+                return r
+        raise KeyError(f"no row {name!r}; rows are {[r.name for r in self.rows]}")
+
+    def to_json(self) -> dict:
+        """The JSON document written to disk (validated by :func:`validate_report`)."""
+        return self.model_dump(mode="json")
+
+
+_REPORT_VALIDATOR = None
+
+
+def report_schema() -> dict:
+    """The hand-written JSON Schema of a report (``formats/eval-results.schema.json``)."""
+    try:
+        return json.loads(REPORT_SCHEMA_PATH.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{REPORT_SCHEMA_PATH}: the report schema is missing (tinyllm reads it from the "
+            f"source tree's formats/ folder; install with `pip install -e .`)"
+        ) from None
+
+
+def _validator():
+    global _REPORT_VALIDATOR
+    if _REPORT_VALIDATOR is None:
+        from jsonschema import Draft202012Validator
+
+        schema = report_schema()
+        Draft202012Validator.check_schema(schema)
+        _REPORT_VALIDATOR = Draft202012Validator(schema)
+    return _REPORT_VALIDATOR
+
+
+def validate_report(doc: Mapping | Report) -> None:
+    """Validate a report document against ``formats/eval-results.schema.json`` (draft 2020-12).
+
+    Raises :class:`ReportSchemaError` listing every violation as ``path: message``.
+    """
+    if isinstance(doc, Report):
+        doc = doc.to_json()
+    errors = sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = [
+            f"  {'/'.join(map(str, e.absolute_path)) or '<top>'}: {e.message}"[:300]
+            for e in errors[:20]
+        ]
+        more = f"\n  ... and {len(errors) - 20} more" if len(errors) > 20 else ""
+        raise ReportSchemaError(
+            f"report does not match {REPORT_SCHEMA_PATH.name} ({len(errors)} problem"
+            f"{'s' * (len(errors) != 1)}):\n" + "\n".join(lines) + more
+        )
+
+
+# ---- content hashes ----------------------------------------------------------------------------
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha256_path(path: str | os.PathLike) -> str:
+    """Content hash of a file or a folder (hex sha256).
+
+    * a file: the sha256 of its bytes (same as ``sha256sum``);
+    * a folder: the sha256 of the text made of one line ``"<relpath>\\0<file sha256>\\n"`` per
+      regular file below it (recursively, relative POSIX paths, sorted), so renaming, adding,
+      removing or changing any file changes the hash, and nothing else does.
+
+    Raises FileNotFoundError naming the path when it does not exist.
+    """
+    p = Path(path)
+    if p.is_file():
+        return sha256_file(p)
+    if not p.is_dir():
+        raise FileNotFoundError(f"{p}: not found (expected a file or a folder to hash)")
+    h = hashlib.sha256()
+    files = sorted((f.relative_to(p).as_posix(), f) for f in p.rglob("*") if f.is_file())
+    for rel, f in files:
+        h.update(f"{rel}\0{sha256_file(f)}\n".encode())
+    return h.hexdigest()
+
+
+if __name__ == "__main__":  # regenerate formats/manifest.schema.json
+    print(write_manifest_schema())
