@@ -349,10 +349,15 @@ def eval_suite(
     release: str | None = typer.Option(
         None,
         "--release",
-        help="Run the EvalSuite flow (Prefect) for this release: report to --store, compared "
-        "with the previous release. Without it the zoo is scored in-process to --out.",
+        help="Release label. Without --out: run the EvalSuite flow (Prefect) for this release "
+        "into --store and compare it with the previous release.",
     ),
-    out: str = typer.Option("report.json", "--out", help="Where to write the report."),
+    out: str | None = typer.Option(
+        None,
+        "--out",
+        help="Score in this process and write the report here (default report.json when no "
+        "--release is given).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON, not a table."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the run (per entry: seed+name)."),
     store: str = typer.Option(
@@ -367,8 +372,8 @@ def eval_suite(
     ),
 ) -> None:
     """Score a suite: `tinyllm eval --suite zoo --manifest zoo.yaml` scores every entry and
-    writes the report (plus items/<name>.npy beside it); with `--release R` it runs the
-    EvalSuite flow into the store instead; or use a sub-command."""
+    writes the report (plus items/<name>.npy beside it); with `--release R` and no `--out` it
+    runs the EvalSuite flow into the store instead; or use a sub-command."""
     if ctx.invoked_subcommand is not None:
         return
     if suite is None:
@@ -390,16 +395,17 @@ def eval_suite(
     def progress(i: int, total: int, row: dict) -> None:
         err.print(f"[{i}/{total}] {row['name']}: {row['status']} ({row['seconds']:.1f} s)")
 
-    if release is not None:
+    if release is not None and out is None:
         _run_suite_flow(manifest, release, store, only or None, previous, seed, as_json)
         return
     if only or previous is not None:
-        err.print("[red]error:[/] --only and --previous need --release (the EvalSuite flow)")
+        err.print("error: --only and --previous need --release without --out (the EvalSuite flow)")
         raise typer.Exit(2)
+    out = out or "report.json"
     try:
         report = run_zoo(manifest, seed=seed, release=release, progress=progress)
     except ManifestError as e:
-        err.print(f"[red]error:[/] {e}", markup=False, highlight=False)
+        err.print(f"error: {e}", markup=False, highlight=False)
         raise typer.Exit(2) from None
     path = write_report(report, out)
     if as_json:

@@ -241,3 +241,24 @@ def test_s3_store_through_moto_server(zoo_dir, monkeypatch):
         )
     finally:
         server.stop()
+
+
+def test_cli_release_runs_the_flow_and_only_reruns_one_entry(zoo_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from tinyllm.cli import app
+
+    m = write_manifest(zoo_dir, HEALTHY)
+    store = str(tmp_path / "store")
+    args = ["eval", "--suite", "zoo", "--manifest", m, "--store", store]
+    res = CliRunner().invoke(app, [*args, "--release", "v1"])
+    assert res.exit_code == 0, res.output
+    assert "no earlier release" in res.output and "kn3" in res.output
+    res = CliRunner().invoke(app, [*args, "--release", "v2", "--only", "kn3"])
+    assert res.exit_code == 0, res.output
+    st = open_store(store)
+    assert [r["name"] for r in st.read_report("v2")["rows"]] == ["kn3"]
+    assert st.read_compare("v2")["rows"][0]["verdict"] == "unchanged"
+    assert "unchanged" in res.output
+    res = CliRunner().invoke(app, [*args, "--only", "kn3"])
+    assert res.exit_code == 2 and "--only and --previous need --release" in res.output

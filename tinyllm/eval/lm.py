@@ -42,9 +42,11 @@ from torch import nn
 from tinyllm import stats
 
 DEFAULT_BATCH_SIZE = 1
-"""Windows per forward pass in :func:`token_nlls`. Chosen by measurement (docs/benchmarks.md):
-on GPT-2-small shape on this CPU, batch 1 was as fast per token as any larger batch, and larger
-batches grow the activations (the GELU intermediates) past the cache and the memory bound."""
+"""Windows per forward pass in :func:`token_nlls`, chosen by measurement (docs/benchmarks.md,
+bench/bench_ppl.py): on this CPU no larger batch was reliably faster than 1 on either the tiny or
+the GPT-2-small shape (differences within run-to-run noise; 8-window batches were about 15%
+slower on GPT-2-small shape, the GELU intermediates spilling the cache), and batch 1 keeps the
+working set smallest."""
 
 METRICS = ("acc", "acc_norm")
 
