@@ -138,3 +138,23 @@ def read_tokens(path: str | os.PathLike) -> np.ndarray:
     if count == 0:
         return np.zeros(0, dtype=dt)
     return np.memmap(path, dtype=dt, mode="r", offset=HEADER_SIZE, shape=(count,))
+
+
+def check_byte_ids(ids, who: str) -> np.ndarray:
+    """``ids`` as a 1-d integer array (a memmap stays a memmap, nothing is copied); the values
+    are checked later, chunk by chunk, with :func:`check_byte_range`."""
+    a = ids if isinstance(ids, np.ndarray) else np.asarray(ids)
+    if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(
+            f"{who}: expected a 1-d integer array of byte ids, got shape {a.shape} {a.dtype}"
+        )
+    return a
+
+
+def check_byte_range(seg: np.ndarray, who: str) -> np.ndarray:
+    """``seg`` unchanged if every id is a byte (0..255), else a clear error."""
+    if seg.size and (seg.min() < 0 or seg.max() >= 256):
+        raise ValueError(
+            f"{who}: expected byte ids in 0..255, got values in {seg.min()}..{seg.max()}"
+        )
+    return seg

@@ -30,6 +30,7 @@ from tinyllm.checkpoint import (
     read_config,
     save_checkpoint,
 )
+from tinyllm.tokens import check_byte_ids, check_byte_range
 
 ARCH = "bigram"
 KIND = "lm"
@@ -62,29 +63,13 @@ class Model(nn.Module):
         return self.logits[idx]  # row lookup: [B, T] -> [B, T, 256]
 
 
-def _check_ids(ids, who: str) -> np.ndarray:
-    """A 1-d integer array (a memmap stays a memmap); values are checked chunk by chunk."""
-    a = ids if isinstance(ids, np.ndarray) else np.asarray(ids)
-    if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
-        raise ValueError(
-            f"{who}: expected a 1-d integer array of byte ids, got shape {a.shape} {a.dtype}"
-        )
-    return a
-
-
-def _check_range(seg: np.ndarray, who: str) -> np.ndarray:
-    if seg.size and (seg.min() < 0 or seg.max() >= VOCAB):
-        raise ValueError(
-            f"{who}: expected byte ids in 0..255, got values in {seg.min()}..{seg.max()}"
-        )
-    return seg
-
-
 def train(cfg: Config, data, *, seed: int, steps: int = 0, progress=None) -> Model:
     """Fit the table from pair counts with add-k smoothing (``seed`` and ``steps`` are unused:
     counting is exact and deterministic; ``progress(1, 1, nll)`` is called once with the mean
     training NLL in nats)."""
-    a = _check_range(np.asarray(_check_ids(data, "bigram.train"), dtype=np.int64), "bigram.train")
+    a = check_byte_range(
+        np.asarray(check_byte_ids(data, "bigram.train"), dtype=np.int64), "bigram.train"
+    )
     model = Model(cfg)
     # counts[prev, next]: flat index prev*256 + next
     counts = np.bincount(a[:-1] * VOCAB + a[1:], minlength=VOCAB * VOCAB).astype(np.float64)
@@ -104,7 +89,7 @@ def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
 
     ``ids`` may be a memmap of any length; it is read ``chunk`` tokens at a time.
     """
-    a = _check_ids(ids, "bigram.token_nlls")
+    a = check_byte_ids(ids, "bigram.token_nlls")
     n = a.size
     if n < 2:
         raise ValueError(f"bigram.token_nlls: expected at least 2 ids, got {n}")
@@ -114,7 +99,7 @@ def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
     for s in range(1, n, chunk):
         e = min(n, s + chunk)
         # previous byte of each target in [s, e), then the targets
-        seg = _check_range(np.asarray(a[s - 1 : e], dtype=np.int64), "bigram.token_nlls")
+        seg = check_byte_range(np.asarray(a[s - 1 : e], dtype=np.int64), "bigram.token_nlls")
         out[s - 1 : e - 1] = -logp[seg[:-1], seg[1:]]  # row = previous, column = next
     return out
 

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from tinyllm.checkpoint import CheckpointError, load_single, save_single
+from tinyllm.tokens import check_byte_ids, check_byte_range
 
 ARCH = "ngram"
 KIND = "lm"
@@ -223,30 +224,13 @@ def _discount(counts: np.ndarray) -> float:
     return float(min(max(d, D_MIN), D_MAX))
 
 
-def _check_ids(ids, who: str) -> np.ndarray:
-    a = ids if isinstance(ids, np.ndarray) else np.asarray(ids)
-    if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
-        raise ValueError(
-            f"{who}: expected a 1-d integer array of byte ids, got shape {a.shape} {a.dtype}"
-        )
-    return a
-
-
-def _check_range(seg: np.ndarray, who: str) -> np.ndarray:
-    if seg.size and (seg.min() < 0 or seg.max() >= VOCAB):
-        raise ValueError(
-            f"{who}: expected byte ids in 0..255, got values in {seg.min()}..{seg.max()}"
-        )
-    return seg
-
-
 def train(cfg: Config, data, *, seed: int, steps: int = 0, progress=None) -> Model:
     """Count the n-grams of ``data`` (1-d byte ids) and estimate one discount per level.
 
     ``seed`` and ``steps`` are unused (counting is exact); ``progress(1, 1, nll)`` is called once
     with the mean NLL (nats) of the training bytes.
     """
-    a = _check_range(np.asarray(_check_ids(data, "ngram.train"), np.int64), "ngram.train")
+    a = check_byte_range(np.asarray(check_byte_ids(data, "ngram.train"), np.int64), "ngram.train")
     N = cfg.order
     keys: list[np.ndarray] = [np.zeros(0, np.int64)] * N
     counts: list[np.ndarray] = [np.zeros(0, np.int64)] * N
@@ -269,7 +253,7 @@ def train(cfg: Config, data, *, seed: int, steps: int = 0, progress=None) -> Mod
 def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
     """NLL (nats, float64) of tokens 1..n-1, token t given its ``min(t, order-1)`` previous bytes:
     ``l_t = -ln P_N(x_t | x_{t-N+1} .. x_{t-1})``. ``ids`` is read ``chunk`` tokens at a time."""
-    a = _check_ids(ids, "ngram.token_nlls")
+    a = check_byte_ids(ids, "ngram.token_nlls")
     n = a.size
     if n < 2:
         raise ValueError(f"ngram.token_nlls: expected at least 2 ids, got {n}")
@@ -278,7 +262,7 @@ def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
     for s in range(1, n, chunk):
         e = min(n, s + chunk)
         lo = s - H  # position of padded[0]; negative positions are -1 (no context)
-        seg = _check_range(np.asarray(a[max(lo, 0) : e], np.int64), "ngram.token_nlls")
+        seg = check_byte_range(np.asarray(a[max(lo, 0) : e], np.int64), "ngram.token_nlls")
         padded = np.concatenate([np.full(max(-lo, 0), -1, np.int64), seg])
         # target t sits at padded[t - lo]; its j+1-th previous byte at padded[t - lo - 1 - j]
         cols = [padded[H - 1 - j : e - lo - 1 - j] for j in range(H)]

@@ -34,6 +34,7 @@ from tinyllm.checkpoint import (
     read_config,
     save_checkpoint,
 )
+from tinyllm.tokens import check_byte_ids, check_byte_range
 
 ARCH = "nplm"
 KIND = "lm"
@@ -100,28 +101,11 @@ class Model(nn.Module):
         return logits, loss
 
 
-def _check_ids(ids, who: str) -> np.ndarray:
-    a = ids if isinstance(ids, np.ndarray) else np.asarray(ids)
-    if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
-        raise ValueError(
-            f"{who}: expected a 1-d integer array of byte ids, got shape {a.shape} {a.dtype}"
-        )
-    return a
-
-
-def _check_range(seg: np.ndarray, who: str) -> np.ndarray:
-    if seg.size and (seg.min() < 0 or seg.max() >= VOCAB):
-        raise ValueError(
-            f"{who}: expected byte ids in 0..255, got values in {seg.min()}..{seg.max()}"
-        )
-    return seg
-
-
 def train(cfg: Config, data, *, seed: int, steps: int, progress=None) -> Model:
     """Adam on random segments of ``data``: each step a batch [batch_size, seq_len] of inputs and
     the next bytes as targets. ``steps = 0`` returns the seeded initial model.
     ``progress(step, steps, loss)`` gets the batch's mean cross-entropy (nats)."""
-    a = _check_range(np.asarray(_check_ids(data, "nplm.train"), np.int64), "nplm.train")
+    a = check_byte_range(np.asarray(check_byte_ids(data, "nplm.train"), np.int64), "nplm.train")
     if a.size < 2:
         raise ValueError(f"nplm.train: expected at least 2 bytes of data, got {a.size}")
     torch.manual_seed(seed)
@@ -154,7 +138,7 @@ def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
     ``ids`` is read in chunks of ``chunk`` targets, each with the k bytes before it, so the
     result does not depend on ``chunk``.
     """
-    a = _check_ids(ids, "nplm.token_nlls")
+    a = check_byte_ids(ids, "nplm.token_nlls")
     n = a.size
     if n < 2:
         raise ValueError(f"nplm.token_nlls: expected at least 2 ids, got {n}")
@@ -164,7 +148,7 @@ def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
     for s in range(1, n, chunk):
         e = min(n, s + chunk)
         lo = max(0, s - k)  # inputs from lo: the first target s has its k previous bytes
-        seg = _check_range(np.asarray(a[lo:e], np.int64), "nplm.token_nlls")
+        seg = check_byte_range(np.asarray(a[lo:e], np.int64), "nplm.token_nlls")
         x = torch.from_numpy(seg)
         logits, _ = model(x[None, :-1])  # [1, e-1-lo, 256]; position j predicts lo+j+1
         logp = F.log_softmax(logits[0].double(), dim=-1)

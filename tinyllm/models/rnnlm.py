@@ -33,6 +33,7 @@ from tinyllm.checkpoint import (
     read_config,
     save_checkpoint,
 )
+from tinyllm.tokens import check_byte_ids, check_byte_range
 
 ARCH = "rnnlm"
 KIND = "lm"
@@ -109,23 +110,6 @@ def _detach(state):
     return state.detach()
 
 
-def _check_ids(ids, who: str) -> np.ndarray:
-    a = ids if isinstance(ids, np.ndarray) else np.asarray(ids)
-    if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
-        raise ValueError(
-            f"{who}: expected a 1-d integer array of byte ids, got shape {a.shape} {a.dtype}"
-        )
-    return a
-
-
-def _check_range(seg: np.ndarray, who: str) -> np.ndarray:
-    if seg.size and (seg.min() < 0 or seg.max() >= VOCAB):
-        raise ValueError(
-            f"{who}: expected byte ids in 0..255, got values in {seg.min()}..{seg.max()}"
-        )
-    return seg
-
-
 def train(cfg: Config, data, *, seed: int, steps: int, progress=None) -> Model:
     """Truncated BPTT over ``batch_size`` parallel streams of ``data`` (1-d byte ids).
 
@@ -133,7 +117,7 @@ def train(cfg: Config, data, *, seed: int, steps: int, progress=None) -> Model:
     (detached) and reset when the streams wrap. ``steps = 0`` returns the seeded initial model.
     ``progress(step, steps, loss)`` gets the window's mean cross-entropy (nats).
     """
-    a = _check_range(np.asarray(_check_ids(data, "rnnlm.train"), np.int64), "rnnlm.train")
+    a = check_byte_range(np.asarray(check_byte_ids(data, "rnnlm.train"), np.int64), "rnnlm.train")
     if a.size < 3:
         raise ValueError(f"rnnlm.train: expected at least 3 bytes of data, got {a.size}")
     torch.manual_seed(seed)
@@ -171,7 +155,7 @@ def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
     ``ids`` is read ``chunk`` inputs at a time; the hidden state after one chunk is the initial
     state of the next, so the result equals one pass over the whole array.
     """
-    a = _check_ids(ids, "rnnlm.token_nlls")
+    a = check_byte_ids(ids, "rnnlm.token_nlls")
     n = a.size
     if n < 2:
         raise ValueError(f"rnnlm.token_nlls: expected at least 2 ids, got {n}")
@@ -182,7 +166,9 @@ def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
     state = None
     for s in range(0, n - 1, chunk):
         e = min(n - 1, s + chunk)  # inputs s .. e-1 predict targets s+1 .. e
-        seg = torch.from_numpy(_check_range(np.asarray(a[s : e + 1], np.int64), "rnnlm.token_nlls"))
+        seg = torch.from_numpy(
+            check_byte_range(np.asarray(a[s : e + 1], np.int64), "rnnlm.token_nlls")
+        )
         logits, state, _ = model(seg[None, :-1], state)  # [1, e-s, 256]
         logp = F.log_softmax(logits[0].double(), dim=-1)
         out[s:e] = -logp.gather(1, seg[1:, None])[:, 0].numpy()
