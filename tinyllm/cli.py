@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -14,7 +15,8 @@ eval_app = typer.Typer(help="Score models: perplexity, multiple-choice tasks, th
 zoo_app = typer.Typer(no_args_is_help=True, help="Build the demo zoo of trained models.")
 app.add_typer(eval_app, name="eval")
 app.add_typer(zoo_app, name="zoo")
-console = Console()
+# piped output (make demo, CI logs) gets 120 columns instead of rich's 80 so tables are not cut
+console = Console() if sys.stdout.isatty() else Console(width=120)
 
 
 @app.command()
