@@ -18,6 +18,7 @@ torch is imported; set it yourself when calling :func:`build_zoo` from a busy ma
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -48,26 +49,18 @@ class Recipe:
 
 
 def _gpt_recipe() -> Recipe:
-    """The GPT's zoo recipe: ~160 CPU-seconds. Measured here (lee val bpb, 2 threads, seed 0):
+    """The GPT's zoo recipe: ``gpt.ZOO_CONFIG``, ``ZOO_STEPS``, ``ZOO_TRAIN_KWARGS`` (the
+    measurements behind them are beside them in tinyllm/models/gpt.py). Scored with windows of
+    the full block and stride block // 2: every token after the first window sees at least
+    block // 2 bytes of context."""
+    from tinyllm.models import gpt
 
-    ==========================================  =====  =========
-    config (layers x width, block, lr, steps)   bpb    CPU-s
-    ==========================================  =====  =========
-    4 x 128, block 128, lr 3e-3, 600 steps      2.55   326
-    4 x 64,  block 128, lr 1e-2, 800 steps      2.98   195  (unstable at this lr)
-    4 x 128, block 64,  lr 3e-3, 700 steps      2.53   179
-    4 x 128, block 64,  lr 3e-3, 600 steps      2.63   165  <- the zoo's
-    ==========================================  =====  =========
-
-    Scoring uses windows of the full block with stride 32, so every token after the first
-    window sees at least 32 bytes of context.
-    """
-    block = 64
+    cfg = gpt.ZOO_CONFIG
     return Recipe(
-        config={"block_size": block, "n_layer": 4, "n_head": 4, "n_embd": 128, "dropout": 0.0},
-        steps=600,
-        train_kwargs={"batch_size": 32, "lr": 3e-3},
-        options={"ctx_len": block, "stride": block // 2},
+        config=dataclasses.asdict(cfg),
+        steps=gpt.ZOO_STEPS,
+        train_kwargs=dict(gpt.ZOO_TRAIN_KWARGS),
+        options={"ctx_len": cfg.block_size, "stride": cfg.block_size // 2},
     )
 
 
