@@ -262,3 +262,17 @@ def test_cli_release_runs_the_flow_and_only_reruns_one_entry(zoo_dir, tmp_path):
     assert "unchanged" in res.output
     res = CliRunner().invoke(app, [*args, "--only", "kn3"])
     assert res.exit_code == 2 and "--only and --previous need --release" in res.output
+
+
+def test_retry_condition_retries_transient_failures_only():
+    from prefect.states import Failed
+
+    from tasks.eval_tasks import is_transient_state
+
+    def failed(exc):
+        return Failed(data=exc, message=str(exc))
+
+    assert is_transient_state(None, None, failed(ConnectionResetError("reset"))) is True
+    assert is_transient_state(None, None, failed(TimeoutError("slow"))) is True
+    assert is_transient_state(None, None, failed(ValueError("bad weights"))) is False
+    assert is_transient_state(None, None, failed(FileNotFoundError("gone"))) is False
