@@ -18,6 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from tinyllm.checkpoint import CheckpointError
 from tinyllm.models import gpt
+from tinyllm.models.layers import SelfAttention
 
 TINY = gpt.Config(block_size=16, n_layer=2, n_head=2, n_embd=16)
 
@@ -258,3 +259,31 @@ def test_export_hf_round_trip_through_auto_model(tmp_path, tie, bias):
     # and back again: ours -> HF -> ours is the identity on logits
     back = gpt.load_hf_gpt2(tmp_path / "hf")
     torch.testing.assert_close(back(idx)[0], m(idx)[0], rtol=0, atol=1e-5)
+
+
+# ------------------------------------------------------------------ shared layers (layers.py)
+
+
+def _manual_attention(att: SelfAttention, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """softmax(q k^T / sqrt(Dh) masked) v per head, by hand in float64."""
+    B, T, D = x.shape
+    H = att.n_head
+    w, b = att.c_attn.weight.double(), att.c_attn.bias.double()
+    q, k, v = (x.double() @ w.T + b).split(D, dim=2)
+    q, k, v = (t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v))
+    s = q @ k.transpose(-1, -2) / math.sqrt(D // H)  # [B, H, T, T]
+    s = s.masked_fill(~allowed, float("-inf"))
+    y = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, D)
+    return (y @ att.c_proj.weight.double().T + att.c_proj.bias.double()).float()
+
+
+def test_self_attention_masks_match_a_hand_computation():
+    x = torch.randn(2, 6, 16, generator=torch.Generator().manual_seed(0))
+    keep = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
+    pad = keep[:, None, None, :]  # [B, 1, 1, T]: keys that may be attended to
+    tri = torch.ones(6, 6, dtype=torch.bool).tril()
+    enc = _randomize(SelfAttention(16, 2, causal=False))
+    torch.testing.assert_close(enc(x, pad), _manual_attention(enc, x, pad), rtol=0, atol=1e-5)
+    dec = _randomize(SelfAttention(16, 2, causal=True))
+    torch.testing.assert_close(dec(x), _manual_attention(dec, x, tri), rtol=0, atol=1e-5)
+    torch.testing.assert_close(dec(x, pad), _manual_attention(dec, x, pad & tri), rtol=0, atol=1e-5)
