@@ -154,3 +154,16 @@ def test_no_pickle_anywhere_in_the_project():
         if b.search((root / f).read_text(encoding="utf-8"))
     ]
     assert hits == []
+
+
+def test_read_family_config_refuses_unknown_keys_naming_the_file(tmp_path):
+    from tinyllm.checkpoint import read_family_config
+    from tinyllm.models import bigram
+
+    d = save_checkpoint(tmp_path / "b", "bigram", {"k": 0.25}, _tensors())
+    assert read_family_config(d, "bigram", bigram.Config) == bigram.Config(k=0.25)
+    save_checkpoint(d, "bigram", {"k": 0.25, "kk": 1}, _tensors())
+    with pytest.raises(CheckpointError, match=r"b/config\.json: invalid bigram config: .*kk"):
+        read_family_config(d, "bigram", bigram.Config)
+    with pytest.raises(CheckpointError, match="unknown tl_arch 'bigram'"):
+        read_family_config(d, "gpt", bigram.Config)

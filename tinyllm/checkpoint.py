@@ -114,6 +114,18 @@ def read_config(directory: str | os.PathLike, known_archs: Iterable[str] | None 
     return doc
 
 
+def read_family_config(directory: str | os.PathLike, arch: str, config_cls):
+    """:func:`read_config` for one family, then ``config_cls(**config)``: the family's frozen
+    Config, so an unknown or invalid key is a CheckpointError naming ``config.json``."""
+    doc = read_config(directory, known_archs=[arch])
+    try:
+        return config_cls(**doc["config"])
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(
+            f"{Path(directory) / CONFIG_NAME}: invalid {arch} config: {e}"
+        ) from None
+
+
 def expected_from(state_dict: Mapping[str, torch.Tensor]) -> dict[str, tuple[tuple, torch.dtype]]:
     """``{name: (shape, dtype)}`` of a freshly built model, to check a loaded file against."""
     return {k: (tuple(v.shape), v.dtype) for k, v in state_dict.items()}

@@ -30,7 +30,7 @@ from tinyllm.checkpoint import (
     CheckpointError,
     expected_from,
     load_tensors,
-    read_config,
+    read_family_config,
     save_checkpoint,
 )
 from tinyllm.models.layers import ACTIVATIONS, Block, init_gpt_weights
@@ -263,11 +263,7 @@ def save(model: Model, path: str | os.PathLike) -> Path:
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save`; every tensor's name, shape, dtype and
     finiteness is checked against a freshly built model (CheckpointError naming the file)."""
-    doc = read_config(path, known_archs=[ARCH])
-    try:
-        cfg = Config(**doc["config"])
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{Path(path) / 'config.json'}: invalid gpt config: {e}") from None
+    cfg = read_family_config(path, ARCH, Config)
     model = Model(cfg)
     tensors = load_tensors(path, expected_from(_stored_tensors(model)))
     if cfg.tie_weights:

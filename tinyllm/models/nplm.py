@@ -28,10 +28,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from tinyllm.checkpoint import (
-    CheckpointError,
     expected_from,
     load_tensors,
-    read_config,
+    read_family_config,
     save_checkpoint,
 )
 from tinyllm.tokens import check_byte_ids, check_byte_range
@@ -164,11 +163,7 @@ def save(model: Model, path: str | os.PathLike) -> Path:
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save` (eval mode)."""
-    doc = read_config(path, known_archs=[ARCH])
-    try:
-        cfg = Config(**doc["config"])
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{Path(path) / 'config.json'}: bad nplm config: {e}") from None
+    cfg = read_family_config(path, ARCH, Config)
     model = Model(cfg)
     model.load_state_dict(load_tensors(path, expected_from(model.state_dict())))
     return model.eval()
