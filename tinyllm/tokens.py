@@ -72,6 +72,72 @@ class ByteTokenizer:
         return ByteTokenizer()
 
 
+# Special ids of the families that read strings (seq2seq, transformer, bert, electra,
+# classifier): above the 256 bytes, never produced by ByteTokenizer. A family's vocabulary is
+# ``N_BYTES + N_SPECIAL`` (it may leave some unused). Bytes keep their ids, so a byte-level
+# model's output is decoded with ``ByteTokenizer.decode`` (which drops every id above 255).
+N_BYTES = 256
+PAD = 256  # padding: right of every sequence in a batch; never predicted, never masked
+BOS = 257  # begin of sequence: a decoder's first input
+EOS = 258  # end of sequence: a decoder's last target; beam search stops a hypothesis on it
+MASK = 259  # the [MASK] of masked-LM pretraining (bert, electra)
+CLS = 260  # the first token of an encoder's input; a classifier reads its final state
+N_SPECIAL = 5
+VOCAB_WITH_SPECIALS = N_BYTES + N_SPECIAL  # 261
+SPECIAL_IDS = (PAD, BOS, EOS, MASK, CLS)
+
+
+def encode_batch(
+    strings,
+    *,
+    bos: bool = False,
+    eos: bool = False,
+    cls: bool = False,
+    max_len: int | None = None,
+    pad: int = PAD,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Byte-encode a batch of strings into one right-padded int64 array: THE padding helper of
+    every family that reads batches of strings.
+
+    Each string becomes ``[CLS]? [BOS]? <its UTF-8 bytes> [EOS]?`` (ids 0..255 for the bytes,
+    the special ids above 255 from this module); with ``max_len`` the bytes are cut from the
+    right so that the whole row, specials included, fits in ``max_len`` (the specials are always
+    kept). Rows are right-padded with ``pad`` to the longest row.
+
+    Returns ``(ids [B, T] int64, lengths [B] int64)``: ``lengths[b]`` counts row b's real tokens
+    (specials included, padding excluded), so ``ids[b, lengths[b]:] == pad``. ``T >= 1`` even
+    for an empty batch of empty strings (one column of padding).
+
+    >>> ids, n = encode_batch(["ab", "c"], eos=True)
+    >>> ids.tolist(), n.tolist()
+    ([[97, 98, 258], [99, 258, 256]], [3, 2])
+    """
+    if isinstance(strings, str):
+        raise TypeError("encode_batch: expected a list of strings, got one str")
+    prefix = ([CLS] if cls else []) + ([BOS] if bos else [])
+    suffix = [EOS] if eos else []
+    n_special = len(prefix) + len(suffix)
+    if max_len is not None and max_len < n_special + 1:
+        raise ValueError(
+            f"encode_batch: expected max_len >= {n_special + 1} (the specials plus one byte), "
+            f"got {max_len}"
+        )
+    rows = []
+    for i, s in enumerate(strings):
+        if not isinstance(s, str):
+            raise TypeError(f"encode_batch: expected str at index {i}, got {type(s).__name__}")
+        b = list(s.encode("utf-8"))
+        if max_len is not None:
+            b = b[: max_len - n_special]
+        rows.append(prefix + b + suffix)
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    T = max(1, int(lengths.max())) if rows else 1
+    ids = np.full((len(rows), T), pad, dtype=np.int64)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+    return ids, lengths
+
+
 def write_tokens(path: str | os.PathLike, ids, dtype: str | None = None) -> Path:
     """Write ``ids`` as a token file; the dtype defaults to the smallest that holds them.
 

@@ -19,20 +19,20 @@ scorer yet) a row with ``status: "skipped"`` and the reason. Each entry's random
 :func:`entry_rng` ``(seed, name)``, so rows do not depend on the order (or the parallelism) in
 which entries are scored.
 
-Adding a kind is one function: write ``score_<kind>(entry, model, data_path, rng) -> Scored`` and
-register it in :data:`SCORERS` (and its metric in :data:`METRIC_OF_KIND`).
+Scoring is done per kind by ``tinyllm/eval/kinds/`` (one module per kind, the same names in
+each; :data:`SCORERS` is built from that folder's explicit list). This module keeps the dispatch,
+loading and the report; ``score_lm``, ``lm_token_nlls``, ``Scored``, ``SCORERS``, ``HF`` and
+``encode_batch`` stay importable from here.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
-import inspect
 import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,9 @@ import numpy as np
 from tinyllm import __version__
 from tinyllm.checkpoint import CONFIG_NAME, read_single_metadata
 from tinyllm.checkpoint import read_config as read_checkpoint_config
+from tinyllm.eval.kinds import SCORERS, Scored
+from tinyllm.eval.kinds.lm import BYTE_CHECK_CHUNK, HF, lm_token_nlls
+from tinyllm.eval.kinds.lm import score as score_lm
 from tinyllm.report import (
     Entry,
     Manifest,
@@ -51,13 +54,20 @@ from tinyllm.report import (
     sha256_path,
     validate_report,
 )
-from tinyllm.stats import Interval
+from tinyllm.tokens import encode_batch
+
+__all__ = [  # re-exported from the kinds and tokens modules: importable from here as before
+    "BYTE_CHECK_CHUNK",
+    "HF",
+    "SCORERS",
+    "Scored",
+    "encode_batch",
+    "lm_token_nlls",
+    "score_lm",
+]
 
 validate_report_doc = validate_report
 """Alias of :func:`tinyllm.report.validate_report` (a report document against the schema)."""
-
-HF = "hf"
-"""The pseudo-family of a local Hugging Face causal LM folder (config.json without tl_arch)."""
 
 METRIC_OF_KIND = {
     "lm": "bpb",
@@ -68,8 +78,6 @@ METRIC_OF_KIND = {
     "embeddings": "spearman",
 }
 """The metric each kind reports (SPEC.md section 6); bpb lower is better, the rest higher."""
-
-BYTE_CHECK_CHUNK = 1 << 20
 
 
 class UnknownFamilyError(LookupError):
@@ -169,142 +177,9 @@ def load_model(path: str | os.PathLike):
     return _family_module(arch).load(p)
 
 
-# ---- LM scoring --------------------------------------------------------------------------------
-
-
-def _hf_ctx_len(model) -> int:
-    c = model.config
-    for key in ("n_positions", "max_position_embeddings", "n_ctx"):
-        v = getattr(c, key, None)
-        if isinstance(v, int) and v >= 2:
-            return v
-    raise ValueError(
-        "hf model: expected a context length in its config (n_positions or "
-        "max_position_embeddings), got none; set options.ctx_len"
-    )
-
-
-def _accepts_window_options(fn: Callable) -> bool:
-    params = inspect.signature(fn).parameters
-    return "ctx_len" in params and "stride" in params
-
-
-def lm_token_nlls(model, ids: np.ndarray, entry: Entry) -> np.ndarray:
-    """Per-token NLLs (nats, float64[n-1], tokens 1..n-1) of ``ids`` under ``model``, computed by
-    the entry's family's own ``token_nlls``.
-
-    * families whose ``token_nlls`` takes ``ctx_len``/``stride`` (gpt) get the entry's options
-      (``None`` = the family's default);
-    * ``"hf"``: :func:`tinyllm.eval.lm.token_nlls` with ``ctx_len`` = options.ctx_len or the
-      model's ``n_positions``/``max_position_embeddings``, ``stride`` = options.stride or
-      ``ctx_len // 2``; the byte ids are used as token ids, so the vocabulary must be >= 256;
-    * every other family: ``token_nlls(model, ids)``; window options are refused for it.
-    """
-    opts = entry.options
-    if entry.family == HF:
-        from tinyllm.eval import lm
-
-        vocab = int(getattr(model.config, "vocab_size", 0) or 0)
-        if vocab < 256:
-            raise ValueError(
-                f"hf model: expected a vocabulary of at least 256 ids (the data are byte ids "
-                f"0..255), got vocab_size={vocab}"
-            )
-        ctx = opts.ctx_len if opts.ctx_len is not None else _hf_ctx_len(model)
-        stride = opts.stride if opts.stride is not None else max(1, ctx // 2)
-        import torch
-
-        with torch.inference_mode():
-            nlls = lm.token_nlls(model, ids, ctx, stride)
-    else:
-        fn = _family_module(entry.family).token_nlls
-        if _accepts_window_options(fn):
-            nlls = fn(model, ids, ctx_len=opts.ctx_len, stride=opts.stride)
-        else:
-            if opts.ctx_len is not None or opts.stride is not None:
-                raise ValueError(
-                    f"entry {entry.name!r}: family {entry.family!r} is not scored in windows; "
-                    f"expected no ctx_len/stride options, got ctx_len={opts.ctx_len}, "
-                    f"stride={opts.stride}"
-                )
-            nlls = fn(model, ids)
-    out = np.asarray(nlls, dtype=np.float64)
-    if out.shape != (len(ids) - 1,):
-        raise ValueError(
-            f"{entry.family}.token_nlls: expected float64[{len(ids) - 1}] (tokens 1..n-1), "
-            f"got shape {out.shape}"
-        )
-    return out
-
-
-def _check_byte_tokens(ids: np.ndarray, path: Path) -> None:
-    """LM task data must be byte ids (0..255): one scored token is then one byte."""
-    if ids.dtype == np.uint8:
-        return
-    for s in range(0, ids.size, BYTE_CHECK_CHUNK):
-        seg = np.asarray(ids[s : s + BYTE_CHECK_CHUNK])
-        if seg.size and (int(seg.min()) < 0 or int(seg.max()) > 255):
-            raise ValueError(
-                f"{path}: expected byte ids 0..255 (bits per byte counts one byte per token), "
-                f"got ids in {int(seg.min())}..{int(seg.max())}"
-            )
-
-
-@dataclass(frozen=True)
-class Scored:
-    """What a kind's scorer returns: the metric with its interval, and the per-item scores."""
-
-    metric: str
-    interval: Interval
-    method: str  # "student_t" | "wilson" | "fisher_z" | "bootstrap_percentile"
-    n: int
-    items: np.ndarray | None  # float64 per-item scores (lm: per-token NLLs, nats)
-    details: dict = field(default_factory=dict)
-
-
-def score_lm(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
-    """Bits per byte of ``model`` on the token file ``data_path``, with a Student t interval.
-
-    ``bpb = sum_t l_t / (n_bytes * ln 2)`` over the scored tokens t = 1..n-1 (token 0 has no
-    context and is never scored); the data are byte ids, so ``n_bytes`` = the number of scored
-    tokens. The interval is Student t on the per-token NLLs, its ends rescaled to bits per byte
-    (:func:`tinyllm.eval.lm.summarize_nlls`). ``rng`` is unused: nothing here is random.
-
-    Example: a uniform bigram gives every token ``l_t = ln 256``: bpb = 8 with lo = hi = 8.
-    """
-    from tinyllm.eval.lm import summarize_nlls
-    from tinyllm.tokens import read_tokens
-
-    ids = read_tokens(data_path)
-    _check_byte_tokens(ids, data_path)
-    if ids.size < 3:
-        raise ValueError(
-            f"{data_path}: expected at least 3 tokens (2 scored tokens for an interval), "
-            f"got {ids.size}"
-        )
-    nlls = lm_token_nlls(model, ids, entry)
-    n_bytes = int(nlls.size)  # one scored token = one byte
-    s = summarize_nlls(nlls, n_bytes=n_bytes)
-    details = {
-        "n_bytes": int(s["n_bytes"]),
-        "sum_nll": float(s["sum_nll"]),
-        "nll": dict(s["nll"]),  # nats per token, {value, lo, hi}
-        "ppl": dict(s["ppl"]),
-    }
-    bpb = s["bpb"]
-    return Scored(
-        metric="bpb",
-        interval=Interval(float(bpb["value"]), float(bpb["lo"]), float(bpb["hi"])),
-        method="student_t",
-        n=int(s["n_tokens"]),
-        items=nlls,
-        details=details,
-    )
-
+# ---- kinds: one scorer per kind in tinyllm/eval/kinds/ (SCORERS, score_lm re-exported) ----
 
 Scorer = Callable[[Entry, Any, Path, np.random.Generator], Scored]
-SCORERS: dict[str, Scorer] = {"lm": score_lm}
-"""kind -> scoring function. A kind without one is reported as a skipped row."""
 
 
 # ---- one entry ---------------------------------------------------------------------------------

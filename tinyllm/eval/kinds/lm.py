@@ -1,0 +1,144 @@
+"""The ``lm`` kind: bits per byte of a language model on a token file (SPEC.md sections 2, 6).
+
+Each family's own ``token_nlls`` gives the per-token NLLs (gpt and local Hugging Face causal LMs:
+strided windows, :func:`tinyllm.eval.lm.token_nlls`); the row is their bits per byte with a
+Student t interval, and the per-token NLLs are the row's items.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from tinyllm.eval.kinds.common import Scored
+from tinyllm.report import Entry
+from tinyllm.stats import Interval
+
+KIND = "lm"
+METRIC = "bpb"
+HF = "hf"
+"""The pseudo-family of a local Hugging Face causal LM folder (config.json without tl_arch)."""
+BYTE_CHECK_CHUNK = 1 << 20
+
+
+def _hf_ctx_len(model) -> int:
+    c = model.config
+    for key in ("n_positions", "max_position_embeddings", "n_ctx"):
+        v = getattr(c, key, None)
+        if isinstance(v, int) and v >= 2:
+            return v
+    raise ValueError(
+        "hf model: expected a context length in its config (n_positions or "
+        "max_position_embeddings), got none; set options.ctx_len"
+    )
+
+
+def _accepts_window_options(fn: Callable) -> bool:
+    params = inspect.signature(fn).parameters
+    return "ctx_len" in params and "stride" in params
+
+
+def lm_token_nlls(model, ids: np.ndarray, entry: Entry) -> np.ndarray:
+    """Per-token NLLs (nats, float64[n-1], tokens 1..n-1) of ``ids`` under ``model``, computed by
+    the entry's family's own ``token_nlls``.
+
+    * families whose ``token_nlls`` takes ``ctx_len``/``stride`` (gpt) get the entry's options
+      (``None`` = the family's default);
+    * ``"hf"``: :func:`tinyllm.eval.lm.token_nlls` with ``ctx_len`` = options.ctx_len or the
+      model's ``n_positions``/``max_position_embeddings``, ``stride`` = options.stride or
+      ``ctx_len // 2``; the byte ids are used as token ids, so the vocabulary must be >= 256;
+    * every other family: ``token_nlls(model, ids)``; window options are refused for it.
+    """
+    opts = entry.options
+    if entry.family == HF:
+        from tinyllm.eval import lm
+
+        vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+        if vocab < 256:
+            raise ValueError(
+                f"hf model: expected a vocabulary of at least 256 ids (the data are byte ids "
+                f"0..255), got vocab_size={vocab}"
+            )
+        ctx = opts.ctx_len if opts.ctx_len is not None else _hf_ctx_len(model)
+        stride = opts.stride if opts.stride is not None else max(1, ctx // 2)
+        import torch
+
+        with torch.inference_mode():
+            nlls = lm.token_nlls(model, ids, ctx, stride)
+    else:
+        from tinyllm.models import FAMILIES  # lazily: importing the zoo does not import torch
+
+        fn = FAMILIES[entry.family].token_nlls
+        if _accepts_window_options(fn):
+            nlls = fn(model, ids, ctx_len=opts.ctx_len, stride=opts.stride)
+        else:
+            if opts.ctx_len is not None or opts.stride is not None:
+                raise ValueError(
+                    f"entry {entry.name!r}: family {entry.family!r} is not scored in windows; "
+                    f"expected no ctx_len/stride options, got ctx_len={opts.ctx_len}, "
+                    f"stride={opts.stride}"
+                )
+            nlls = fn(model, ids)
+    out = np.asarray(nlls, dtype=np.float64)
+    if out.shape != (len(ids) - 1,):
+        raise ValueError(
+            f"{entry.family}.token_nlls: expected float64[{len(ids) - 1}] (tokens 1..n-1), "
+            f"got shape {out.shape}"
+        )
+    return out
+
+
+def _check_byte_tokens(ids: np.ndarray, path: Path) -> None:
+    """LM task data must be byte ids (0..255): one scored token is then one byte."""
+    if ids.dtype == np.uint8:
+        return
+    for s in range(0, ids.size, BYTE_CHECK_CHUNK):
+        seg = np.asarray(ids[s : s + BYTE_CHECK_CHUNK])
+        if seg.size and (int(seg.min()) < 0 or int(seg.max()) > 255):
+            raise ValueError(
+                f"{path}: expected byte ids 0..255 (bits per byte counts one byte per token), "
+                f"got ids in {int(seg.min())}..{int(seg.max())}"
+            )
+
+
+def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+    """Bits per byte of ``model`` on the token file ``data_path``, with a Student t interval.
+
+    ``bpb = sum_t l_t / (n_bytes * ln 2)`` over the scored tokens t = 1..n-1 (token 0 has no
+    context and is never scored); the data are byte ids, so ``n_bytes`` = the number of scored
+    tokens. The interval is Student t on the per-token NLLs, its ends rescaled to bits per byte
+    (:func:`tinyllm.eval.lm.summarize_nlls`). ``rng`` is unused: nothing here is random.
+
+    Example: a uniform bigram gives every token ``l_t = ln 256``: bpb = 8 with lo = hi = 8.
+    """
+    from tinyllm.eval.lm import summarize_nlls
+    from tinyllm.tokens import read_tokens
+
+    ids = read_tokens(data_path)
+    _check_byte_tokens(ids, data_path)
+    if ids.size < 3:
+        raise ValueError(
+            f"{data_path}: expected at least 3 tokens (2 scored tokens for an interval), "
+            f"got {ids.size}"
+        )
+    nlls = lm_token_nlls(model, ids, entry)
+    n_bytes = int(nlls.size)  # one scored token = one byte
+    s = summarize_nlls(nlls, n_bytes=n_bytes)
+    details = {
+        "n_bytes": int(s["n_bytes"]),
+        "sum_nll": float(s["sum_nll"]),
+        "nll": dict(s["nll"]),  # nats per token, {value, lo, hi}
+        "ppl": dict(s["ppl"]),
+    }
+    bpb = s["bpb"]
+    return Scored(
+        metric="bpb",
+        interval=Interval(float(bpb["value"]), float(bpb["lo"]), float(bpb["hi"])),
+        method="student_t",
+        n=int(s["n_tokens"]),
+        items=nlls,
+        details=details,
+    )
