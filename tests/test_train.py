@@ -1,16 +1,18 @@
-"""build_zoo with tiny recipes: checkpoints, data, a manifest the zoo reads, threads restored."""
+"""build_zoo with tiny recipes: checkpoints, data, a manifest the zoo reads, threads restored;
+side by side in worker processes gives the same checkpoints as one after the other."""
 
 from __future__ import annotations
 
 import json
 
 import numpy as np
+import pytest
 import torch
 import yaml
 
 from tinyllm import train
 from tinyllm.models import FAMILIES
-from tinyllm.report import load_manifest
+from tinyllm.report import load_manifest, sha256_path
 from tinyllm.tokens import read_tokens
 
 TINY = {
@@ -38,7 +40,7 @@ def test_build_zoo_writes_a_manifest_that_loads_and_scores(tmp_path):
     calls = []
     before = torch.get_num_threads()
     results = train.build_zoo(
-        tmp_path, seed=3, progress=lambda *a: calls.append(a), threads=2, recipes=TINY
+        tmp_path, seed=3, progress=lambda *a: calls.append(a), threads=2, jobs=1, recipes=TINY
     )
     assert torch.get_num_threads() == before
     expected = [n for n in FAMILIES if FAMILIES[n].KIND == "lm" and n in TINY]
@@ -62,3 +64,87 @@ def test_build_zoo_writes_a_manifest_that_loads_and_scores(tmp_path):
     assert (gpt_entry.options.ctx_len, gpt_entry.options.stride) == (16, 8)
     log = json.loads((tmp_path / "train_log.json").read_text())
     assert set(log) == set(expected) and all(v["seed"] == 3 for v in log.values())
+
+
+def test_side_by_side_workers_give_the_same_checkpoints_as_one_process(tmp_path):
+    """jobs=2 (two worker processes, one thread each) == jobs=1 (in process, one thread): the
+    same bytes for every checkpoint, the same manifest, progress from every worker."""
+    recipes = {n: TINY[n] for n in ("bigram", "nplm", "gpt")}
+    seq, par = tmp_path / "seq", tmp_path / "par"
+    train.build_zoo(seq, seed=1, progress=False, threads=1, jobs=1, recipes=recipes)
+    calls = []
+    res = train.build_zoo(
+        par, seed=1, progress=lambda *a: calls.append(a), threads=1, jobs=2, recipes=recipes
+    )
+    assert [n for n, _ in res] == list(recipes)
+    for name, path in res:
+        assert sha256_path(path) == sha256_path(seq / path.relative_to(par)), name
+    assert (par / "zoo.yaml").read_text() == (seq / "zoo.yaml").read_text()
+    assert {c[0] for c in calls} == set(recipes)
+    assert [c[1] for c in calls if c[0] == "gpt"] == [1, 2, 3]
+    log = json.loads((par / "train_log.json").read_text())
+    assert list(log) == list(recipes) and all(v["threads"] == 1 for v in log.values())
+
+
+def test_recipe_entries_family_and_init_from(tmp_path):
+    """A recipe may be scored as several entries, name its family, and start from another
+    recipe's checkpoint (passed as ``init=``; trained after it)."""
+    recipes = {
+        "small": train.Recipe(
+            family="bigram", config={"k": 1.0}, entries={"a": "val", "b": "train"}
+        ),
+        "big": train.Recipe(family="ngram", config={"order": 2}),
+    }
+    train.build_zoo(tmp_path, progress=False, jobs=1, recipes=recipes)
+    m = load_manifest(tmp_path / "zoo.yaml")
+    assert [(e.name, e.family, e.checkpoint, e.data) for e in m.entries] == [
+        ("a", "bigram", "small", "data/lee_val.bin"),
+        ("b", "bigram", "small", "data/lee_train.bin"),
+        ("big", "ngram", "big.safetensors", "data/lee_val.bin"),
+    ]
+    spec = train._job_spec(
+        "x",
+        {"x": train.Recipe(family="bigram", init_from="big"), "big": recipes["big"]},
+        {"train": tmp_path / "t.bin"},
+        tmp_path,
+        0,
+        1,
+    )
+    assert spec["init"] == str(tmp_path / "big.safetensors")  # the init model's own family's name
+
+
+@pytest.mark.parametrize(
+    "recipes, match",
+    [
+        ({"x": train.Recipe(family="nosuch")}, "expected a family in"),
+        ({"x": train.Recipe(family="bigram", data="nosuch")}, "expected a corpus in"),
+        ({"x": train.Recipe(family="bigram", init_from="y")}, "expected init_from"),
+        (
+            {
+                "x": train.Recipe(family="bigram"),
+                "y": train.Recipe(family="bigram", entries={"x": "val"}),
+            },
+            "already made by recipe 'x'",
+        ),
+        ({"x": train.Recipe(family="bigram", entries={"x": "nosuch"})}, "expected entry data keys"),
+    ],
+)
+def test_bad_recipes_are_refused_before_training(tmp_path, recipes, match):
+    with pytest.raises(ValueError, match=match):
+        train.build_zoo(tmp_path, progress=False, jobs=1, recipes=recipes)
+    assert not (tmp_path / "zoo.yaml").exists()
+
+
+def test_a_failing_worker_fails_the_build_naming_the_model(tmp_path):
+    recipes = {
+        "bigram": TINY["bigram"],
+        "broken": train.Recipe(
+            family="nplm",
+            config={"context": 3, "emb_dim": 8},
+            steps=2,
+            train_kwargs={"no_such_kwarg": 1},
+        ),
+    }
+    with pytest.raises(RuntimeError, match=r"training 'broken' \(nplm\) failed.*no_such_kwarg"):
+        train.build_zoo(tmp_path, progress=False, jobs=2, recipes=recipes)
+    assert not (tmp_path / "zoo.yaml").exists()

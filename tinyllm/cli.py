@@ -463,10 +463,15 @@ def _run_suite_flow(manifest, release, store, only, previous, seed, as_json) -> 
 @zoo_app.command("build")
 def zoo_build_cmd(
     out: Annotated[str, typer.Option("--out", help="Folder for checkpoints, data and zoo.yaml.")],
-    seed: Annotated[int, typer.Option("--seed", help="Seed of every family's training.")] = 0,
-    threads: Annotated[int, typer.Option("--threads", help="torch threads while training.")] = 2,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of every model's training.")] = 0,
+    jobs: Annotated[
+        int, typer.Option("--jobs", help="Models trained side by side, one process each.")
+    ] = 2,
+    threads: Annotated[
+        int, typer.Option("--threads", help="torch threads of each training process.")
+    ] = 1,
 ) -> None:
-    """Train the demo zoo (every LM family, small configs, fixed seeds) on the lee corpus."""
+    """Train the demo zoo (every family with a recipe, small configs, fixed seeds) on real data."""
     import os
     import time
 
@@ -477,10 +482,10 @@ def zoo_build_cmd(
 
     from tinyllm.train import MANIFEST_NAME, build_zoo
 
-    if threads < 1:
-        raise typer.BadParameter(f"expected --threads >= 1, got {threads}")
+    if threads < 1 or jobs < 1:
+        raise typer.BadParameter(f"expected --jobs >= 1 and --threads >= 1, got {jobs}, {threads}")
     t0 = time.perf_counter()
-    results = build_zoo(out, seed=seed, progress=True, threads=threads)
+    results = build_zoo(out, seed=seed, progress=True, threads=threads, jobs=jobs)
     table = Table(title=f"zoo built in {time.perf_counter() - t0:.0f} s (seed {seed})")
     table.add_column("name")
     table.add_column("checkpoint")

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from tinyllm.tokens import ByteTokenizer, write_tokens
+from tinyllm.tokens import ByteTokenizer, read_tokens, write_tokens
 
 LEE_FILE = "lee_background.cor"
 VAL_EVERY = 10  # document i goes to val when i % VAL_EVERY == VAL_EVERY - 1
@@ -147,3 +149,35 @@ def build_lee(out_dir: str | os.PathLike, path: str | os.PathLike | None = None)
         n_train_docs=len(train_docs),
         n_val_docs=len(val_docs),
     )
+
+
+# ---- the zoo's corpora -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A corpus the demo zoo trains on (tinyllm.train): ``build(data_dir)`` writes its files into
+    the zoo's data folder and returns ``{key: path}`` (always a ``"train"`` key; the other keys
+    name the files manifest entries are scored on); ``read_train(files["train"])`` is what a
+    family's ``train`` receives. Both are module-level functions: a training worker process
+    imports them by name."""
+
+    build: Callable[[Path], dict[str, Path]]
+    read_train: Callable[[Path], Any]
+
+
+def lee_files(out_dir: str | os.PathLike) -> dict[str, Path]:
+    """:func:`build_lee` as a corpus: ``{"train": lee_train.bin, "val": lee_val.bin}``."""
+    c = build_lee(out_dir)
+    return {"train": c.train_path, "val": c.val_path}
+
+
+def read_lee_train(path: str | os.PathLike) -> np.ndarray:
+    """The lee training bytes in memory (uint8, about 317 KB)."""
+    return np.array(read_tokens(path))
+
+
+CORPORA: dict[str, Corpus] = {
+    "lee": Corpus(build=lee_files, read_train=read_lee_train),
+}
+"""Corpus name -> :class:`Corpus`: the only list of the zoo's training data (a recipe's ``data``)."""

@@ -1,19 +1,27 @@
-"""Train the demo zoo: every LM family in ``FAMILIES`` on the ``lee`` corpus, small and seeded.
+"""Train the demo zoo: every family in ``FAMILIES`` that has a recipe, on real data, seeded.
 
 ``build_zoo(out_dir)`` writes::
 
-    out_dir/data/lee_train.bin, lee_val.bin    token files (tinyllm.data.build_lee)
-    out_dir/<name>/ or out_dir/<name>.safetensors   one checkpoint per family
-    out_dir/zoo.yaml                           the manifest: suite zoo, one entry per model
+    out_dir/data/...                           the corpora's files (tinyllm.data.CORPORA)
+    out_dir/<name>/ or out_dir/<name>.safetensors   one checkpoint per recipe
+    out_dir/zoo.yaml                           the manifest: suite zoo, one or more entries per model
     out_dir/train_log.json                     seconds, steps and last training loss per model
 
-Each family is trained from a :class:`Recipe` (config, steps, extra train kwargs, manifest
-options) with the same ``seed``, on ``threads`` torch threads (2: the machine's cores). Steps are
-fixed, not time budgets, so a build is reproducible on one machine and thread count.
+Each model is trained from a :class:`Recipe` (family, config, steps, extra train kwargs, the
+corpus it trains on, the manifest entries it is scored as) with the same ``seed``.
+
+Side by side: ``jobs`` models train at once, each in its own process on ``threads`` torch threads
+(default 2 jobs x 1 thread: these models are too small for two threads to help one of them, and
+two single-thread processes keep both cores busy; the LM issue measured 2 threads slower than 1).
+The longest recipe (its measured ``cost_s``) starts first; a recipe with ``init_from`` starts
+after the model it starts from. Worker processes are ``python -m tinyllm.train --job <json>``:
+their specification goes in as JSON and their progress comes back as JSON lines on stdout
+(nothing is pickled). ``jobs=1`` trains in this process, one model after the other.
 
 Threads: with more torch (OpenMP) threads than idle cores, GNU OpenMP's default spin-waiting
-makes small ops many times slower. ``tinyllm zoo build`` sets ``OMP_WAIT_POLICY=PASSIVE`` before
-torch is imported; set it yourself when calling :func:`build_zoo` from a busy machine.
+makes small ops many times slower. ``tinyllm zoo build`` and the worker processes set
+``OMP_WAIT_POLICY=PASSIVE`` before torch is imported; set it yourself when calling
+:func:`build_zoo` with ``jobs=1`` from a busy machine.
 """
 
 from __future__ import annotations
@@ -21,6 +29,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,8 +39,7 @@ from pathlib import Path
 
 import yaml
 
-from tinyllm.data import build_lee
-from tinyllm.tokens import read_tokens
+from tinyllm.data import CORPORA
 
 MANIFEST_NAME = "zoo.yaml"
 LOG_NAME = "train_log.json"
@@ -38,14 +48,34 @@ DATA_DIR = "data"
 
 @dataclass(frozen=True)
 class Recipe:
-    """How the zoo trains one family: ``family.train(Config(**config), data, seed=seed,
-    steps=steps, **train_kwargs)``; ``options`` go into the manifest entry (gpt: ctx_len,
-    stride)."""
+    """How the zoo trains one model and what it is scored on.
+
+    Training: ``FAMILIES[family].train(Config(**config), data, seed=seed, steps=steps,
+    **train_kwargs)`` with ``data = CORPORA[data].read_train(files["train"])`` (plus
+    ``init=<checkpoint path of init_from>`` when ``init_from`` is set). Scoring: one manifest entry
+    per item of ``entries`` (entry name -> key of the corpus file it is scored on; default
+    ``{<recipe name>: "val"}``), each with ``options`` (gpt: ctx_len, stride; seq2seq: beam).
+    ``family`` defaults to the recipe's name. ``cost_s``: measured single-thread training seconds,
+    used only to start the longest recipe first (0: unknown).
+    """
 
     config: Mapping = field(default_factory=dict)
     steps: int = 0
     train_kwargs: Mapping = field(default_factory=dict)
     options: Mapping = field(default_factory=dict)
+    family: str | None = None
+    data: str = "lee"
+    entries: Mapping[str, str] | None = None
+    init_from: str | None = None
+    cost_s: float = 0.0
+
+    def family_of(self, name: str) -> str:
+        """The family this recipe trains (its own ``family``, else the recipe's name)."""
+        return self.family or name
+
+    def entries_of(self, name: str) -> dict[str, str]:
+        """Manifest entry name -> corpus file key."""
+        return dict(self.entries) if self.entries is not None else {name: "val"}
 
 
 def _gpt_recipe() -> Recipe:
@@ -89,10 +119,212 @@ def default_recipes() -> dict[str, Recipe]:
 
 
 ProgressFn = Callable[[str, int, int, float], None]
+_PROGRESS = "TLPROGRESS "  # a worker's stdout lines that carry progress (JSON after the marker)
+_DONE = "TLDONE "
 
 
-def _checkpoint_name(family: str) -> str:
-    return f"{family}.safetensors" if family == "ngram" else family
+def _checkpoint_name(name: str, family: str) -> str:
+    return f"{name}.safetensors" if family == "ngram" else name
+
+
+def _check_recipes(recipes: Mapping[str, Recipe]) -> None:
+    """Every recipe names a known family and corpus, ``init_from`` a recipe, entry names unique."""
+    from tinyllm.models import FAMILIES
+
+    seen: dict[str, str] = {}
+    for name, r in recipes.items():
+        fam = r.family_of(name)
+        if fam not in FAMILIES:
+            raise ValueError(
+                f"recipe {name!r}: expected a family in {sorted(FAMILIES)}, got {fam!r}"
+            )
+        if r.data not in CORPORA:
+            raise ValueError(
+                f"recipe {name!r}: expected a corpus in {sorted(CORPORA)}, got {r.data!r}"
+            )
+        if r.init_from is not None and (r.init_from not in recipes or r.init_from == name):
+            raise ValueError(
+                f"recipe {name!r}: expected init_from to name another recipe of "
+                f"{sorted(recipes)}, got {r.init_from!r}"
+            )
+        if r.init_from is not None and recipes[r.init_from].init_from is not None:
+            raise ValueError(
+                f"recipe {name!r}: init_from {r.init_from!r} itself starts from another model; "
+                "expected a chain of at most one"
+            )
+        for entry in r.entries_of(name):
+            if entry in seen:
+                raise ValueError(
+                    f"recipe {name!r}: manifest entry {entry!r} is already made by recipe "
+                    f"{seen[entry]!r}; expected unique entry names"
+                )
+            seen[entry] = name
+
+
+def _job_spec(
+    name: str,
+    recipes: Mapping[str, Recipe],
+    files: Mapping[str, Path],
+    out: Path,
+    seed: int,
+    threads: int,
+) -> dict:
+    """Everything one training job needs, JSON-native (it crosses a process boundary as JSON)."""
+    r = recipes[name]
+    fam = r.family_of(name)
+    init = None
+    if r.init_from is not None:
+        init = out / _checkpoint_name(r.init_from, recipes[r.init_from].family_of(r.init_from))
+    return {
+        "name": name,
+        "family": fam,
+        "config": dict(r.config),
+        "steps": int(r.steps),
+        "train_kwargs": dict(r.train_kwargs),
+        "data": r.data,
+        "train_file": str(files["train"]),
+        "init": None if init is None else str(init),
+        "out": str(out / _checkpoint_name(name, fam)),
+        "seed": int(seed),
+        "threads": int(threads),
+    }
+
+
+def train_job(spec: Mapping, progress: ProgressFn | None = None) -> dict:
+    """Train and save one model from a :func:`_job_spec`; returns its train_log entry (with
+    ``path``). Runs in this process with whatever torch thread count is set."""
+    from tinyllm.models import FAMILIES
+
+    name, fam = spec["name"], FAMILIES[spec["family"]]
+    data = CORPORA[spec["data"]].read_train(Path(spec["train_file"]))
+    kwargs = dict(spec["train_kwargs"])
+    if spec["init"] is not None:
+        kwargs["init"] = spec["init"]
+    last = {"loss": float("nan")}
+
+    def cb(step, total, loss):
+        last["loss"] = float(loss)
+        if progress is not None:
+            progress(name, int(step), int(total), float(loss))
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    model = fam.train(
+        fam.Config(**spec["config"]),
+        data,
+        seed=spec["seed"],
+        steps=spec["steps"],
+        progress=cb,
+        **kwargs,
+    )
+    path = fam.save(model, spec["out"])
+    return {
+        "path": str(path),
+        "seconds": round(time.perf_counter() - t0, 2),
+        "cpu_seconds": round(time.process_time() - c0, 2),
+        "steps": spec["steps"],
+        "last_loss": last["loss"],
+        "seed": spec["seed"],
+        "threads": spec["threads"],
+    }
+
+
+def _worker_main(spec_json: str) -> int:
+    """``python -m tinyllm.train --job <json>``: one training job on ``threads`` torch threads;
+    progress and the result go to stdout as JSON lines."""
+    import torch
+
+    spec = json.loads(spec_json)
+    torch.set_num_threads(spec["threads"])
+
+    def emit(name, step, total, loss):
+        print(_PROGRESS + json.dumps({"step": step, "total": total, "loss": loss}), flush=True)
+
+    result = train_job(spec, emit)
+    print(_DONE + json.dumps(result), flush=True)
+    return 0
+
+
+class _Worker:
+    """One training subprocess and the thread that reads its progress lines."""
+
+    def __init__(self, spec: dict, progress: ProgressFn, log_dir: Path) -> None:
+        self.spec, self.result, self.error = spec, None, None
+        env = dict(os.environ)
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        env["OMP_NUM_THREADS"] = str(spec["threads"])
+        self.log_path = log_dir / f"{spec['name']}.log"
+        # the worker's stderr, kept for a failure's message; closed in poll() or kill()
+        self._log = open(self.log_path, "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tinyllm.train", "--job", json.dumps(spec)],
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=env,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, args=(progress,), daemon=True)
+        self._reader.start()
+
+    def _read(self, progress: ProgressFn) -> None:
+        for line in self.proc.stdout:
+            if line.startswith(_PROGRESS):
+                p = json.loads(line[len(_PROGRESS) :])
+                progress(self.spec["name"], p["step"], p["total"], p["loss"])
+            elif line.startswith(_DONE):
+                self.result = json.loads(line[len(_DONE) :])
+
+    def poll(self) -> bool:
+        """True once the process has ended (then ``result`` or ``error`` is set)."""
+        if self.proc.poll() is None:
+            return False
+        self._reader.join()
+        self._log.close()
+        if self.proc.returncode != 0 or self.result is None:
+            lines = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+            last = next((ln.strip() for ln in reversed(lines) if ln.strip()), "no output")
+            self.error = (
+                f"training {self.spec['name']!r} ({self.spec['family']}) failed with exit status "
+                f"{self.proc.returncode}: {last} (full log: {self.log_path})"
+            )
+        return True
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._log.close()
+
+
+def _run_parallel(
+    specs: list[dict],
+    deps: Mapping[str, str | None],
+    jobs: int,
+    progress: ProgressFn,
+    log_dir: Path,
+) -> dict[str, dict]:
+    """Run the jobs ``jobs`` at a time in worker processes, each after the job it depends on;
+    ``specs`` are in start-priority order. Fails (killing the rest) at the first failure."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    pending, running, done = list(specs), [], {}
+    try:
+        while pending or running:
+            for w in [w for w in running if w.poll()]:
+                running.remove(w)
+                if w.error is not None:
+                    raise RuntimeError(w.error)
+                done[w.spec["name"]] = w.result
+            ready = [s for s in pending if deps[s["name"]] is None or deps[s["name"]] in done]
+            while ready and len(running) < jobs:
+                spec = ready.pop(0)
+                pending.remove(spec)
+                running.append(_Worker(spec, progress, log_dir))
+            if not running and pending:  # cannot happen after _check_recipes; never spin
+                raise RuntimeError(f"unschedulable recipes: {[s['name'] for s in pending]}")
+            time.sleep(0.2)
+    finally:
+        for w in running:
+            w.kill()
+    return done
 
 
 def build_zoo(
@@ -100,31 +332,37 @@ def build_zoo(
     *,
     seed: int = 0,
     progress: bool | ProgressFn = True,
-    threads: int = 2,
+    threads: int = 1,
+    jobs: int = 2,
     recipes: Mapping[str, Recipe] | None = None,
 ) -> list[tuple[str, Path]]:
-    """Train every LM family of ``FAMILIES`` that has a recipe; write checkpoints, data, manifest.
+    """Train every recipe (default :func:`default_recipes`); write checkpoints, data, manifest.
 
     ``progress``: True shows a rich progress bar, False nothing, a callable gets
-    ``(name, step, total, loss)``. ``recipes`` replaces :func:`default_recipes` (tests use tiny
-    ones). LM families without a recipe are skipped. Returns ``[(name, checkpoint path)]`` in
-    ``FAMILIES`` order. torch's thread count is set to ``threads`` and restored afterwards.
+    ``(name, step, total, loss)``. ``jobs``: models trained at once, each in its own process on
+    ``threads`` torch threads; ``jobs=1`` trains them one after the other in this process (its
+    torch thread count is set to ``threads`` and restored afterwards). Returns
+    ``[(name, checkpoint path)]`` in recipe order; the manifest lists the entries in that order.
     """
-    import numpy as np
-    import torch
-
-    from tinyllm.models import FAMILIES
-
+    if jobs < 1 or threads < 1:
+        raise ValueError(f"expected jobs >= 1 and threads >= 1, got jobs={jobs}, threads={threads}")
+    recipes = default_recipes() if recipes is None else dict(recipes)
+    _check_recipes(recipes)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    corpus = build_lee(out / DATA_DIR)
-    train_data = np.array(read_tokens(corpus.train_path))  # in memory: ~330 KB
-    recipes = default_recipes() if recipes is None else dict(recipes)
-    todo = [
-        (name, fam)
-        for name, fam in FAMILIES.items()
-        if getattr(fam, "KIND", None) == "lm" and name in recipes
-    ]
+    files = {
+        c: CORPORA[c].build(out / DATA_DIR) for c in dict.fromkeys(r.data for r in recipes.values())
+    }
+    for c, f in files.items():
+        if "train" not in f:
+            raise ValueError(f"corpus {c!r}: expected a 'train' file, got keys {sorted(f)}")
+    for name, r in recipes.items():
+        missing = [k for k in r.entries_of(name).values() if k not in files[r.data]]
+        if missing:
+            raise ValueError(
+                f"recipe {name!r}: expected entry data keys among {sorted(files[r.data])} of "
+                f"corpus {r.data!r}, got {missing}"
+            )
 
     bar = None
     if progress is True:
@@ -136,72 +374,74 @@ def build_zoo(
             TimeElapsedColumn,
         )
 
+        width = max(len(n) for n in recipes)
         bar = Progress(
-            TextColumn("{task.description:<8}"),
+            TextColumn(f"{{task.description:<{width}}}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("loss {task.fields[loss]:.3f}"),
             TimeElapsedColumn(),
         )
         tasks = {
-            name: bar.add_task(name, total=max(recipes[name].steps, 1), loss=float("nan"))
-            for name, _ in todo
+            name: bar.add_task(name, total=max(r.steps, 1), loss=float("nan"))
+            for name, r in recipes.items()
         }
 
-    def report(name: str, step: int, total: int, loss: float) -> None:
-        if bar is not None:
-            bar.update(tasks[name], completed=step, total=total, loss=loss)
-        elif callable(progress):
-            progress(name, step, total, loss)
+    lock = threading.Lock()
 
-    prev_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    results: list[tuple[str, Path]] = []
-    entries, log = [], {}
+    def report(name: str, step: int, total: int, loss: float) -> None:
+        with lock:  # worker reader threads call this concurrently
+            if bar is not None:
+                bar.update(tasks[name], completed=step, total=max(total, 1), loss=loss)
+            elif callable(progress):
+                progress(name, step, total, loss)
+
+    # start-priority order: longest measured cost first, then recipe order
+    order = sorted(recipes, key=lambda n: -recipes[n].cost_s)
+    specs = [_job_spec(n, recipes, files[recipes[n].data], out, seed, threads) for n in order]
+    log: dict[str, dict] = {}
     try:
         if bar is not None:
             bar.start()
-        for name, fam in todo:
-            r = recipes[name]
-            last = {"loss": float("nan")}
+        if jobs == 1:
+            import torch
 
-            def cb(step, total, loss, _name=name, _last=last):
-                _last["loss"] = float(loss)
-                report(_name, step, total, loss)
+            prev_threads = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                for spec in sorted(specs, key=lambda s: recipes[s["name"]].init_from is not None):
+                    log[spec["name"]] = train_job(spec, report)
+            finally:
+                torch.set_num_threads(prev_threads)
+        else:
+            deps = {n: r.init_from for n, r in recipes.items()}
+            log = _run_parallel(specs, deps, jobs, report, out / "logs")
+    finally:
+        if bar is not None:
+            bar.stop()
 
-            t0, c0 = time.perf_counter(), time.process_time()
-            model = fam.train(
-                fam.Config(**dict(r.config)),
-                train_data,
-                seed=seed,
-                steps=r.steps,
-                progress=cb,
-                **dict(r.train_kwargs),
-            )
-            path = fam.save(model, out / _checkpoint_name(name))
-            log[name] = {
-                "seconds": round(time.perf_counter() - t0, 2),
-                "cpu_seconds": round(time.process_time() - c0, 2),
-                "steps": r.steps,
-                "last_loss": last["loss"],
-                "seed": seed,
-                "threads": threads,
-            }
+    entries, results = [], []
+    for name, r in recipes.items():
+        path = Path(log[name].pop("path"))
+        for entry, key in r.entries_of(name).items():
             entries.append(
                 {
-                    "name": name,
-                    "family": name,
-                    "checkpoint": Path(path).relative_to(out).as_posix(),
-                    "data": Path(corpus.val_path).relative_to(out).as_posix(),
+                    "name": entry,
+                    "family": r.family_of(name),
+                    "checkpoint": path.relative_to(out).as_posix(),
+                    "data": Path(files[r.data][key]).relative_to(out).as_posix(),
                     "options": dict(r.options),
                 }
             )
-            results.append((name, Path(path)))
-    finally:
-        torch.set_num_threads(prev_threads)
-        if bar is not None:
-            bar.stop()
+        results.append((name, path))
     manifest = {"suite": "zoo", "entries": entries}
     (out / MANIFEST_NAME).write_text(yaml.safe_dump(manifest, sort_keys=False), encoding="utf-8")
+    log = {name: log[name] for name in recipes}
     (out / LOG_NAME).write_text(json.dumps(log, indent=2) + "\n", encoding="utf-8")
     return results
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "--job":
+        sys.exit("usage: python -m tinyllm.train --job <json>  (a worker of build_zoo)")
+    sys.exit(_worker_main(sys.argv[2]))
