@@ -20,6 +20,7 @@ import os
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # before prefect is imported
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,11 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.futures import wait
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from tasks.eval_tasks import cache_storage, score_entry_task
-from tinyllm.compare import compare_markdown, compare_reports
+from tasks.eval_tasks import RETRY_DELAYS, cache_storage, is_transient_state, score_entry_task
+from tinyllm.compare import compare_markdown
 from tinyllm.eval import zoo
 from tinyllm.report import Manifest, ManifestError, load_manifest
-from tinyllm.store import merge_report, new_run_id, open_store
+from tinyllm.store import new_run_id, open_store, publish_run
 
 ROWS_ARTIFACT = "eval-suite-rows"
 COMPARE_ARTIFACT = "eval-suite-compare"
@@ -50,7 +51,12 @@ def select_entries(manifest: Manifest, only: list[str] | None) -> list:
     return [e for e in manifest.entries if e.name in set(only)]
 
 
-@task(name="publish-release")
+@task(
+    name="publish-release",
+    retries=2,
+    retry_delay_seconds=RETRY_DELAYS,
+    retry_condition_fn=is_transient_state,  # the score tasks' condition: transient errors only
+)
 def publish_release(
     manifest: Manifest,
     rows: list[dict],
@@ -59,31 +65,20 @@ def publish_release(
     store: str,
     seed: int,
     previous: str | None,
+    run_id: str | None = None,
+    created_at: str | None = None,
 ) -> dict:
-    """Write the run's raw rows (never overwritten), the per-item scores, the merged release
-    report; then compare with the previous release. Returns ``{run_id, report, compare}``."""
+    """Write the run's raw rows (never overwritten), the per-item scores (content-addressed),
+    the merged release report (compare-and-swap); then compare with the previous release.
+    Returns ``{run_id, report, compare, store}``. A retry after a transient store failure
+    rewrites the same items (same names) and a new run file; scores come from the cache."""
     st = open_store(store)
-    run_id = new_run_id()
     arrays = {k: np.asarray(v, dtype=np.float64) for k, v in items.items()}
     order = [e.name for e in manifest.entries]
-    run = zoo.build_run_report(manifest, rows, seed=seed, release=release)
-    # items first, then the run, then the merged view: a reader never sees a row whose items
-    # are missing
-    for name, arr in arrays.items():
-        st.write_items(release, name, arr)
-    st.write_run(release, run_id, run)
-    old = st.read_report(release) if st.has_report(release) else None
-    merged = merge_report(old, run, order=order)
-    zoo.validate_report_doc(merged)
-    st.write_report(release, merged)
-    prev = previous or st.previous_release(release)
-    cmp = None
-    if prev is not None:
-        cmp = compare_reports(
-            st.read_report(prev), merged, st.items_loader(prev), st.items_loader(release), seed=seed
-        )
-        st.write_compare(release, cmp)
-    return {"run_id": run_id, "report": merged, "compare": cmp, "store": st.uri}
+    run = zoo.build_run_report(manifest, rows, seed=seed, release=release, created_at=created_at)
+    return publish_run(
+        st, release, run, arrays, order=order, previous=previous, seed=seed, run_id=run_id
+    )
 
 
 def _artifact_rows(rows: list[dict]) -> list[dict]:
@@ -106,9 +101,49 @@ def _artifact_rows(rows: list[dict]) -> list[dict]:
     ]
 
 
+DASK_ADDRESS_ENV = "TINYLLM_DASK_ADDRESS"
+
+
+def make_task_runner(dask_address: str | None = None, workers: int | None = None):
+    """The fan-out's task runner; the flow is the same whichever is chosen.
+
+    - ``dask_address`` (``tcp://host:8786``, or ``$TINYLLM_DASK_ADDRESS`` when not given): the
+      tasks go to that Dask cluster (prefect-dask's ``DaskTaskRunner``); its workers must import
+      tinyllm and reach the same Prefect API and store;
+    - ``workers=N``: a local Dask cluster of N single-threaded worker processes, started for
+      the flow run and stopped after it (one big machine);
+    - neither: a pool of 2 threads in the flow's process (the default).
+
+    Dask runners need a standing Prefect server (``PREFECT_API_URL``): each worker process
+    reports its task runs to it.
+    """
+    address = dask_address or os.environ.get(DASK_ADDRESS_ENV) or None
+    if address is not None and workers is not None:
+        raise ValueError(
+            f"expected a Dask scheduler address or a number of local workers, got both "
+            f"({address!r} and workers={workers})"
+        )
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers: expected a number of Dask worker processes >= 1, got {workers}")
+    if address is None and workers is None:
+        return ThreadPoolTaskRunner(max_workers=2)
+    from prefect_dask import DaskTaskRunner
+
+    if address is not None:
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(
+        cluster_kwargs={
+            "n_workers": workers,
+            "threads_per_worker": 1,  # one entry at a time per process: torch uses one thread
+            "processes": True,
+            "dashboard_address": None,
+        }
+    )
+
+
 @flow(
     name="EvalSuite",
-    task_runner=ThreadPoolTaskRunner(max_workers=2),
+    task_runner=make_task_runner(),  # threads, or $TINYLLM_DASK_ADDRESS's cluster
     flow_run_name="eval-{release}",
     validate_parameters=True,
 )
@@ -149,7 +184,10 @@ def eval_suite(
             exc = result if isinstance(result, BaseException) else RuntimeError(str(fut.state))
             rows.append(zoo.error_row(entry, exc))
     logger.info("scored %d entries in %.1f s", len(rows), time.perf_counter() - t0)
-    out = publish_release(m, rows, items, release, store, seed, previous)
+    # fixed before the first attempt: a retried publish writes the very same run file
+    run_id = new_run_id()
+    created_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    out = publish_release(m, rows, items, release, store, seed, previous, run_id, created_at)
     create_table_artifact(
         key=ROWS_ARTIFACT,
         table=_artifact_rows(out["report"]["rows"]),
@@ -162,6 +200,11 @@ def eval_suite(
     )
     create_markdown_artifact(key=COMPARE_ARTIFACT, markdown=md, description=f"release {release}")
     return out
+
+
+def configured_suite(dask_address: str | None = None, workers: int | None = None):
+    """The EvalSuite flow with the task runner :func:`make_task_runner` picks (same flow)."""
+    return eval_suite.with_options(task_runner=make_task_runner(dask_address, workers))
 
 
 if __name__ == "__main__":

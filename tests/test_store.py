@@ -12,6 +12,7 @@ import pytest
 from tinyllm.store import (
     LocalStore,
     S3Store,
+    Store,
     StoreError,
     StoreExistsError,
     StoreKeyError,
@@ -339,3 +340,141 @@ def test_s3_missing_bucket_is_a_clear_error(s3_env):
     store = open_store("s3://tl-no-such-bucket/x")
     with pytest.raises(StoreKeyError, match="no such bucket 'tl-no-such-bucket'"):
         store.releases()
+
+
+# --- concurrent reruns: compare-and-swap merge, content-addressed items (issue 12, item 1) --------
+
+N_WRITERS = 8
+
+
+def full_row(name: str, items: np.ndarray) -> dict:
+    """A schema-valid accuracy row whose value and n are its items' mean and length."""
+    return {
+        "name": name,
+        "family": "classifier",
+        "kind": "classifier",
+        "metric": "acc",
+        "value": float(items.mean()),
+        "lo": 0.0,
+        "hi": 1.0,
+        "interval": "wilson",
+        "n": int(items.size),
+        "status": "ok",
+        "error": None,
+        "reason": None,
+        "checkpoint_sha256": SHA,
+        "data_sha256": SHA,
+        "seconds": 0.1,
+        "items": f"items/{name}.npy",
+        "checkpoint": f"{name}/",
+        "data": "rows.tsv",
+        "options": {},
+        "details": None,
+    }
+
+
+def _rerun_one_entry(uri: str, i: int, barrier, env: dict) -> None:
+    """One `--only e<i>` rerun in its own process: new scores, published at the same moment."""
+    os.environ.update(env)
+    from tinyllm.store import publish_run
+
+    store = open_store(uri)
+    items = (np.random.default_rng(100 + i).random(20 + i) < 0.5).astype(np.float64)
+    run = make_report("r1", "2026-11-30T12:00:00Z", [full_row(f"e{i}", items)])
+    order = [f"e{k}" for k in range(N_WRITERS)]
+    barrier.wait()
+    publish_run(store, "r1", run, {f"e{i}": items}, order=order)
+
+
+def check_concurrent_reruns(uri: str, env: dict | None = None) -> Store:
+    import multiprocessing as mp
+
+    from tinyllm.store import publish_run
+
+    store = open_store(uri)
+    order = [f"e{k}" for k in range(N_WRITERS)]
+    first = {n: np.zeros(10) for n in order}  # the first run: every entry all wrong, n = 10
+    run = make_report("r1", "2026-11-29T18:00:00Z", [full_row(n, first[n]) for n in order])
+    publish_run(store, "r1", run, first, order=order)
+    ctx = mp.get_context("fork")
+    barrier = ctx.Barrier(N_WRITERS)
+    procs = [
+        ctx.Process(target=_rerun_one_entry, args=(uri, i, barrier, env or {}))
+        for i in range(N_WRITERS)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * N_WRITERS
+    report = store.read_report("r1")  # valid JSON, or this raises
+    from tinyllm.report import validate_report
+
+    validate_report(report)
+    assert [r["name"] for r in report["rows"]] == order
+    for i, row in enumerate(report["rows"]):
+        expected = (np.random.default_rng(100 + i).random(20 + i) < 0.5).astype(np.float64)
+        assert row["n"] == 20 + i, f"row e{i} is the old one: a lost update"
+        items = store.items_loader("r1")(row["name"])
+        # the row and the items it points to agree: same n, same mean, same scores
+        assert items.size == row["n"] and items.mean() == pytest.approx(row["value"])
+        assert np.array_equal(items, expected)
+    assert len(store.runs("r1")) == N_WRITERS + 1
+    return store
+
+
+def test_concurrent_reruns_of_one_release_lose_nothing_local(tmp_path):
+    check_concurrent_reruns(str(tmp_path / "store"))
+    left = [f for f in all_files(tmp_path / "store") if f.endswith(".tmp")]
+    assert left == []
+
+
+def test_concurrent_reruns_of_one_release_lose_nothing_s3(s3_env):
+    import boto3
+
+    boto3.client("s3").create_bucket(Bucket="tl-race")
+    env = {k: os.environ[k] for k in os.environ if k.startswith("AWS_")}
+    check_concurrent_reruns("s3://tl-race/team", env)
+
+
+def test_s3_compare_and_swap_retries_a_lost_race(s3_env):
+    """If-Match on the ETag: a write that slips in between read and put is not overwritten."""
+    import boto3
+
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="tl-cas")
+    store = open_store("s3://tl-cas/p")
+    store.put_json("releases/r1/x.json", {"n": 0})
+    calls = []
+
+    def bump(old):
+        calls.append(old["n"])
+        if len(calls) == 1:  # another writer gets in after our read
+            s3.put_object(Bucket="tl-cas", Key="p/releases/r1/x.json", Body=b'{"n": 10}')
+        return {"n": old["n"] + 1}
+
+    assert store.update_json("releases/r1/x.json", bump) == {"n": 11}
+    assert calls == [0, 10]  # the first put got 412, the retry saw the other write
+    assert store.get_json("releases/r1/x.json") == {"n": 11}
+    # a new key: If-None-Match: *
+    assert store.update_json("releases/r1/y.json", lambda old: {"was": old}) == {"was": None}
+
+
+def test_items_are_content_addressed_and_old_stores_still_read(tmp_path):
+    store = open_store(tmp_path)
+    a, b = np.array([0.0, 1.0]), np.array([1.0, 1.0, 0.0])
+    ref_a = store.write_items_ref("r1", "gpt", a)
+    assert ref_a.startswith("items/gpt-") and ref_a.endswith(".npy")
+    assert store.write_items_ref("r1", "gpt", a) == ref_a  # same scores, same name
+    ref_b = store.write_items_ref("r1", "gpt", b)
+    assert ref_b != ref_a and np.array_equal(store.read_items("r1", "gpt", ref_a), a)
+    # an old store: rows say items/<entry>.npy and the file has that fixed name
+    store.write_items("r0", "gpt", b)
+    store.write_report("r0", make_report("r0", "2026-01-01T00:00:00Z", [make_row("gpt")]))
+    assert np.array_equal(store.items_loader("r0")("gpt"), b)
+    store.write_report(
+        "r1", make_report("r1", "2026-01-02T00:00:00Z", [make_row("gpt", items=ref_a)])
+    )
+    assert np.array_equal(store.items_loader("r1")("gpt"), a)
+    with pytest.raises(StoreError, match="expected a reference like"):
+        store.read_items("r1", "gpt", "../../x.npy")

@@ -32,12 +32,16 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import fcntl
+import hashlib
 import io
 import json
 import os
+import random
 import re
 import secrets
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,6 +68,34 @@ class StoreKeyError(StoreError):
 
 class StoreExistsError(StoreError):
     """A write that must never replace an existing object (a run file) found one."""
+
+
+class StoreConflictError(StoreError):
+    """A compare-and-swap update lost the race more times than it may retry."""
+
+
+CAS_ATTEMPTS = 20
+"""How many times :meth:`S3Store.update_json` re-reads and retries after a lost race (412/409)."""
+
+CAS_BACKOFF_S = (0.05, 2.0)
+"""First and largest wait (seconds) between compare-and-swap retries: exponential, with jitter."""
+
+
+@contextlib.contextmanager
+def _naming(where: str):
+    """Add a note naming the store and key to any exception raised inside (the CLI prints it).
+
+    The exception keeps its type, so a workflow's retry condition still sees an ``OSError`` or a
+    botocore error and retries what is transient.
+    """
+    try:
+        yield
+    except StoreError:
+        raise  # its message names the key already
+    except Exception as e:
+        if where not in getattr(e, "__notes__", ()):
+            e.add_note(where)
+        raise
 
 
 def _check_name(value: str, what: str) -> str:
@@ -286,13 +318,15 @@ class Store:
 
     # --- per-item scores ---------------------------------------------------------------------
 
-    def write_items(self, release: str, name: str, array: Any) -> str:
-        """Store an entry's per-item scores as a float64 ``.npy``; return the key.
+    @staticmethod
+    def ref_key(release: str, ref: str) -> str:
+        """The key of a row's ``items`` reference (``items/<file>.npy``) in ``release``."""
+        parts = ref.split("/") if isinstance(ref, str) else []
+        if len(parts) != 2 or parts[0] != "items" or not parts[1].endswith(".npy"):
+            raise StoreError(f"items: expected a reference like 'items/<name>.npy', got {ref!r}")
+        return f"releases/{_check_name(release, 'release')}/{_check_key(ref)}"
 
-        ``array``: 1-d numeric (per-token NLLs in nats for LM rows, 0/1 for accuracy rows).
-        Replaces the release's earlier items of that entry (they belong to the merged view).
-        """
-        key = self.items_key(release, name)
+    def _npy(self, key: str, array: Any) -> bytes:
         a = np.asarray(array)
         if a.ndim != 1 or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
             raise StoreError(
@@ -301,12 +335,42 @@ class Store:
             )
         buf = io.BytesIO()
         np.save(buf, a.astype(np.float64, copy=False), allow_pickle=False)
-        self.put_bytes(key, buf.getvalue())
+        return buf.getvalue()
+
+    def write_items(self, release: str, name: str, array: Any) -> str:
+        """Store an entry's per-item scores as a float64 ``.npy`` at the fixed name
+        ``items/<entry>.npy``; return the key.
+
+        ``array``: 1-d numeric (per-token NLLs in nats for LM rows, 0/1 for accuracy rows).
+        The fixed name is the layout of stores written before content-addressed items (and of
+        callers that write one release with one writer). The flow uses
+        :meth:`write_items_ref`, whose name cannot be replaced under a row by another run.
+        """
+        key = self.items_key(release, name)
+        self.put_bytes(key, self._npy(key, array))
         return key
 
-    def read_items(self, release: str, name: str) -> np.ndarray:
-        """An entry's per-item scores: ``np.load(allow_pickle=False)`` of the stored bytes."""
-        key = self.items_key(release, name)
+    def write_items_ref(self, release: str, name: str, array: Any) -> str:
+        """Store per-item scores under a content-addressed name; return the row's reference.
+
+        The name is ``items/<entry>-<h>.npy`` with ``h`` the first 16 hex digits of the sha256
+        of the ``.npy`` bytes. The same scores always get the same name and different scores a
+        different one, so a row that says ``"items": "items/gpt-1f2e....npy"`` always reads the
+        scores it was computed from, whatever other runs write at the same moment.
+        """
+        _check_name(name, "entry")
+        data = self._npy(self.items_key(release, name), array)
+        ref = f"items/{name}-{hashlib.sha256(data).hexdigest()[:16]}.npy"
+        self.put_bytes(self.ref_key(release, ref), data)  # same name, same bytes: idempotent
+        return ref
+
+    def read_items(self, release: str, name: str, ref: str | None = None) -> np.ndarray:
+        """An entry's per-item scores: ``np.load(allow_pickle=False)`` of the stored bytes.
+
+        ``ref``: the row's ``items`` reference (``items/<file>.npy``); without it, the fixed
+        name ``items/<entry>.npy``.
+        """
+        key = self.items_key(release, name) if ref is None else self.ref_key(release, ref)
         data = self.get_bytes(key)
         try:
             a = np.load(io.BytesIO(data), allow_pickle=False)
@@ -321,10 +385,26 @@ class Store:
             )
         return a
 
-    def items_loader(self, release: str) -> Callable[[str], np.ndarray]:
-        """``name -> read_items(release, name)``: the loader :func:`compare_reports` takes."""
+    def items_loader(self, release: str, report: dict | None = None) -> Callable[[str], np.ndarray]:
+        """``name -> per-item scores`` of ``release``: the loader :func:`compare_reports` takes.
+
+        Each name is looked up in the rows of ``report`` (default: the release's stored report,
+        read on first use) and read from the file its ``items`` reference names; a name with no
+        row (or no reference) falls back to the fixed name ``items/<entry>.npy``.
+        """
         _check_name(release, "release")
-        return lambda name: self.read_items(release, name)
+        refs: dict[str, str | None] | None = None
+
+        def load(name: str) -> np.ndarray:
+            nonlocal refs
+            if refs is None:
+                doc = report
+                if doc is None:
+                    doc = self.read_report(release) if self.has_report(release) else {"rows": []}
+                refs = {r["name"]: r.get("items") for r in doc.get("rows", [])}
+            return self.read_items(release, name, refs.get(name))
+
+        return load
 
     # --- reports -----------------------------------------------------------------------------
 
@@ -334,6 +414,36 @@ class Store:
         check_report(report, self.where(key), release)
         self.put_json(key, report)
         return key
+
+    def update_json(self, key: str, update: Callable[[Any], Any], what: str = "JSON") -> Any:
+        """Compare-and-swap: ``new = update(old)`` written at ``key`` only if nobody wrote it in
+        between; ``old`` is None when there is no object yet. Returns ``new``.
+
+        ``update`` may be called more than once (after a lost race it sees the newer object),
+        so it must be a pure function of ``old``. Each backend implements the swap.
+        """
+        raise NotImplementedError
+
+    def update_report(self, release: str, update: Callable[[dict | None], dict]) -> dict:
+        """Read-merge-write of ``releases/<release>/report.json`` as one compare-and-swap.
+
+        ``update(old_report_or_None) -> new_report``; the new report is checked like
+        :meth:`write_report`'s. Two runs of different entries of one release that publish at
+        the same moment both keep their rows (a plain read-merge-write loses one).
+        """
+        key = self.report_key(release)
+
+        def checked(old: Any) -> dict:
+            if old is not None:
+                check_report(old, self.where(key))
+            return check_report(update(old), self.where(key), release)
+
+        return self.update_json(key, checked, "report")
+
+    def check_writable(self) -> None:
+        """Refuse a store that cannot be written (before any scoring): write a probe object and
+        delete it. Raises the backend's error with a note naming the store."""
+        raise NotImplementedError
 
     def read_report(self, release: str) -> dict:
         """The release's merged report; a missing release or malformed file names the key."""
@@ -362,6 +472,16 @@ class Store:
         if not isinstance(cmp, dict):
             raise StoreError(f"{self.where(key)}: expected a JSON object, got {type(cmp).__name__}")
         return cmp
+
+    def write_site_file(self, key: str, data: bytes, content_type: str) -> str:
+        """Write one file of the static dashboard (``dashboard/...`` only; never ``releases/``).
+
+        ``content_type`` is kept where the backend has one (S3), so static hosting serves it.
+        """
+        if not _check_key(key).startswith("dashboard/"):
+            raise StoreError(f"{self.where(key)}: expected a key under dashboard/, got {key!r}")
+        self.put_bytes(key, data)
+        return key
 
     # --- history -----------------------------------------------------------------------------
 
@@ -479,20 +599,52 @@ class LocalStore(Store):
                 os.close(fd)
 
     def put_bytes(self, key: str, data: bytes, *, overwrite: bool = True) -> None:
-        self._atomic_write(key, lambda f: f.write(data), overwrite)
+        with _naming(self.where(key)):
+            self._atomic_write(key, lambda f: f.write(data), overwrite)
 
     def put_json(self, key: str, obj: Any, *, overwrite: bool = True) -> None:
         # streamed into the temp file: an error half way through leaves the old file as it was
-        self._atomic_write(key, lambda f: _dump_json(obj, f), overwrite)
+        with _naming(self.where(key)):
+            self._atomic_write(key, lambda f: _dump_json(obj, f), overwrite)
 
     def get_bytes(self, key: str) -> bytes:
         path = self._path(key)
         try:
-            return path.read_bytes()
+            with _naming(self.where(key)):
+                return path.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             raise StoreKeyError(f"{self.where(key)}: no such key") from None
         except IsADirectoryError:
             raise StoreError(f"{self.where(key)}: expected a file, got a folder") from None
+
+    @contextlib.contextmanager
+    def _locked(self, key: str):
+        """An exclusive ``fcntl.flock`` on ``.<name>.lock`` beside the key's file (a dotfile:
+        never listed as a key). Every writer of the key takes it, so read-merge-write is
+        atomic among processes on this machine (and on file systems that honour flock)."""
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = path.parent / f".{path.name}.lock"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the other writer is done
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
+
+    def update_json(self, key: str, update: Callable[[Any], Any], what: str = "JSON") -> Any:
+        with _naming(self.where(key)), self._locked(key):
+            old = self.get_json(key, what) if self.exists(key) else None
+            new = update(old)
+            self._atomic_write(key, lambda f: _dump_json(new, f), True)
+        return new
+
+    def check_writable(self) -> None:
+        with _naming(f"store {self.uri}"):
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".probe.", suffix=".tmp")
+            os.close(fd)
+            os.unlink(tmp)
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
@@ -541,12 +693,21 @@ class S3Store(Store):
     def _code(err: Exception) -> str:
         return str(getattr(err, "response", {}).get("Error", {}).get("Code", ""))
 
+    def write_site_file(self, key: str, data: bytes, content_type: str) -> str:
+        if not _check_key(key).startswith("dashboard/"):
+            raise StoreError(f"{self.where(key)}: expected a key under dashboard/, got {key!r}")
+        self.client.put_object(
+            Bucket=self.bucket, Key=self._key(key), Body=data, ContentType=content_type
+        )
+        return key
+
     def put_bytes(self, key: str, data: bytes, *, overwrite: bool = True) -> None:
         from botocore.exceptions import ClientError
 
         k = self._key(key)
         if overwrite:
-            self.client.put_object(Bucket=self.bucket, Key=k, Body=data)
+            with _naming(self.where(key)):
+                self.client.put_object(Bucket=self.bucket, Key=k, Body=data)
             return
         try:
             # a conditional put: S3 itself refuses when the key exists (no check-then-write race)
@@ -560,6 +721,7 @@ class S3Store(Store):
             if code not in ("NotImplemented", "501"):
                 raise
             # an S3-compatible server without conditional writes: check, then write
+            e.add_note(self.where(key))
             if self.exists(key):
                 raise StoreExistsError(
                     f"{self.where(key)}: refusing to overwrite; it exists"
@@ -567,23 +729,82 @@ class S3Store(Store):
             self.client.put_object(Bucket=self.bucket, Key=k, Body=data)
 
     def get_bytes(self, key: str) -> bytes:
+
+        return self._get(key)[0]
+
+    def _get(self, key: str) -> tuple[bytes, str]:
+        """The bytes at ``key`` and their ETag."""
         from botocore.exceptions import ClientError
 
         try:
-            obj = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            with _naming(self.where(key)):
+                obj = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+                return obj["Body"].read(), obj["ETag"]
         except ClientError as e:
             if self._code(e) in ("NoSuchKey", "404", "NotFound"):
                 raise StoreKeyError(f"{self.where(key)}: no such key") from None
             if self._code(e) == "NoSuchBucket":
                 raise StoreKeyError(f"{self.uri}: no such bucket {self.bucket!r}") from None
             raise
-        return obj["Body"].read()
+
+    def update_json(self, key: str, update: Callable[[Any], Any], what: str = "JSON") -> Any:
+        """Optimistic compare-and-swap on the object's ETag: read it (bytes + ETag), compute
+        the new object, put it with ``If-Match: <etag>`` (``If-None-Match: *`` when there was
+        none). S3 answers 412 Precondition Failed when another writer got in between (409
+        ConditionalRequestConflict when two puts race): re-read, recompute, retry with
+        exponential backoff and jitter, at most :data:`CAS_ATTEMPTS` times."""
+        from botocore.exceptions import ClientError
+
+        k = self._key(key)
+        delay, cap = CAS_BACKOFF_S
+        for _attempt in range(CAS_ATTEMPTS):
+            try:
+                data, etag = self._get(key)
+                old = json.loads(data.decode("utf-8"))
+                cond = {"IfMatch": etag}
+            except StoreKeyError as e:
+                if "no such bucket" in str(e):
+                    raise
+                old, cond = None, {"IfNoneMatch": "*"}
+            except (UnicodeDecodeError, ValueError) as e:
+                raise StoreError(
+                    f"{self.where(key)}: malformed {what}: expected JSON, got {e}"
+                ) from None
+            new = update(old)
+            buf = io.BytesIO()
+            _dump_json(new, buf)
+            try:
+                with _naming(self.where(key)):
+                    self.client.put_object(Bucket=self.bucket, Key=k, Body=buf.getvalue(), **cond)
+                return new
+            except ClientError as e:
+                code = self._code(e)
+                if code in ("NotImplemented", "501"):
+                    raise StoreError(
+                        f"{self.where(key)}: expected an S3 server with conditional writes "
+                        f"(If-Match), got {code}: the release report cannot be merged safely"
+                    ) from None
+                if code not in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                    raise
+            time.sleep(random.uniform(0, delay))  # full jitter: racing writers spread out
+            delay = min(cap, delay * 2)
+        raise StoreConflictError(
+            f"{self.where(key)}: compare-and-swap lost {CAS_ATTEMPTS} times in a row; "
+            "too many concurrent writers of this key"
+        )
+
+    def check_writable(self) -> None:
+        probe = self._key(f"tmp-probe-{secrets.token_hex(4)}")
+        with _naming(f"store {self.uri}"):
+            self.client.put_object(Bucket=self.bucket, Key=probe, Body=b"")
+            self.client.delete_object(Bucket=self.bucket, Key=probe)
 
     def exists(self, key: str) -> bool:
         from botocore.exceptions import ClientError
 
         try:
-            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            with _naming(self.where(key)):
+                self.client.head_object(Bucket=self.bucket, Key=self._key(key))
         except ClientError as e:
             if self._code(e) in ("NoSuchKey", "404", "NotFound"):
                 return False
@@ -598,8 +819,9 @@ class S3Store(Store):
             Bucket=self.bucket, Prefix=self.prefix + prefix
         )
         try:
-            for page in pages:
-                keys.extend(obj["Key"][len(self.prefix) :] for obj in page.get("Contents", []))
+            with _naming(self.where(prefix) if prefix else self.uri):
+                for page in pages:
+                    keys.extend(obj["Key"][len(self.prefix) :] for obj in page.get("Contents", []))
         except ClientError as e:
             if self._code(e) == "NoSuchBucket":
                 raise StoreKeyError(f"{self.uri}: no such bucket {self.bucket!r}") from None
@@ -636,3 +858,72 @@ def iter_reports(store: Store, releases: Iterable[str] | None = None) -> Iterabl
     """``(release, report)`` for ``releases`` (default: the whole history, oldest first)."""
     for name in store.releases() if releases is None else releases:
         yield name, store.read_report(name)
+
+
+def publish_run(
+    store: Store,
+    release: str,
+    run_report: dict,
+    items: dict[str, Any],
+    *,
+    order: Sequence[str] | None = None,
+    previous: str | None = None,
+    seed: int = 0,
+    run_id: str | None = None,
+) -> dict:
+    """Publish one run of a release: items, the run file, the merged report, the comparison.
+
+    1. each entry's per-item scores under a content-addressed name (:meth:`Store.write_items_ref`),
+       and each row's ``items`` set to that name (a row without scores gets ``null``);
+    2. the run's raw report at ``runs/<run-id>.json`` (never overwritten);
+    3. the release's ``report.json`` merged with the run's rows as one compare-and-swap
+       (:meth:`Store.update_report`): concurrent runs of other entries keep their rows;
+    4. ``compare.json`` against ``previous`` (default: the release before this one), computed
+       from the report as it now is, and recomputed if another run changed the report meanwhile,
+       so the last comparison written is always the one of the last report.
+
+    Every report is validated against formats/eval-results.schema.json before it is written.
+    Returns ``{"run_id", "report", "compare", "store"}`` (``report``: the merged report the
+    comparison was made on).
+    """
+    from tinyllm.compare import compare_reports
+    from tinyllm.report import validate_report
+
+    _check_name(release, "release")
+    run_id = run_id or new_run_id()
+    refs = {name: store.write_items_ref(release, name, arr) for name, arr in items.items()}
+    run = dict(run_report)
+    run["rows"] = [dict(r, items=refs.get(r["name"])) for r in run_report["rows"]]
+    validate_report(run)
+    try:
+        store.write_run(release, run_id, run)
+    except StoreExistsError:
+        # a retried publish (same run id) whose first attempt wrote the run file, then failed
+        if store.read_run(release, run_id) != run:
+            raise
+
+    def merge(old: dict | None) -> dict:
+        merged = merge_report(old, run, order)
+        validate_report(merged)
+        return merged
+
+    merged = store.update_report(release, merge)
+    prev = previous or store.previous_release(release)
+    cmp = None
+    if prev is not None:
+        key = store.report_key(release)
+        prev_report = store.read_report(prev)
+        for _ in range(CAS_ATTEMPTS):
+            seen = store.get_bytes(key)
+            merged = check_report(json.loads(seen.decode("utf-8")), store.where(key), release)
+            cmp = compare_reports(
+                prev_report,
+                merged,
+                store.items_loader(prev, prev_report),
+                store.items_loader(release, merged),
+                seed=seed,
+            )
+            store.write_compare(release, cmp)
+            if store.get_bytes(key) == seen:  # nobody merged in between: this compare is current
+                break
+    return {"run_id": run_id, "report": merged, "compare": cmp, "store": store.uri}
