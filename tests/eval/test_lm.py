@@ -391,13 +391,24 @@ def test_acc_norm_divides_by_utf8_bytes_not_characters():
     assert norm[0] == pytest.approx(raw[0] / 2)  # "é" is 2 UTF-8 bytes
 
 
-def test_max_len_cuts_the_context_from_the_left():
+def test_max_len_cuts_the_context_from_the_left_as_lm_eval_does():
+    """L = 4: the model reads (ctx + cont)[-(L+1):][:-1], never the last choice token."""
     m, tok = TableModel(spec_choice_table()), ByteTokenizer()
-    lm.score_choices(m, tok, "xyza", ["bb", "c"], max_len=4)
-    assert sorted(map(bytes, m.calls)) == sorted([b"zabb", b"yzac"])  # padded rows end in 0s
-    assert m.calls[0][:4] == list(b"zabb") and m.calls[1][:4] == list(b"yzac")
-    with pytest.raises(ValueError, match="max_len"):
-        lm.score_choices(m, tok, "a", ["bb"], max_len=2)
+    with pytest.warns(UserWarning, match="cut 1 context tokens from the left of 1 of 2"):
+        got = lm.score_choices(m, tok, "xyza", ["bb", "c"], normalize=False, max_len=4)
+    # "xyza" + "bb" -> "yzabb"[:-1] = "yzab"; "xyza" + "c" -> "xyzac"[:-1] = "xyza" (no cut)
+    assert sorted(bytes(c) for c in m.calls) == [b"xyza", b"yzab"]
+    np.testing.assert_allclose(got, [math.log(0.4) + math.log(0.9), math.log(0.45)], atol=1e-12)
+    # a choice of exactly L tokens keeps one context token; one longer cannot be scored
+    m.calls.clear()
+    with pytest.warns(UserWarning, match="cut 2"):
+        lm.score_choices(m, tok, "xya", ["bb"], max_len=2)
+    assert [bytes(c) for c in m.calls] == [b"ab"]
+    with pytest.raises(ValueError, match="3 tokens; expected at most the model's context of 2"):
+        lm.score_choices(m, tok, "a", ["bbb"], max_len=2)
+    with warnings.catch_warnings():  # nothing cut, no warning
+        warnings.simplefilter("error")
+        lm.score_choices(m, tok, "xyz", ["bb"], max_len=4)
 
 
 def test_empty_context_or_choice_is_refused():
@@ -453,6 +464,8 @@ def test_run_task_interval_is_the_bootstrap_from_the_callers_rng():
         ('{"choices": ["b", "c"], "gold": 0}', "missing"),
         ('{"context": "a", "choices": ["b", "c"], "gold": true}', "'gold'"),
         ("not json", "parse error"),
+        ('{"context": "", "choices": ["b", "c"], "gold": 0}', "'context' to be a non-empty"),
+        ('{"context": "a", "choices": ["b", "c"], "gold": 0, "target_delimiter": 1}', "delimiter"),
     ],
 )
 def test_bad_task_files_name_the_line(tmp_path, line, message):
@@ -461,6 +474,15 @@ def test_bad_task_files_name_the_line(tmp_path, line, message):
     with pytest.raises(ValueError, match=message) as e:
         lm.read_task(path)
     assert f"{path}:2" in str(e.value)
+
+
+def test_bad_utf8_in_a_task_file_names_the_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    good = json.dumps(TASK[0]).encode()
+    path.write_bytes(good + b"\n" + b'{"context": "caf\xe9", "choices": ["b", "c"], "gold": 0}\n')
+    with pytest.raises(ValueError, match="expected UTF-8 text, got byte 0xe9 at column 17") as e:
+        lm.read_task(path)
+    assert str(e.value).startswith(f"{path}:2: ")
 
 
 def test_run_task_refuses_an_unknown_metric():

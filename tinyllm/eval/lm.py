@@ -527,6 +527,11 @@ def eval_ppl(
 # ---------------------------------------------------------------------------------------------
 # multiple choice (SPEC.md section 3)
 
+DEFAULT_MC_TOKEN_BUDGET = 2048
+"""Tokens per forward pass (rows x padded length) when scoring choices: contexts are batched
+across items, sorted by length, up to this many tokens at a time; the choices' continuation
+passes likewise count their cached context (bench/bench_mc.py)."""
+
 
 @dataclass(frozen=True)
 class FamilyLM:
@@ -561,6 +566,172 @@ def _check_choices(context: Any, choices: Any) -> list[str]:
     return list(choices)
 
 
+def _check_delimiter(d: Any, where: str = "target_delimiter") -> str | None:
+    if d is not None and not isinstance(d, str):
+        raise ValueError(f"{where}: expected a string (or absent), got {d!r}")
+    return d
+
+
+def model_ctx_len(model: Any) -> int | None:
+    """The longest input a model reads, in tokens, or None when it has no limit we can find.
+
+    Our GPT: ``cfg.block_size``; other families: ``cfg.ctx_len`` when they have one; a Hugging
+    Face model: the first of ``n_positions``, ``max_position_embeddings``, ``n_ctx`` in its
+    config (lm-eval's order). A :class:`FamilyLM` is looked through to its model.
+
+    Example: a GPT built with ``Config(block_size=32)`` -> 32.
+    """
+    m = model.model if isinstance(model, FamilyLM) else model
+    cfg = getattr(m, "cfg", None)
+    for key in ("block_size", "ctx_len"):
+        v = getattr(cfg, key, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+            return v
+    hc = getattr(m, "config", None)
+    for key in ("n_positions", "max_position_embeddings", "n_ctx"):
+        v = getattr(hc, key, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+            return v
+    return None
+
+
+@dataclass(frozen=True)
+class _Req:
+    """One choice of one item, tokenized and truncated: the model reads ``ctx + cont[:-1]``."""
+
+    item: int
+    ctx: np.ndarray  # the context tokens fed (after left truncation), >= 1
+    cont: np.ndarray  # the scored tokens (delimiter + choice), >= 1
+
+
+def _encode_pair(tok: Any, context: str, continuation: str) -> tuple[np.ndarray, np.ndarray]:
+    """lm-eval's ``_encode_pair`` for causal models: trailing whitespace of the context moves
+    to the continuation, the whole is encoded, and the context's own tokens are split off."""
+    n = len(context) - len(context.rstrip())
+    if n:
+        continuation = context[-n:] + continuation
+        context = context[:-n]
+    whole = _encode(tok, context + continuation)
+    ctx = _encode(tok, context)
+    return ctx, whole[ctx.size :]
+
+
+def _requests(
+    tok: Any, items: Sequence[dict], delimiter: str | None, max_len: int | None
+) -> tuple[list[_Req], int, int]:
+    """Tokenize every (item, choice) and truncate; returns (requests, tokens cut, requests cut).
+
+    With ``max_len`` L the model reads ``(ctx + cont)[-(L+1):][:-1]`` (lm-eval's rule): the
+    context is cut from the left only when ``len(ctx) + len(cont) > L + 1``.
+    """
+    reqs: list[_Req] = []
+    cut_tokens = cut_reqs = 0
+    for i, it in enumerate(items):
+        context, choices = it["context"], _check_choices(it["context"], it["choices"])
+        d = delimiter if delimiter is not None else it.get("target_delimiter")
+        where = it.get("_where") or f"item {i}"
+        ctx0 = None if d is not None else _encode(tok, context)
+        for j, text in enumerate(choices):
+            if d is None:
+                ctx, cont = ctx0, _encode(tok, text)
+            else:
+                ctx, cont = _encode_pair(tok, context, d + text)
+            if ctx.size < 1:
+                raise ValueError(
+                    f"{where}: context {context!r}: expected at least one token (the first "
+                    "choice token is read at the position before it), got none"
+                )
+            if cont.size < 1:
+                raise ValueError(
+                    f"{where}: choices[{j}] {text!r}: expected at least one token, got none"
+                )
+            if max_len is not None:
+                if cont.size > max_len:
+                    raise ValueError(
+                        f"{where}: choices[{j}] is {cont.size} tokens; expected at most the "
+                        f"model's context of {max_len} tokens (left truncation keeps the whole "
+                        "choice and at least one context token, or nothing can be scored)"
+                    )
+                extra = ctx.size + cont.size - (max_len + 1)
+                if extra > 0:  # (ctx + cont)[-(L+1):][:-1]: cut the context's first tokens
+                    ctx = ctx[extra:]
+                    cut_tokens += extra
+                    cut_reqs += 1
+            reqs.append(_Req(i, ctx, cont))
+    return reqs, cut_tokens, cut_reqs
+
+
+def _resolve_max_len(model: Any, max_len: int | None) -> int | None:
+    own = model_ctx_len(model)
+    if max_len is None:
+        return own
+    if isinstance(max_len, bool) or not isinstance(max_len, int | np.integer) or max_len < 1:
+        raise ValueError(f"max_len: expected an int >= 1 (tokens the model reads), got {max_len!r}")
+    if own is not None and max_len > own:
+        raise ValueError(
+            f"max_len: expected at most the model's own context of {own} tokens, got {max_len}"
+        )
+    return int(max_len)
+
+
+def choice_lls(
+    model: Any,
+    tok: Any,
+    items: Sequence[dict],
+    max_len: int | None = None,
+    target_delimiter: str | None = None,
+    token_budget: int | None = None,
+    progress: Callable[[int, int], Any] | None = None,
+) -> list[np.ndarray]:
+    """``LL(c)`` in nats for every choice of every item: ``float64[k_i]`` per item (SPEC 3).
+
+    ``LL(c) = sum_j ln p(c_j | context, c_<j)``. Items are dicts with ``context``, ``choices``
+    and optionally ``target_delimiter`` (formats/task-jsonl.md); ``target_delimiter`` here
+    overrides every item's. Without a delimiter, context and choice are encoded separately and
+    concatenated (the choice carries its own separating space). With a delimiter d, the pair is
+    encoded as lm-evaluation-harness does: the continuation is ``d + c``, trailing whitespace of
+    the context moves to the continuation, ``enc(context + continuation)`` is split after
+    ``enc(context)``'s tokens; ``LL`` then includes the delimiter's tokens.
+
+    Truncation (lm-eval's rule): with L = ``max_len`` (default: the model's own context,
+    :func:`model_ctx_len`; no limit when it has none) the model reads
+    ``(ctx + cont)[-(L+1):][:-1]``. A warning says how many tokens were cut; a choice longer than
+    L tokens is a ValueError naming the item.
+
+    How: each distinct context runs ONCE; every choice is scored from its cached keys and values
+    (our GPT's :meth:`~tinyllm.models.gpt.Model.hidden_cached`, a Hugging Face model's cache),
+    feeding ``cont[:-1]`` only (the last choice token is never fed). Contexts are sorted by
+    length across items and batched up to ``token_budget`` tokens (rows x padded length) per
+    forward pass. The cached path is used for a model only after it reproduced the plain path on
+    a probe (else a warning and the plain path: every ``ctx + cont[:-1]`` once, identical inputs
+    shared, sorted and batched the same way). ``progress(done, total)`` counts items.
+
+    Example (SPEC.md section 3): context "a", choices "bb", "c" with p(b|a) = 0.4,
+    p(b|b) = 0.9, p(c|a) = 0.45 -> ``[array([-1.0217, -0.7985])]``.
+    """
+    items = list(items)
+    if target_delimiter is not None:
+        _check_delimiter(target_delimiter)
+    budget = DEFAULT_MC_TOKEN_BUDGET if token_budget is None else int(token_budget)
+    if budget < 1:
+        raise ValueError(f"token_budget: expected an int >= 1, got {token_budget!r}")
+    L = _resolve_max_len(model, max_len)
+    reqs, cut_tokens, cut_reqs = _requests(tok, items, target_delimiter, L)
+    if cut_tokens:
+        warnings.warn(
+            f"cut {cut_tokens} context tokens from the left of {cut_reqs} of {len(reqs)} "
+            f"context + choice pairs to fit the model's context of {L} tokens "
+            "(lm-eval's rule: the model reads (context + choice)[-(L+1):][:-1])",
+            stacklevel=2,
+        )
+    with _eval_mode(model), torch.inference_mode():
+        ll = _score_requests(model, reqs, budget, len(items), progress)
+    out: list[list[float]] = [[] for _ in items]
+    for r, v in zip(reqs, ll, strict=True):
+        out[r.item].append(v)
+    return [np.asarray(v, dtype=np.float64) for v in out]
+
+
 def score_choices(
     model: Any,
     tok: Any,
@@ -568,82 +739,352 @@ def score_choices(
     choices: Sequence[str],
     normalize: bool = True,
     max_len: int | None = None,
+    target_delimiter: str | None = None,
 ) -> np.ndarray:
     """Log-likelihood of each choice after ``context``, optionally per UTF-8 byte.
 
-    ``LL(c) = sum_j ln p(c_j | context, c_<j)`` (nats): the model runs on ``context + c`` and the
-    log-probability of each choice token is read at the position *before* it. With
-    ``normalize`` the score is ``LL(c) / bytes(c)``, ``bytes(c)`` the UTF-8 byte count of the
-    choice text (nats per byte; ``acc_norm``), else ``LL(c)`` (``acc``). Returns ``float64[k]``.
+    ``LL(c) = sum_j ln p(c_j | context, c_<j)`` (nats): the log-probability of each choice token
+    is read at the position *before* it (:func:`choice_lls` on one item). With ``normalize``
+    the score is ``LL(c) / bytes(c)``, ``bytes(c)`` the UTF-8 byte count of the choice text
+    WITHOUT the delimiter (nats per byte; ``acc_norm``), else ``LL(c)`` (``acc``). Returns
+    ``float64[k]``.
 
-    Context and choice are encoded separately with ``tok.encode`` and concatenated (exact for a
-    byte-level tokenizer; with BPE, start each choice with its separating space). The context
-    must encode to at least one token. With ``max_len`` the context is cut from the left so that
-    context + choice fits in ``max_len`` tokens. The k choices run as one right-padded batch
-    (the model is causal, so padding after a choice cannot change its scores). ``model`` may also
-    be a :class:`FamilyLM`.
+    Without ``target_delimiter`` context and choice are encoded separately and concatenated
+    (exact for a byte-level tokenizer; with BPE, start each choice with its separating space);
+    with it, ``target_delimiter + c`` is scored as lm-eval does. The context must encode to at
+    least one token. ``max_len`` (default: the model's own context) truncates from the left as
+    lm-eval does: the model reads ``(ctx + cont)[-(max_len+1):][:-1]``. ``model`` may also be a
+    :class:`FamilyLM`.
 
     Example (SPEC.md section 3): context "a", choices "bb", "c" with p(b|a) = 0.4,
     p(b|b) = 0.9, p(c|a) = 0.45 -> ``normalize=False``: ``[-1.0217, -0.7985]`` (acc picks "c");
     ``normalize=True``: ``[-0.5108, -0.7985]`` (acc_norm picks "bb").
     """
     choices = _check_choices(context, choices)
-    ctx = _encode(tok, context)
-    if ctx.size < 1:
-        raise ValueError(
-            f"context {context!r}: expected at least one token (the first choice token is "
-            "read at the position before it), got none"
-        )
-    seqs: list[np.ndarray] = []
-    starts: list[int] = []  # index of each choice's first token in its sequence
-    for i, text in enumerate(choices):
-        c = _encode(tok, text)
-        if c.size < 1:
-            raise ValueError(f"choices[{i}] {text!r}: expected at least one token, got none")
-        cx = ctx
-        if max_len is not None:
-            keep = int(max_len) - c.size
-            if keep < 1:
-                raise ValueError(
-                    f"max_len: expected room for at least one context token before choice {i} "
-                    f"({c.size} tokens), got max_len = {max_len}"
-                )
-            cx = ctx[-keep:]
-        seqs.append(np.concatenate([cx, c]))
-        starts.append(cx.size)
-    with _eval_mode(model):
-        if isinstance(model, FamilyLM):
-            ll = [
-                -math.fsum(np.asarray(model.token_nlls(model.model, s), dtype=np.float64)[p - 1 :])
-                for s, p in zip(seqs, starts, strict=True)
-            ]
-        else:
-            ll = _choice_lls(model, seqs, starts)
-    scores = np.asarray(ll, dtype=np.float64)
+    item = {"context": context, "choices": choices}
+    scores = choice_lls(model, tok, [item], max_len, _check_delimiter(target_delimiter))[0]
     if normalize:
-        scores = scores / np.asarray([len(t.encode("utf-8")) for t in choices], dtype=np.float64)
+        scores = scores / _choice_bytes(choices)
     return scores
 
 
-def _choice_lls(model: Any, seqs: list[np.ndarray], starts: list[int]) -> list[float]:
-    """``LL`` of each ``seqs[i][starts[i]:]`` given what precedes it, one padded batch."""
-    length = max(s.size for s in seqs)
-    xs = np.zeros((len(seqs), length), dtype=np.int64)  # right-padded with id 0
+def _choice_bytes(choices: Sequence[str]) -> np.ndarray:
+    """acc_norm's divisor: UTF-8 bytes of each choice text, the delimiter left out."""
+    return np.asarray([len(t.encode("utf-8")) for t in choices], dtype=np.float64)
+
+
+def _score_requests(
+    model: Any,
+    reqs: list[_Req],
+    budget: int,
+    n_items: int,
+    progress: Callable[[int, int], Any] | None,
+) -> list[float]:
+    left = np.bincount([r.item for r in reqs], minlength=n_items)
+    done = [0]
+
+    def finished(idx: Iterable[int]) -> None:
+        for k in idx:
+            left[reqs[k].item] -= 1
+            if left[reqs[k].item] == 0:
+                done[0] += 1
+        if progress is not None:
+            progress(done[0], n_items)
+
+    ll = [math.nan] * len(reqs)
+    if isinstance(model, FamilyLM):
+        for k, r in enumerate(reqs):
+            s = np.concatenate([r.ctx, r.cont])
+            nll = np.asarray(model.token_nlls(model.model, s), dtype=np.float64)
+            ll[k] = -math.fsum(nll[r.ctx.size - 1 :])
+            finished([k])
+        return ll
+    if not reqs:
+        return ll
+    for k in range(len(reqs)):
+        if reqs[k].ctx.min() < 0 or reqs[k].cont.min() < 0:
+            raise ValueError("expected non-negative token ids")
+    engine = _cache_engine(model, reqs)
+    if engine is None:
+        _plain_lls(model, reqs, range(len(reqs)), budget, ll, finished)
+    else:
+        _cached_lls(engine, reqs, budget, ll, finished)
+    return ll
+
+
+def _pad(seqs: Sequence[np.ndarray]) -> torch.Tensor:
+    """Right-pad 1-d id arrays with 0 into ``[B, max len]`` int64 (causal: padding after a
+    sequence cannot change what is read inside it)."""
+    xs = np.zeros((len(seqs), max(s.size for s in seqs)), dtype=np.int64)
     for b, s in enumerate(seqs):
         xs[b, : s.size] = s
-    if xs.min() < 0:
-        raise ValueError(f"expected non-negative token ids, got {int(xs.min())}")
-    # choice token t (t >= start) is read at position t - 1
-    cols = np.concatenate([np.arange(p - 1, s.size - 1) for s, p in zip(seqs, starts, strict=True)])
-    rows = np.concatenate(
-        [np.full(s.size - p, b) for b, (s, p) in enumerate(zip(seqs, starts, strict=True))]
-    )
-    x = torch.from_numpy(xs)
-    r, c = torch.from_numpy(rows.astype(np.int64)), torch.from_numpy(cols.astype(np.int64))
-    with torch.inference_mode():
-        nll = _Head(model, x).nlls(x, r, c, x[r, c + 1])
-    bounds = np.cumsum([0] + [s.size - p for s, p in zip(seqs, starts, strict=True)])
-    return [-math.fsum(nll[bounds[i] : bounds[i + 1]]) for i in range(len(seqs))]
+    return torch.from_numpy(xs)
+
+
+def _budget_batches(lengths: Sequence[int], budget: int, extra: int = 0) -> Iterator[slice]:
+    """Consecutive slices of a length-sorted (longest first) list: rows x (longest + extra)
+    stays within ``budget`` tokens, at least one row each."""
+    lo = 0
+    while lo < len(lengths):
+        hi = lo + 1
+        width = lengths[lo] + extra
+        while hi < len(lengths) and (hi - lo + 1) * width <= budget:
+            hi += 1
+        yield slice(lo, hi)
+        lo = hi
+
+
+def _plain_lls(
+    model: Any,
+    reqs: list[_Req],
+    which: Iterable[int],
+    budget: int,
+    ll: list[float],
+    finished: Callable[[Iterable[int]], None] | None,
+) -> None:
+    """No cache: each distinct input ``ctx + cont[:-1]`` runs once (choices of one token share
+    their context's pass), longest first, batched by the token budget."""
+    inputs: dict[bytes, int] = {}
+    seqs: list[np.ndarray] = []
+    users: list[list[int]] = []
+    for k in which:
+        r = reqs[k]
+        s = np.concatenate([r.ctx, r.cont[:-1]])
+        key = s.tobytes()
+        if key not in inputs:
+            inputs[key] = len(seqs)
+            seqs.append(s)
+            users.append([])
+        users[inputs[key]].append(k)
+    order = sorted(range(len(seqs)), key=lambda u: -seqs[u].size)
+    head: _Head | None = None
+    for sl in _budget_batches([seqs[u].size for u in order], budget):
+        batch = order[sl]
+        x = _pad([seqs[u] for u in batch])
+        rows, cols, tgts, ks = [], [], [], []
+        for b, u in enumerate(batch):
+            for k in users[u]:
+                r = reqs[k]
+                # choice token t (at input index len(ctx) + t) is read at index len(ctx) + t - 1
+                cols.append(np.arange(r.ctx.size - 1, r.ctx.size - 1 + r.cont.size))
+                rows.append(np.full(r.cont.size, b))
+                tgts.append(r.cont)
+                ks.append(k)
+        r_t = torch.from_numpy(np.concatenate(rows).astype(np.int64))
+        c_t = torch.from_numpy(np.concatenate(cols).astype(np.int64))
+        t_t = torch.from_numpy(np.concatenate(tgts).astype(np.int64))
+        if head is None:
+            head = _Head(model, x)
+        nll = head.nlls(x, r_t, c_t, t_t)
+        bounds = np.cumsum([0] + [t.size for t in tgts])
+        for i, k in enumerate(ks):
+            ll[k] = -math.fsum(nll[bounds[i] : bounds[i + 1]])
+        if finished is not None:
+            finished(ks)
+
+
+def _cached_lls(
+    engine: Any,
+    reqs: list[_Req],
+    budget: int,
+    ll: list[float],
+    finished: Callable[[Iterable[int]], None] | None,
+) -> None:
+    """Each distinct context runs once (batched across items, longest first); the first choice
+    token is read from the context's last position, the others from ``cont[:-1]`` fed after the
+    context's cached keys and values, one row per choice."""
+    ctx_id: dict[bytes, int] = {}
+    ctxs: list[np.ndarray] = []
+    of_ctx: list[list[int]] = []
+    for k, r in enumerate(reqs):
+        key = r.ctx.tobytes()
+        if key not in ctx_id:
+            ctx_id[key] = len(ctxs)
+            ctxs.append(r.ctx)
+            of_ctx.append([])
+        of_ctx[ctx_id[key]].append(k)
+    order = sorted(range(len(ctxs)), key=lambda u: -ctxs[u].size)
+    v = _out_features(engine.head)
+    for sl in _budget_batches([ctxs[u].size for u in order], budget):
+        batch = order[sl]
+        x = _pad([ctxs[u] for u in batch])  # [Bc, Lc]
+        lens = torch.tensor([ctxs[u].size for u in batch])  # [Bc]
+        h, state = engine.prefill(x, lens)  # h [Bc, Lc, D]
+        ks = [k for u in batch for k in of_ctx[u]]
+        row_of = {u: b for b, u in enumerate(batch)}
+        # the first choice token of every request, read at its context's last position
+        rows = torch.tensor([row_of[ctx_id[reqs[k].ctx.tobytes()]] for k in ks])
+        h_last = h[rows, lens[rows] - 1]  # [R, D]
+        tgt = torch.tensor([int(reqs[k].cont[0]) for k in ks])
+        first = _nll_blocks(lambda lo, hi, hs=h_last: engine.head(hs[lo:hi]), len(ks), v, tgt)
+        for i, k in enumerate(ks):
+            ll[k] = -float(first[i])
+        # the rest of each choice, fed after its cached context (rows of the context repeated)
+        more = sorted((k for k in ks if reqs[k].cont.size > 1), key=lambda k: -reqs[k].cont.size)
+        lc = int(x.shape[1])
+        for sl2 in _budget_batches([reqs[k].cont.size - 1 for k in more], budget, extra=lc):
+            part = more[sl2]
+            y = _pad([reqs[k].cont[:-1] for k in part])  # [Bq, Tq]: never the last token
+            qlen = torch.tensor([reqs[k].cont.size - 1 for k in part])  # [Bq]
+            crow = torch.tensor([row_of[ctx_id[reqs[k].ctx.tobytes()]] for k in part])
+            h2 = engine.extend(state, crow, lens[crow], y, qlen)  # [Bq, Tq, D]
+            r_i = torch.cat([torch.full((int(q),), b) for b, q in enumerate(qlen)])
+            c_i = torch.cat([torch.arange(int(q)) for q in qlen])
+            tg = torch.from_numpy(np.concatenate([reqs[k].cont[1:] for k in part]))
+            hs = h2[r_i, c_i]  # [M, D]: only the scored positions reach the head
+            nll = _nll_blocks(lambda lo, hi, hs=hs: engine.head(hs[lo:hi]), hs.shape[0], v, tg)
+            bounds = np.cumsum([0] + [int(q) for q in qlen])
+            for i, k in enumerate(part):
+                ll[k] -= math.fsum(nll[bounds[i] : bounds[i + 1]])
+        if finished is not None:
+            finished(ks)
+
+
+class _GPTCache:
+    """Our GPT through :meth:`tinyllm.models.gpt.Model.hidden_cached`."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.head = model, model.lm_head
+
+    def prefill(self, x: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        return self.model.hidden_cached(x)  # right padding is never read by valid positions
+
+    def extend(
+        self,
+        cache: Any,
+        rows: torch.Tensor,
+        lens: torch.Tensor,
+        y: torch.Tensor,
+        qlen: torch.Tensor,
+    ) -> torch.Tensor:
+        S, Tq = cache.length, y.shape[1]
+        # padded query positions reuse a valid position (their output is never read)
+        pos = lens[:, None] + torch.minimum(torch.arange(Tq)[None], (qlen - 1)[:, None])
+        valid = torch.arange(S)[None, :] < lens[:, None]  # [Bq, S]: the context, not its padding
+        h, _ = self.model.hidden_cached(y, cache.select(rows), positions=pos, past_valid=valid)
+        return h
+
+
+def _hf_kv(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per-layer (keys, values) ``[B, H, S, Dh]`` of a Hugging Face cache, any recent version."""
+    if hasattr(cache, "layers"):
+        return [(lay.keys, lay.values) for lay in cache.layers]
+    if hasattr(cache, "key_cache"):
+        return list(zip(cache.key_cache, cache.value_cache, strict=True))
+    return [(kv[0], kv[1]) for kv in cache]
+
+
+class _HFCache:
+    """A Hugging Face causal LM through its base model's cache (``past_key_values``)."""
+
+    def __init__(self, model: Any) -> None:
+        import inspect
+
+        from transformers import DynamicCache
+
+        self.base, self.head, self._dyn = (
+            model.base_model,
+            model.get_output_embeddings(),
+            DynamicCache,
+        )
+        params = inspect.signature(self.base.forward).parameters
+        self.kw = "cache" if "cache" in params else "past_key_values"
+
+    def prefill(self, x: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        am = (torch.arange(x.shape[1])[None, :] < lens[:, None]).long()  # [Bc, Lc]
+        out = self.base(input_ids=x, attention_mask=am, use_cache=True)
+        cache = getattr(out, self.kw, None) or getattr(out, "past_key_values", None)
+        return out.last_hidden_state, (_hf_kv(cache), am)
+
+    def extend(
+        self,
+        state: Any,
+        rows: torch.Tensor,
+        lens: torch.Tensor,
+        y: torch.Tensor,
+        qlen: torch.Tensor,
+    ) -> torch.Tensor:
+        kv, am = state
+        cache = self._dyn()
+        for i, (k, v) in enumerate(kv):
+            cache.update(k.index_select(0, rows), v.index_select(0, rows), i)
+        Tq = y.shape[1]
+        mask = torch.cat(
+            [am.index_select(0, rows), (torch.arange(Tq)[None] < qlen[:, None]).long()], 1
+        )
+        pos = lens[:, None] + torch.minimum(torch.arange(Tq)[None], (qlen - 1)[:, None])
+        out = self.base(
+            input_ids=y, attention_mask=mask, position_ids=pos, use_cache=True, **{self.kw: cache}
+        )
+        return out.last_hidden_state
+
+
+_CACHE_OK: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> cached path agrees?
+
+
+def _cache_engine(model: Any, reqs: list[_Req]) -> Any:
+    """The cached path for ``model`` if it has one and it reproduces the plain path on a probe
+    of the first requests (checked once per model), else None."""
+    if callable(getattr(model, "hidden_cached", None)) and isinstance(
+        getattr(model, "lm_head", None), nn.Module
+    ):
+        make: Callable[[Any], Any] = _GPTCache
+    elif (
+        callable(getattr(model, "get_output_embeddings", None))
+        and isinstance(getattr(model, "base_model", None), nn.Module)
+        and getattr(model, "base_model", None) is not model
+    ):
+        make = _HFCache
+    else:
+        return None
+    try:
+        ok = _CACHE_OK.get(model)
+    except TypeError:
+        ok = None
+    try:
+        engine = make(model)
+    except Exception:  # noqa: BLE001 - no usable cache: the plain path
+        return None
+    if ok is None:
+        probe = _probe(reqs)
+        want = [math.nan] * len(reqs)
+        got = [math.nan] * len(reqs)
+        diff = math.inf
+        try:
+            _plain_lls(model, reqs, probe, 1 << 30, want, None)
+            sub = [reqs[k] for k in probe]
+            got_sub = [math.nan] * len(sub)
+            _cached_lls(engine, sub, 1 << 30, got_sub, None)
+            for i, k in enumerate(probe):
+                got[k] = got_sub[i]
+            diff = max(abs(got[k] - want[k]) / max(1.0, abs(want[k])) for k in probe)
+            ok = diff <= _VERIFY_TOL
+        except Exception as e:  # noqa: BLE001 - a cache we cannot drive: the plain path
+            diff, ok = math.inf, False
+            warnings.warn(f"{type(model).__name__}: cached scoring failed ({e!r})", stacklevel=4)
+        if not ok:
+            warnings.warn(
+                f"{type(model).__name__}: scoring choices from cached keys/values does not "
+                f"reproduce the plain forward pass (max relative difference {diff:.3g}); "
+                "scoring every context + choice in full",
+                stacklevel=4,
+            )
+        with suppress(TypeError):
+            _CACHE_OK[model] = ok
+    return engine if ok else None
+
+
+def _probe(reqs: list[_Req]) -> list[int]:
+    """A few requests for the cache check: two contexts of different lengths when there are,
+    every one of their choices (so padding, repeats and multi-token choices are exercised)."""
+    by_ctx: dict[bytes, list[int]] = {}
+    for k, r in enumerate(reqs):
+        by_ctx.setdefault(r.ctx.tobytes(), []).append(k)
+        if len(by_ctx) >= 3:
+            break
+    groups = sorted(by_ctx.values(), key=lambda g: reqs[g[0]].ctx.size)
+    pick = groups[:1] + groups[-1:] if len(groups) > 1 else groups
+    return sorted({k for g in pick for k in g})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -657,8 +1098,11 @@ def _check_item(item: Any, where: str) -> dict:
     if missing:
         raise ValueError(f"{where}: expected keys context, choices, gold; missing {missing}")
     ctx, choices, gold = item["context"], item["choices"], item["gold"]
-    if not isinstance(ctx, str):
-        raise ValueError(f"{where}: expected 'context' to be a string, got {ctx!r}")
+    if not isinstance(ctx, str) or not ctx:
+        raise ValueError(
+            f"{where}: expected 'context' to be a non-empty string (the first choice token is "
+            f"read at the position before it), got {ctx!r}"
+        )
     if (
         not isinstance(choices, list)
         or len(choices) < 2
@@ -672,21 +1116,31 @@ def _check_item(item: Any, where: str) -> dict:
         raise ValueError(
             f"{where}: expected 'gold' to be an int index in [0, {len(choices) - 1}], got {gold!r}"
         )
+    _check_delimiter(item.get("target_delimiter"), f"{where}: 'target_delimiter'")
     return item
 
 
 def read_task(path: str | os.PathLike) -> list[dict]:
     """Read and validate a task file (formats/task-jsonl.md): one JSON object per line.
 
-    Each line is ``{"context": str, "choices": [str, ...] (>= 2, non-empty), "gold": int}``;
-    other keys are kept and ignored; blank lines are skipped. Errors name the file and line.
+    Each line is ``{"context": str (non-empty), "choices": [str, ...] (>= 2, non-empty),
+    "gold": int}``, optionally ``"target_delimiter": str``; other keys are kept and ignored;
+    blank lines are skipped. Every error names the file and line (``path:line: expected ...``),
+    invalid UTF-8 included.
     """
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"{p}: task file not found")
     items = []
-    with open(p, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    with open(p, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(
+                    f"{p}:{lineno}: expected UTF-8 text, got byte 0x{raw[e.start]:02x} at "
+                    f"column {e.start + 1} ({e.reason})"
+                ) from None
             if not line.strip():
                 continue
             try:
@@ -696,9 +1150,27 @@ def read_task(path: str | os.PathLike) -> list[dict]:
                     f"{p}:{lineno}: expected a JSON object, got a parse error: {e}"
                 ) from None
             items.append(_check_item(obj, f"{p}:{lineno}"))
+            items[-1]["_where"] = f"{p}:{lineno}"
     if not items:
         raise ValueError(f"{p}: expected at least one task item, got an empty file")
     return items
+
+
+def item_predictions(lls: Sequence[np.ndarray], items: Sequence[dict], metric: str) -> np.ndarray:
+    """Predicted choice per item: ``argmax LL(c)`` (acc) or ``argmax LL(c) / bytes(c)``
+    (acc_norm, ``bytes(c)`` the UTF-8 bytes of the choice text, delimiter left out); ties go to
+    the FIRST choice. Returns ``int64[n]``.
+
+    Example: LLs ``[-1.0217, -0.7985]`` for choices "bb", "c" -> acc: 1, acc_norm: 0.
+    """
+    if metric not in METRICS:
+        raise ValueError(f"metric: expected one of {list(METRICS)}, got {metric!r}")
+    out = np.empty(len(items), dtype=np.int64)
+    for i, (s, it) in enumerate(zip(lls, items, strict=True)):
+        if metric == "acc_norm":
+            s = s / _choice_bytes(it["choices"])
+        out[i] = int(np.argmax(s))  # argmax: the first maximum
+    return out
 
 
 def run_task(
@@ -710,18 +1182,20 @@ def run_task(
     n_boot: int = 1000,
     max_len: int | None = None,
     progress: Callable[[int, int], Any] | None = None,
+    target_delimiter: str | None = None,
 ) -> Result:
     """Accuracy of ``model`` on a multiple-choice task, with a percentile bootstrap interval.
 
-    For each item the prediction is ``argmax_c score(c)`` over :func:`score_choices` with
-    ``normalize = (metric == "acc_norm")``: ``acc`` compares ``LL(c)``, ``acc_norm`` compares
-    ``LL(c) / bytes(c)`` (UTF-8 bytes). Ties go to the FIRST choice. ``per_item[i]`` is 1.0 when
-    item i's prediction is its gold index, else 0.0; ``value = mean(per_item)`` (a fraction) and
+    For each item the prediction is :func:`item_predictions` over :func:`choice_lls`: ``acc``
+    compares ``LL(c)``, ``acc_norm`` compares ``LL(c) / bytes(c)`` (UTF-8 bytes of the choice,
+    the delimiter left out). Ties go to the FIRST choice. ``per_item[i]`` is 1.0 when item i's
+    prediction is its gold index, else 0.0; ``value = mean(per_item)`` (a fraction) and
     ``[lo, hi]`` is :func:`tinyllm.stats.bootstrap_ci` of ``per_item`` with ``n_boot`` resamples
     drawn from ``rng`` (the same rng state gives the same interval).
 
-    ``task_jsonl`` is a task file path or an iterable of already parsed items.
-    ``progress(done, total)`` is called after each item.
+    ``task_jsonl`` is a task file path or an iterable of already parsed items. ``max_len`` and
+    ``target_delimiter`` are :func:`choice_lls`'s (default: the model's own context, and each
+    item's delimiter). ``progress(done, total)`` counts scored items.
 
     Example: 3 items, 2 predicted right -> ``value = 0.6667``, ``per_item = [1, 0, 1]``
     (in item order).
@@ -736,14 +1210,10 @@ def run_task(
         items = [_check_item(it, f"task item {i}") for i, it in enumerate(task_jsonl)]
         if not items:
             raise ValueError("task: expected at least one item, got none")
-    per_item = np.empty(len(items), dtype=np.float64)
-    for i, it in enumerate(items):
-        scores = score_choices(
-            model, tok, it["context"], it["choices"], metric == "acc_norm", max_len
-        )
-        per_item[i] = 1.0 if int(np.argmax(scores)) == it["gold"] else 0.0  # argmax: first max
-        if progress is not None:
-            progress(i + 1, len(items))
+    lls = choice_lls(model, tok, items, max_len, target_delimiter, progress=progress)
+    pred = item_predictions(lls, items, metric)
+    gold = np.asarray([it["gold"] for it in items])
+    per_item = (pred == gold).astype(np.float64)
     ci = stats.bootstrap_ci(per_item, rng, n_boot=n_boot)
     return Result(ci.value, ci.lo, ci.hi, len(items), per_item)
 

@@ -93,6 +93,31 @@ ZOO_STEPS = 4000
 ZOO_TRAIN_KWARGS: dict = {"batch_size": 32, "lr": 1e-2}
 
 
+@dataclass(frozen=True)
+class KVCache:
+    """Keys and values of the tokens read so far, for incremental decoding
+    (:meth:`Model.hidden_cached`): ``k[l]`` and ``v[l]`` are layer l's ``[B, H, S, Dh]``."""
+
+    k: list[torch.Tensor]
+    v: list[torch.Tensor]
+
+    @property
+    def length(self) -> int:
+        """S, the number of cached positions (padding included)."""
+        return int(self.k[0].shape[2])
+
+    @property
+    def batch(self) -> int:
+        """B, the number of cached rows."""
+        return int(self.k[0].shape[0])
+
+    def select(self, rows: torch.Tensor) -> KVCache:
+        """The cache of rows ``rows`` (int ``[B']``, repeats allowed): one row per continuation."""
+        return KVCache(
+            [t.index_select(0, rows) for t in self.k], [t.index_select(0, rows) for t in self.v]
+        )
+
+
 class Model(nn.Module):
     """Decoder-only Transformer: ``logits = lm_head(hidden(idx))``."""
 
@@ -135,6 +160,84 @@ class Model(nn.Module):
         for block in self.h:
             x = block(x)  # [B, T, D], causal: position t reads tokens 0..t only
         return self.ln_f(x)  # [B, T, D]
+
+    def hidden_cached(
+        self,
+        idx: torch.Tensor,
+        past: KVCache | None = None,
+        *,
+        positions: torch.Tensor | None = None,
+        past_valid: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, KVCache]:
+        """Incremental decoding: hidden states of ``idx`` read after the tokens cached in ``past``.
+
+        Returns ``(h [B, T, D], cache)``: ``h`` is what :meth:`hidden` gives at these positions
+        for the whole sequence (cached tokens + ``idx``), and ``cache`` holds the keys and values
+        of the cached tokens followed by those of ``idx`` (feed it back to read further tokens).
+        Token t of ``idx`` attends to the valid cached keys and to tokens 0..t of ``idx``.
+
+        * ``positions`` ``[B, T]`` int: the learned position of each token (default
+          ``S + arange(T)`` with ``S = past.length``), so that rows of one batch may continue
+          contexts of different lengths;
+        * ``past_valid`` ``[B, S]`` bool: which cached keys each row may attend to (default all),
+          e.g. ``arange(S) < ctx_len[:, None]`` for right-padded contexts.
+
+        Same weights and the same arithmetic as :meth:`hidden`; only the matrix shapes differ,
+        so results agree to float32 rounding (about 1e-6).
+        """
+        if idx.dim() != 2:
+            raise ValueError(f"gpt: expected idx of shape [B, T], got {list(idx.shape)}")
+        B, T = idx.shape
+        S = 0 if past is None else past.length
+        if past is not None and past.batch != B:
+            raise ValueError(f"gpt: expected a cache of batch {B}, got {past.batch}")
+        if positions is None:
+            positions = (S + torch.arange(T, device=idx.device)).expand(B, T)  # [B, T]
+        if positions.shape != (B, T):
+            raise ValueError(
+                f"gpt: expected positions of shape [{B}, {T}], got {list(positions.shape)}"
+            )
+        top = int(positions.max()) if positions.numel() else 0
+        if top >= self.cfg.block_size or (positions.numel() and int(positions.min()) < 0):
+            raise ValueError(
+                f"gpt: expected positions in [0, block_size={self.cfg.block_size}), got up to {top}"
+            )
+        mask = None  # [B, 1, T, S + T] bool, True where attention is allowed
+        if past is not None:
+            tri = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()  # [T, T]
+            old = (
+                torch.ones(B, S, dtype=torch.bool, device=idx.device)
+                if past_valid is None
+                else past_valid.to(torch.bool)
+            )  # [B, S]
+            if old.shape != (B, S):
+                raise ValueError(
+                    f"gpt: expected past_valid of shape [{B}, {S}], got {list(old.shape)}"
+                )
+            mask = torch.cat([old[:, None, :].expand(B, T, S), tri.expand(B, T, T)], dim=2)
+            mask = mask[:, None]  # [B, 1, T, S + T]: broadcast over heads
+        x = self.drop(self.wte(idx) + self.wpe(positions))  # [B, T, D]
+        D, H = self.cfg.n_embd, self.cfg.n_head
+        ks: list[torch.Tensor] = []
+        vs: list[torch.Tensor] = []
+        for i, block in enumerate(self.h):
+            attn = block.attn
+            q, k, v = attn.c_attn(block.ln_1(x)).split(D, dim=2)  # 3 x [B, T, D]
+            q, k, v = (t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v))  # [B,H,T,Dh]
+            if past is not None:
+                k = torch.cat([past.k[i], k], dim=2)  # [B, H, S + T, Dh]
+                v = torch.cat([past.v[i], v], dim=2)
+            ks.append(k)
+            vs.append(v)
+            p = attn.dropout if self.training else 0.0
+            if mask is None:  # no cache: the plain causal triangle, as in hidden()
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+            else:
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            y = y.transpose(1, 2).contiguous().view(B, T, D)  # [B, H, T, Dh] -> [B, T, D]
+            x = x + attn.resid_drop(attn.c_proj(y))
+            x = x + block.mlp(block.ln_2(x))  # [B, T, D]
+        return self.ln_f(x), KVCache(ks, vs)
 
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None
