@@ -44,7 +44,9 @@ bench: $(VENV)/.installed-dev
 
 # stop the Prefect server that `make demo` started
 stop:
-	-kill $$(cat $(PREFECT_HOME)/server.pid) 2>/dev/null && rm -f $(PREFECT_HOME)/server.pid
+	@if [ -f $(PREFECT_HOME)/server.pid ] && kill $$(cat $(PREFECT_HOME)/server.pid) 2>/dev/null; \
+	then echo "stopped the Prefect server (pid $$(cat $(PREFECT_HOME)/server.pid))"; fi; \
+	rm -f $(PREFECT_HOME)/server.pid
 
 clean:
 	rm -rf $(VENV) .prefect .pytest_cache

@@ -34,7 +34,7 @@ from tasks.eval_tasks import RETRY_DELAYS, cache_storage, is_transient_state, sc
 from tinyllm.compare import compare_markdown
 from tinyllm.eval import zoo
 from tinyllm.report import Manifest, ManifestError, load_manifest
-from tinyllm.store import new_run_id, open_store, publish_run
+from tinyllm.store import check_publish_args, new_run_id, open_store, publish_run
 
 ROWS_ARTIFACT = "eval-suite-rows"
 COMPARE_ARTIFACT = "eval-suite-compare"
@@ -79,6 +79,70 @@ def publish_release(
     return publish_run(
         st, release, run, arrays, order=order, previous=previous, seed=seed, run_id=run_id
     )
+
+
+CRASH_AUTOMATION = "tinyllm: crash flow runs that stop sending heartbeats"
+
+
+def ensure_crash_detection(after_s: float | None = None) -> str:
+    """Make sure the server marks a flow run Crashed when its heartbeats stop; return its name.
+
+    Prefect 3's own mechanism (docs: "detect zombie flows"): a running flow run emits a
+    ``prefect.flow-run.heartbeat`` event every ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` seconds
+    (30 for our runs, see tinyllm.demo.HEARTBEAT_S); this proactive automation expects, after
+    each heartbeat of a run, another heartbeat or a terminal state within ``after_s`` seconds
+    (default tinyllm.demo.ZOMBIE_AFTER_S, three missed heartbeats) and otherwise sets the run
+    to CRASHED. A run killed with SIGKILL, by the OOM killer or with its machine cannot report
+    its own end; without this it stays RUNNING forever. Idempotent: an automation of the same
+    name with the same window is kept, one with another window replaced.
+    """
+    from datetime import timedelta
+
+    from prefect.automations import Automation
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.actions import ChangeFlowRunState
+    from prefect.events.schemas.automations import EventTrigger, Posture
+    from prefect.events.schemas.events import ResourceSpecification
+
+    from tinyllm.demo import ZOMBIE_AFTER_S
+
+    within = timedelta(seconds=after_s if after_s is not None else ZOMBIE_AFTER_S)
+    try:
+        old = Automation.read(name=CRASH_AUTOMATION)
+    except ValueError:  # not found
+        old = None
+    if old is not None:
+        if old.trigger.within == within and old.enabled:
+            return CRASH_AUTOMATION
+        old.delete()
+    Automation(
+        name=CRASH_AUTOMATION,
+        description="Flow runs that stop sending heartbeats (killed, OOM, machine lost) are "
+        "marked Crashed. See deployments/README.md.",
+        trigger=EventTrigger(
+            after={"prefect.flow-run.heartbeat"},
+            expect={
+                "prefect.flow-run.heartbeat",
+                "prefect.flow-run.Completed",
+                "prefect.flow-run.Failed",
+                "prefect.flow-run.Cancelled",
+                "prefect.flow-run.Crashed",
+            },
+            match=ResourceSpecification({"prefect.resource.id": ["prefect.flow-run.*"]}),
+            for_each={"prefect.resource.id"},
+            posture=Posture.Proactive,
+            threshold=1,
+            within=within,
+        ),
+        actions=[
+            ChangeFlowRunState(
+                state=StateType.CRASHED,
+                message=f"No heartbeat for {within.total_seconds():.0f} s: the process running "
+                "this flow run died (SIGKILL, out of memory, machine lost).",
+            )
+        ],
+    ).create()
+    return CRASH_AUTOMATION
 
 
 def _artifact_rows(rows: list[dict]) -> list[dict]:
@@ -136,7 +200,7 @@ def make_task_runner(dask_address: str | None = None, workers: int | None = None
             "n_workers": workers,
             "threads_per_worker": 1,  # one entry at a time per process: torch uses one thread
             "processes": True,
-            "dashboard_address": None,
+            "dashboard_address": ":0",  # a free port: two clusters never collide
         }
     )
 
@@ -163,6 +227,7 @@ def eval_suite(
     logger = get_run_logger()
     m = load_manifest(manifest)  # ManifestError before anything runs
     entries = select_entries(m, only)
+    check_publish_args(store, release, previous)  # bad release / store / previous: before scoring
     base_dir = str(Path(manifest).resolve().parent)
     t0 = time.perf_counter()
     scorer = score_entry_task.with_options(result_storage=cache_storage())

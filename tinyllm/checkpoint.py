@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
 FORMAT_VERSION = 1
 CONFIG_NAME = "config.json"
@@ -66,9 +66,9 @@ def save_checkpoint(
         "tokenizer": dict(tokenizer or {"type": "byte", "vocab_size": 256}),
     }
     doc.update(extra or {})
-    tmp = d / (WEIGHTS_NAME + ".tmp")
-    save_file(_clean_tensors(tensors), str(tmp), metadata={"tl_arch": arch})
-    os.replace(tmp, d / WEIGHTS_NAME)
+    # safetensors' save_file creates the file mode 0600; bytes written by Python follow the
+    # umask, like config.json
+    _atomic_write_bytes(d / WEIGHTS_NAME, save(_clean_tensors(tensors), metadata={"tl_arch": arch}))
     _atomic_write_bytes(
         d / CONFIG_NAME, (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
     )
@@ -182,9 +182,7 @@ def save_single(path: str | os.PathLike, arch: str, tensors: Mapping, metadata: 
     p.parent.mkdir(parents=True, exist_ok=True)
     meta = {k: str(v) for k, v in metadata.items()}
     meta.update({"tl_arch": arch, "format_version": str(FORMAT_VERSION)})
-    tmp = p.with_name(p.name + ".tmp")
-    save_file(_clean_tensors(tensors), str(tmp), metadata=meta)
-    os.replace(tmp, p)
+    _atomic_write_bytes(p, save(_clean_tensors(tensors), metadata=meta))  # mode follows umask
     return p
 
 

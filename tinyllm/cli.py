@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,6 +13,32 @@ from rich.console import Console
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Evaluate small language models."
 )
+_DEBUG = {"on": bool(os.environ.get("TINYLLM_DEBUG"))}
+"""Whether the error boundary in :func:`main` shows the full traceback (``--debug``)."""
+
+
+def _flag_display_type(self, ctx):
+    """Help shows a value's type (``--store <str>``) but no tag for a flag (``--json``)."""
+    if getattr(self, "is_flag", False) and not getattr(self, "metavar", None):
+        return None
+    return _typer_display_type(self, ctx)
+
+
+_typer_display_type = typer.core.TyperOption.display_type_rich
+typer.core.TyperOption.display_type_rich = _flag_display_type
+
+
+@app.callback()
+def _global_options(
+    debug: bool = typer.Option(
+        False, "--debug", help="On an error, print the full traceback, not one line."
+    ),
+) -> None:
+    """Evaluate small language models."""
+    if debug:
+        _DEBUG["on"] = True
+
+
 eval_app = typer.Typer(help="Score models: perplexity, multiple-choice tasks, the zoo suite.")
 zoo_app = typer.Typer(no_args_is_help=True, help="Build the demo zoo of trained models.")
 app.add_typer(eval_app, name="eval")
@@ -119,17 +147,82 @@ def _check_vocab(ids, vocab_size, data, source) -> None:
         )
 
 
-def _progress_bar(description: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+class _Progress:
+    """Progress of a long command on stderr; ``--quiet`` turns it off.
 
-    return Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
+    A terminal gets a live rich bar. Anything else (a pipe, a CI log, ``make``) gets a plain
+    line when work starts, then at most one every :attr:`every` seconds, then when it ends:
+    a live bar is invisible there, and a silent 9-minute run looks hung.
+    """
+
+    every = 10.0
+
+    def __init__(self, description: str, total: int, quiet: bool = False) -> None:
+        import time
+
+        self.description, self.total, self.quiet = description, max(int(total), 0), quiet
+        self._time = time.monotonic
+        self._t0 = self._last = self._time()
+        self._done = 0
+        self._err = Console(stderr=True)
+        self._bar = None
+
+    def __enter__(self) -> _Progress:
+        if self.quiet:
+            return self
+        if self._err.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TimeRemainingColumn,
+            )
+
+            self._bar = Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=self._err,
+                transient=True,
+            )
+            self._bar.__enter__()
+            self._task = self._bar.add_task(self.description, total=self.total)
+        else:
+            self._line()
+        return self
+
+    def _line(self) -> None:
+        pct = 100.0 * self._done / self.total if self.total else 100.0
+        took = self._time() - self._t0
+        self._err.print(
+            f"{self.description}: {self._done}/{self.total} ({pct:.0f}%, {took:.0f} s)",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+
+    def update(self, done: int, total: int | None = None) -> None:
+        """Record ``done`` units of ``total``: the callback the instrument calls."""
+        self._done = int(done)
+        if total is not None:
+            self.total = int(total)
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self._done, total=self.total)
+        elif self._time() - self._last >= self.every:
+            self._last = self._time()
+            self._line()
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+        elif not self.quiet and exc[0] is None:
+            self._line()
+
+
+_QUIET_HELP = "No progress output on stderr."
 
 
 def _interval_table(title: str, rows: list[tuple[str, dict, str]], caption: str):
@@ -149,23 +242,26 @@ def eval_ppl_cmd(
     model: str | None = typer.Option(None, "--model", help="A tinyllm lm checkpoint."),
     hf: str | None = typer.Option(None, "--hf", help="A local Hugging Face causal LM folder."),
     ctx_len: int | None = typer.Option(
-        None, "--ctx-len", help="Window length C (default: the model's context)."
+        None, "--ctx-len", min=2, help="Window length C (default: the model's context)."
     ),
     stride: int | None = typer.Option(
-        None, "--stride", help="Stride s, 1 <= s < C (default: C // 2)."
+        None, "--stride", min=1, help="Stride s, 1 <= s < C (default: C // 2)."
     ),
     n_bytes: int = typer.Option(
-        0, "--n-bytes", min=0, help="UTF-8 bytes of the scored text (0: one token per byte)."
+        0,
+        "--n-bytes",
+        min=0,
+        help="UTF-8 bytes of the scored text, at least the scored tokens (0: one token per byte).",
     ),
     batch_size: int | None = typer.Option(
-        None, "--batch-size", min=1, help="Windows per forward pass (default: measured best)."
+        None, "--batch-size", min=1, help="Windows per forward pass (default: 1)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON for machines."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),
 ) -> None:
     """Strided perplexity of a token file: mean NLL, perplexity and bits per byte, 95% intervals.
 
-    Our gpt and Hugging Face models are scored with strided windows (every token once, at least
-    C - s tokens of context after the first window); other lm families with their own NLLs.
+    Our gpt and Hugging Face models are scored with strided windows (every token once, at least C - s tokens of context after the first window); other lm families with their own NLLs.
     """
     import json
 
@@ -173,38 +269,40 @@ def eval_ppl_cmd(
     from tinyllm.tokens import read_tokens
 
     try:
-        ids = read_tokens(data)
+        ids = read_tokens(data, min_tokens=2)
+        if n_bytes and n_bytes < ids.size - 1:
+            # every scored token covers at least one byte of text: fewer bytes than tokens is a
+            # wrong count, and would report bits per byte inflated by tokens/bytes
+            raise _lm_fail(
+                f"--n-bytes: expected at least the {ids.size - 1} scored tokens of {data} (each "
+                f"token covers at least one byte), got {n_bytes}"
+            )
         lm_ = _open_lm(model, hf)
         _check_vocab(ids, lm_.vocab_size, data, lm_.source)
         out = {"model": lm_.source, "arch": lm_.arch, "data": str(data)}
         if lm_.strided:
-            c = ctx_len or lm_.ctx_len
+            c = ctx_len if ctx_len is not None else lm_.ctx_len
             if c is None:
                 raise _lm_fail(f"{lm_.source}: context length unknown; pass --ctx-len")
             if lm_.ctx_len is not None and c > lm_.ctx_len:
                 raise _lm_fail(
                     f"--ctx-len: expected at most the model's context {lm_.ctx_len}, got {c}"
                 )
-            s = stride or max(1, c // 2)
-            bs = batch_size or lm.DEFAULT_BATCH_SIZE
-            with _progress_bar("scoring") as bar:
-                task = bar.add_task("scoring tokens", total=max(int(ids.size) - 1, 0))
-                res = lm.eval_ppl(
-                    lm_.model,
-                    ids,
-                    c,
-                    s,
-                    n_bytes,
-                    bs,
-                    progress=lambda done, total: bar.update(task, completed=done),
-                )
+            s = stride if stride is not None else max(1, c // 2)
+            bs = batch_size if batch_size is not None else lm.DEFAULT_BATCH_SIZE
+            with _Progress("scoring tokens", int(ids.size) - 1, quiet) as bar:
+                res = lm.eval_ppl(lm_.model, ids, c, s, n_bytes, bs, progress=bar.update)
             out.update({"ctx_len": c, "stride": s})
         else:
             if ctx_len is not None or stride is not None:
                 Console(stderr=True).print(
                     f"note: --ctx-len/--stride ignored: {lm_.arch} scores with its own context"
                 )
-            res = lm.summarize_nlls(lm_.family.token_nlls(lm_.model, ids), n_bytes)
+            # the family's own NLLs come in one call: progress says when it starts and ends
+            with _Progress(f"scoring tokens ({lm_.arch})", int(ids.size) - 1, quiet) as bar:
+                nlls = lm_.family.token_nlls(lm_.model, ids)
+                bar.update(len(nlls))
+            res = lm.summarize_nlls(nlls, n_bytes)
             out.update({"ctx_len": None, "stride": None})
     except ValueError as e:  # CheckpointError and TokenFileError are ValueErrors
         raise _lm_fail(str(e)) from None
@@ -242,6 +340,7 @@ def eval_task_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap interval."),
     n_boot: int = typer.Option(1000, "--n-boot", min=1, help="Bootstrap resamples."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (with per-item scores)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),
 ) -> None:
     """Multiple-choice accuracy of a model on a task file, with a 95% bootstrap interval."""
     import json
@@ -281,8 +380,7 @@ def eval_task_cmd(
             except (OSError, ValueError) as e:
                 raise _lm_fail(f"{hf}: expected a readable tokenizer, got: {e}") from None
         scorer = lm_.model if lm_.strided else lm.FamilyLM(lm_.model, lm_.family.token_nlls)
-        with _progress_bar("items") as bar:
-            bar_task = bar.add_task("scoring items", total=len(items))
+        with _Progress("scoring items", len(items), quiet) as bar:
             res = lm.run_task(
                 scorer,
                 tok,
@@ -290,8 +388,8 @@ def eval_task_cmd(
                 metric,
                 np.random.default_rng(seed),
                 n_boot,
-                max_len=max_len or (lm_.ctx_len if lm_.strided else None),
-                progress=lambda done, total: bar.update(bar_task, completed=done),
+                max_len=max_len if max_len is not None else (lm_.ctx_len if lm_.strided else None),
+                progress=bar.update,
             )
     except ValueError as e:
         raise _lm_fail(str(e)) from None
@@ -319,17 +417,35 @@ def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.4f}"
 
 
+def _short(text: str, width: int = 60) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    one = " ".join(str(text).split())
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
+def _row_note(r) -> str:
+    """Why a row has no value: the error's type and message, or the skip reason."""
+    if r.status == "error" and r.error is not None:
+        return f"{r.error.type}: {r.error.message}"
+    if r.status == "skipped":
+        return f"skipped: {r.reason}"
+    return ""
+
+
 def _zoo_table(report):
+    from rich.markup import escape
     from rich.table import Table
 
     title = f"zoo report (release {report.release or '-'}, seed {report.seed})"
     table = Table(title=title)
-    for col in ("name", "family", "metric", "value", "95% interval", "n", "status"):
+    notes = any(_row_note(r) for r in report.rows)
+    cols = ("name", "family", "metric", "value", "95% interval", "n", "status")
+    for col in (*cols, "why") if notes else cols:
         table.add_column(col, justify="right" if col in ("value", "n") else "left")
     style = {"ok": "green", "error": "red", "skipped": "yellow"}
     for r in report.rows:
         interval = "-" if r.lo is None else f"[{r.lo:.4f}, {r.hi:.4f}]"
-        table.add_row(
+        cells = [
             r.name,
             r.family,
             r.metric or "-",
@@ -337,8 +453,67 @@ def _zoo_table(report):
             interval,
             "-" if r.n is None else str(r.n),
             f"[{style[r.status]}]{r.status}[/]",
-        )
+        ]
+        if notes:
+            cells.append(escape(_short(_row_note(r))))
+        table.add_row(*cells)
     return table
+
+
+def _print_report(report, path_note: str) -> None:
+    """The table, then each error / skipped row's full reason, then the counts."""
+    from rich.markup import escape
+
+    console.print(_zoo_table(report))
+    for r in report.rows:
+        if r.status != "ok":
+            colour = "red" if r.status == "error" else "yellow"
+            console.print(f"[{colour}]{r.name}[/]: {escape(_row_note(r))}", highlight=False)
+    counts = {s: sum(r.status == s for r in report.rows) for s in ("ok", "error", "skipped")}
+    console.print(
+        f"{counts['ok']} ok, {counts['error']} error, {counts['skipped']} skipped; {path_note}"
+    )
+
+
+def _check_out(out: str) -> None:
+    """``--out`` must be a regular file or a new path (and ``items/`` beside it a folder or
+    new): a symlink, FIFO, device or folder is refused before anything is scored, instead of
+    being replaced by a regular file."""
+    import stat
+    from pathlib import Path
+
+    def kind(p: Path) -> str | None:
+        try:
+            mode = p.lstat().st_mode
+        except FileNotFoundError:
+            return None
+        for test, name in (
+            (stat.S_ISREG, "a regular file"),
+            (stat.S_ISDIR, "a folder"),
+            (stat.S_ISLNK, "a symbolic link"),
+            (stat.S_ISFIFO, "a FIFO"),
+            (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"),
+            (stat.S_ISSOCK, "a socket"),
+        ):
+            if test(mode):
+                return name
+        return "a special file"
+
+    p = Path(out)
+    got = kind(p)
+    if got not in (None, "a regular file"):
+        raise _lm_fail(f"--out {out}: expected a regular file or a new path, got {got}")
+    items = p.parent / "items"
+    got = kind(items)
+    if got not in (None, "a folder"):
+        raise _lm_fail(
+            f"--out {out}: expected {items} (the per-item scores beside the report) to be a "
+            f"folder or a new path, got {got}"
+        )
+    parent = kind(p.parent) if str(p.parent) not in ("", ".") else "a folder"
+    if parent not in (None, "a folder"):
+        raise _lm_fail(f"--out {out}: expected its parent to be a folder, got {parent}")
 
 
 @eval_app.callback(invoke_without_command=True)
@@ -358,7 +533,7 @@ def eval_suite(
         None,
         "--out",
         help="Score in this process and write the report here (default report.json when no "
-        "--release is given).",
+        "--release is given): a new path or a regular file.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON, not a table."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the run (per entry: seed+name)."),
@@ -372,87 +547,131 @@ def eval_suite(
     previous: str | None = typer.Option(
         None, "--previous", help="With --release: compare with this release (default: latest)."
     ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),
 ) -> None:
-    """Score a suite: `tinyllm eval --suite zoo --manifest zoo.yaml` scores every entry and
-    writes the report (plus items/<name>.npy beside it); with `--release R` and no `--out` it
-    runs the EvalSuite flow into the store instead; or use a sub-command."""
+    """Score a suite: `tinyllm eval --suite zoo --manifest zoo.yaml` scores every entry and writes the report (plus items/<name>.npy beside it); with `--release R` and no `--out` it runs the EvalSuite flow into the store instead; or use a sub-command.
+
+    Every argument is checked before anything is scored: the manifest, the release name, --only names, --out, and in flow mode the store (reachable and writable) and --previous (a release in the store).
+    """
     if ctx.invoked_subcommand is not None:
         return
     if suite is None:
         console.print(ctx.get_help())
         raise typer.Exit(0)
     if suite != "zoo":
-        console.print(f"[red]error:[/] --suite: expected one of ['zoo'], got {suite!r}")
-        raise typer.Exit(2)
+        raise _lm_fail(f"--suite: expected one of ['zoo'], got {suite!r}")
     if manifest is None:
-        console.print("[red]error:[/] --suite zoo: expected --manifest FILE, got none")
-        raise typer.Exit(2)
+        raise _lm_fail("--suite zoo: expected --manifest FILE, got none")
     import json
 
-    from tinyllm.eval.zoo import run_zoo, write_report
-    from tinyllm.report import ManifestError
+    from tinyllm.eval.zoo import write_report
+    from tinyllm.report import ManifestError, load_manifest
+    from tinyllm.store import StoreError, check_publish_args
+
+    flow_mode = release is not None and out is None
+    if (only or previous is not None) and not flow_mode:
+        raise _lm_fail("--only and --previous need --release without --out (the EvalSuite flow)")
+    try:
+        m = load_manifest(manifest)
+        names = [e.name for e in m.entries]
+        unknown = [n for n in only or [] if n not in names]
+        if unknown:
+            raise ManifestError(
+                f"--only: expected entry names from {manifest} {names}, got {unknown}"
+            )
+        if flow_mode:
+            check_publish_args(store, release, previous)
+        elif release is not None:
+            from tinyllm.store import Store
+
+            Store.report_key(release)  # the same rule as the store's, though nothing is stored
+    except (ManifestError, StoreError) as e:
+        raise _lm_fail(str(e)) from None
+    if flow_mode:
+        _run_suite_flow(manifest, release, store, only or None, previous, seed, as_json, quiet)
+        return
+    out = out or "report.json"
+    _check_out(out)
+    from tinyllm.eval.zoo import run_zoo
 
     err = Console(stderr=True)
 
     def progress(i: int, total: int, row: dict) -> None:
-        err.print(f"[{i}/{total}] {row['name']}: {row['status']} ({row['seconds']:.1f} s)")
+        if not quiet:
+            err.print(
+                f"[{i}/{total}] {row['name']}: {row['status']} ({row['seconds']:.1f} s)",
+                markup=False,
+                highlight=False,
+            )
 
-    if release is not None and out is None:
-        _run_suite_flow(manifest, release, store, only or None, previous, seed, as_json)
-        return
-    if only or previous is not None:
-        err.print("error: --only and --previous need --release without --out (the EvalSuite flow)")
-        raise typer.Exit(2)
-    out = out or "report.json"
-    try:
-        report = run_zoo(manifest, seed=seed, release=release, progress=progress)
-    except ManifestError as e:
-        err.print(f"error: {e}", markup=False, highlight=False)
-        raise typer.Exit(2) from None
+    report = run_zoo(
+        m, seed=seed, release=release, base_dir=Path(manifest).parent, progress=progress
+    )
     path = write_report(report, out)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
         return
-    console.print(_zoo_table(report))
-    for r in report.rows:
-        if r.status == "error":
-            console.print(f"[red]{r.name}[/]: {r.error.type}: {r.error.message}", highlight=False)
-        elif r.status == "skipped":
-            console.print(f"[yellow]{r.name}[/]: skipped: {r.reason}", highlight=False)
-    counts = {s: sum(r.status == s for r in report.rows) for s in ("ok", "error", "skipped")}
-    console.print(
-        f"{counts['ok']} ok, {counts['error']} error, {counts['skipped']} skipped; "
-        f"report written to {path}"
-    )
+    _print_report(report, f"report written to {path}")
 
 
-def _run_suite_flow(manifest, release, store, only, previous, seed, as_json) -> None:
-    """`tinyllm eval --suite zoo --release R`: the EvalSuite flow, then its table and comparison."""
+def _quiet_prefect_console() -> None:
+    """Prefect's console log handlers print every task failure's traceback; the CLI reports
+    errors itself (one line, see :func:`main`), so they show only with ``--debug``. The logs
+    still reach the Prefect server and its UI."""
+    import logging
+
+    if _DEBUG["on"]:
+        return
+    for name in ["prefect", *logging.root.manager.loggerDict]:
+        if not name.startswith("prefect"):
+            continue
+        for h in logging.getLogger(name).handlers:
+            if type(h).__name__ in ("PrefectConsoleHandler", "StreamHandler"):
+                h.setLevel(logging.CRITICAL)
+
+
+def _run_suite_flow(manifest, release, store, only, previous, seed, as_json, quiet=False) -> None:
+    """`tinyllm eval --suite zoo --release R`: the EvalSuite flow, then its table and comparison.
+
+    The flow reports to the same Prefect server as `make demo` (:func:`tinyllm.demo.choose_server`:
+    the one PREFECT_API_URL names, else the local server, started if none answers).
+    """
     import json
 
     from tinyllm.compare import compare_table
-    from tinyllm.report import ManifestError, Report
-    from tinyllm.store import StoreError
+    from tinyllm.demo import choose_server
+    from tinyllm.report import Report
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, quiet=quiet)
+    api = choose_server(err)
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        temporary_settings,
+    )
+
+    from flows.eval_suite import ensure_crash_detection
     from flows.eval_suite import eval_suite as suite_flow
 
-    try:
+    _quiet_prefect_console()
+    if not quiet:
+        err.print(f"running the EvalSuite flow for release {release} on {api} ...")
+    beat = int(os.environ["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"])
+    settings = {PREFECT_API_URL: api, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: beat}
+    with temporary_settings(updates=settings):
+        ensure_crash_detection()
         out = suite_flow(
             manifest=manifest, release=release, store=store, only=only, previous=previous, seed=seed
         )
-    except (ManifestError, StoreError) as e:
-        err.print(f"error: {e}", markup=False, highlight=False)
-        raise typer.Exit(2) from None
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
-    console.print(_zoo_table(Report.model_validate(out["report"])))
+    where = f"{out['store'].rstrip('/')}/releases/{release}/"
+    _print_report(Report.model_validate(out["report"]), f"run {out['run_id']} written to {where}")
     if out["compare"] is not None:
         console.print(compare_table(out["compare"]))
     else:
         console.print(f"release {release}: no earlier release in {out['store']} to compare with")
-    console.print(f"run {out['run_id']} written to {out['store']}/releases/{release}/")
 
 
 # <<< eval --suite zoo <<<
@@ -643,8 +862,45 @@ def history_cmd(
 # <<< compare / history <<<
 
 
+def error_line(exc: BaseException) -> str:
+    """One line for any exception: ``error: <where>: <Type>: <message>``.
+
+    ``<where>`` are the exception's notes (the store adds the store and key it was working
+    on, see tinyllm/store.py); our own errors (StoreError, ManifestError, ValueError-based
+    format errors) already name their file or key and say "expected X, got Y", so their type
+    is left out. Newlines are folded, so the whole error is one line.
+    """
+    from tinyllm.store import StoreError
+
+    notes = [n for n in getattr(exc, "__notes__", ()) if isinstance(n, str)]
+    msg = str(exc) or repr(exc)
+    own = isinstance(exc, StoreError) or type(exc).__name__ in (
+        "ManifestError",
+        "CheckpointError",
+        "TokenFileError",
+        "ReportSchemaError",
+    )
+    parts = [*notes, msg if own else f"{type(exc).__name__}: {msg}"]
+    return "error: " + " ".join(": ".join(parts).split())
+
+
 def main() -> None:
-    app()
+    """The ``tinyllm`` command, with the CLI's one error boundary around every sub-command.
+
+    Any exception that reaches here is printed as ONE line on stderr (:func:`error_line`) and
+    the exit status is 1; ``--debug`` (or ``TINYLLM_DEBUG=1``) shows the full traceback instead.
+    Usage errors keep click's status 2; Ctrl-C exits with 130.
+    """
+    try:
+        app()
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes one line
+        if _DEBUG["on"]:
+            raise
+        print(f"{error_line(exc)}  (--debug: full traceback)", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,18 @@ API_URL = f"http://{HOST}:{PORT}/api"
 UI_URL = f"http://{HOST}:{PORT}"
 ZOO_DIR = Path("zoo")
 STORE = "./evalstore"
+SERVER_START_TIMEOUT_S = 60.0
+"""How long a starting Prefect server may take to answer (Prefect's own default, 20 s, timed
+out on a busy 2-core machine)."""
+HEARTBEAT_S = 30
+"""``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` for our flow runs (Prefect's minimum; its default is
+180 s): a run killed with SIGKILL is marked Crashed after :data:`ZOMBIE_AFTER_S` without one."""
+ZOMBIE_AFTER_S = 3 * HEARTBEAT_S
+
+
+def local_api_url() -> str:
+    """The local server's API address: port ``$TINYLLM_PREFECT_PORT`` (default 4200)."""
+    return f"http://{HOST}:{os.environ.get('TINYLLM_PREFECT_PORT', PORT)}/api"
 
 
 def _healthy(api_url: str, timeout: float = 2.0) -> bool:
@@ -37,23 +49,36 @@ def _healthy(api_url: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def ensure_server(console: Console, api_url: str = API_URL, wait_s: float = 90.0) -> str:
-    """Return the API address of a running Prefect server, starting one in the background if
-    none answers. Its log is ``$PREFECT_HOME/server.log``, its pid ``$PREFECT_HOME/server.pid``."""
+def prefect_home() -> Path:
+    """``$PREFECT_HOME``, else the project's ``.prefect`` (as the Makefile sets it), exported so
+    that nothing lands in ``~/.prefect``."""
+    home = Path(os.environ.setdefault("PREFECT_HOME", str(Path(".prefect").resolve())))
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def ensure_server(
+    console: Console, api_url: str | None = None, wait_s: float = SERVER_START_TIMEOUT_S
+) -> str:
+    """Return the API address of a running local Prefect server, starting one in the background
+    if none answers. Its database, log (``server.log``) and pid (``server.pid``) are under
+    :func:`prefect_home`; it outlives this process (``make stop`` stops it)."""
+    api_url = api_url or local_api_url()
     if _healthy(api_url):
         console.print(f"Prefect server already running at {api_url}")
         return api_url
-    home = Path(os.environ.setdefault("PREFECT_HOME", str(Path(".prefect").resolve())))
-    home.mkdir(parents=True, exist_ok=True)
+    home = prefect_home()
+    port = api_url.rsplit(":", 1)[1].split("/", 1)[0]
     env = {
         **os.environ,
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_SERVER_UI_SHOW_PROMOTIONAL_CONTENT": "false",
     }
+    env.pop("PREFECT_API_URL", None)  # the server itself is not a client of another server
     log = open(home / "server.log", "ab")  # noqa: SIM115 - handed to the detached server
     prefect = str(Path(sys.executable).with_name("prefect"))
     proc = subprocess.Popen(
-        [prefect, "server", "start", "--host", HOST, "--port", str(PORT)],
+        [prefect, "server", "start", "--host", HOST, "--port", port],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
@@ -73,8 +98,35 @@ def ensure_server(console: Console, api_url: str = API_URL, wait_s: float = 90.0
             return api_url
         time.sleep(1.0)
     raise RuntimeError(
-        f"expected the Prefect server at {api_url} within {wait_s:.0f} s; it did not answer"
+        f"expected the Prefect server at {api_url} within {wait_s:.0f} s; it did not answer "
+        f"(see {home / 'server.log'})"
     )
+
+
+def choose_server(console: Console) -> str:
+    """THE choice of Prefect server, for `make demo` and `tinyllm eval --suite zoo --release R`.
+
+    1. ``$PREFECT_API_URL`` when set (a team server, a deployment's worker);
+    2. the server of an active Prefect settings context (a test harness), if prefect is loaded;
+    3. the local server (:func:`ensure_server`): the running one when it answers, else started
+       with the project's ``PREFECT_HOME`` and a 60 s start-up timeout.
+
+    Never Prefect's temporary per-process server: its runs would not show in the UI
+    `make demo` points to. Also exports ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` (default
+    :data:`HEARTBEAT_S`) so that the flow run sends heartbeats the crash detection needs.
+    """
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", str(HEARTBEAT_S))
+    api = os.environ.get("PREFECT_API_URL")
+    if not api and "prefect.settings" in sys.modules:
+        from prefect.settings import get_current_settings
+
+        api = get_current_settings().api.url
+    if not api:
+        prefect_home()
+        api = ensure_server(console)
+    os.environ["PREFECT_API_URL"] = api  # before prefect is imported: the flow reports here
+    return api
 
 
 def run_demo(console: Console) -> int:
@@ -82,8 +134,7 @@ def run_demo(console: Console) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     console.rule("[bold]tinyllm demo")
-    api = os.environ.get("PREFECT_API_URL") or ensure_server(console)
-    os.environ["PREFECT_API_URL"] = api  # before prefect is imported: the flow reports here
+    ui = choose_server(console).removesuffix("/api")
 
     manifest = ZOO_DIR / "zoo.yaml"
     if manifest.is_file():
@@ -104,7 +155,7 @@ def run_demo(console: Console) -> int:
 
     _run_suite_flow(str(manifest), release, STORE, None, None, 0, False)
     console.rule()
-    console.print(f"Run history in the Prefect UI: {UI_URL}/runs  (artifacts: {UI_URL}/artifacts)")
+    console.print(f"Run history in the Prefect UI: {ui}/runs  (artifacts: {ui}/artifacts)")
     console.print(f"Release history in the terminal: .venv/bin/tinyllm history --store {STORE}")
     console.print("Run `make demo` again for a new release compared with this one.")
     return 0

@@ -854,6 +854,27 @@ def open_store(uri: str | os.PathLike[str] = DEFAULT_STORE, *, client: Any = Non
     return LocalStore(text)
 
 
+def check_publish_args(uri: str, release: str, previous: str | None = None) -> Store:
+    """Everything about a publish that can be checked before any scoring; returns the store.
+
+    The release name (a key segment), the store (opened, reachable and writable: a probe is
+    written and deleted), and ``previous`` (when given, a release the store has). A bad
+    argument is refused here instead of after every entry was scored and the release written.
+    """
+    _check_name(release, "release")
+    st = open_store(uri)
+    st.check_writable()
+    if previous is not None:
+        _check_name(previous, "previous")
+        if not st.has_report(previous):
+            known = ", ".join(st._release_names()) or "none"
+            raise StoreKeyError(
+                f"{st.where(st.report_key(previous))}: previous: expected a release in the "
+                f"store, got {previous!r} (releases: {known})"
+            )
+    return st
+
+
 def iter_reports(store: Store, releases: Iterable[str] | None = None) -> Iterable[tuple[str, dict]]:
     """``(release, report)`` for ``releases`` (default: the whole history, oldest first)."""
     for name in store.releases() if releases is None else releases:

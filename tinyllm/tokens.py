@@ -198,9 +198,18 @@ def read_header(path: str | os.PathLike) -> tuple[np.dtype, int]:
     return dt, int(count)
 
 
-def read_tokens(path: str | os.PathLike) -> np.ndarray:
-    """Open a token file as a read-only ``numpy.memmap`` of its ids (nothing is loaded)."""
+def read_tokens(path: str | os.PathLike, min_tokens: int = 0) -> np.ndarray:
+    """Open a token file as a read-only ``numpy.memmap`` of its ids (nothing is loaded).
+
+    ``min_tokens``: refuse a file with fewer tokens, naming the file (perplexity needs 2: token
+    0 has no context and is never scored).
+    """
     dt, count = read_header(path)
+    if count < min_tokens:
+        raise TokenFileError(
+            f"{path}: expected at least {min_tokens} tokens (token 0 has no context and is "
+            f"never scored), got {count}"
+        )
     if count == 0:
         return np.zeros(0, dtype=dt)
     return np.memmap(path, dtype=dt, mode="r", offset=HEADER_SIZE, shape=(count,))
