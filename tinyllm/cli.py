@@ -862,6 +862,59 @@ def history_cmd(
 # <<< compare / history <<<
 
 
+# >>> dashboard (helper: tinyllm/dashboard.py) >>>
+@app.command("dashboard")
+def dashboard_cmd(
+    store: str = typer.Option("./evalstore", "--store", help="A folder or s3://bucket/prefix."),
+    out: str | None = typer.Option(
+        None, "--out", help="Write the site into this folder (default: <store>/dashboard/)."
+    ),
+    open_: bool = typer.Option(False, "--open", help="Open the overview in a web browser."),
+    serve_port: int | None = typer.Option(
+        None, "--serve", min=0, max=65535, help="Then serve it on http://127.0.0.1:PORT/."
+    ),
+) -> None:
+    """Render the store's run history into a static site (overview, trends, releases, entries)."""
+    import time
+    import webbrowser
+    from pathlib import Path
+
+    from tinyllm import dashboard
+    from tinyllm.store import LocalStore, StoreError
+
+    st = _store_or_exit(store)
+    t0 = time.perf_counter()
+    try:
+        files = dashboard.build_site(st)
+        if out is not None:
+            folder = Path(out)
+            where = str(dashboard.write_site(files, folder))
+        else:
+            where = dashboard.publish_site(st, files)
+            folder = st.root / dashboard.SITE_PREFIX if isinstance(st, LocalStore) else None
+    except (StoreError, OSError) as e:
+        _store_error(e)
+    console.print(
+        f"dashboard: {len(files)} pages from {st.uri} in {time.perf_counter() - t0:.1f} s: {where}",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+    if open_ and folder is not None:
+        webbrowser.open((folder / "index.html").resolve().as_uri())
+    if serve_port is not None:
+        if folder is None:
+            _store_error(ValueError("--serve: expected --out DIR for an s3:// store"))
+        console.print(f"serving {folder} on http://127.0.0.1:{serve_port}/ (Ctrl-C stops)")
+        try:
+            dashboard.serve(folder, serve_port)
+        except KeyboardInterrupt:
+            pass
+
+
+# <<< dashboard <<<
+
+
 def error_line(exc: BaseException) -> str:
     """One line for any exception: ``error: <where>: <Type>: <message>``.
 
