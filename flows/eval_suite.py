@@ -30,7 +30,13 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.futures import wait
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from tasks.eval_tasks import RETRY_DELAYS, cache_storage, is_transient_state, score_entry_task
+from tasks.eval_tasks import (
+    RETRY_DELAYS,
+    cache_storage,
+    is_transient_state,
+    publish_dashboard_task,
+    score_entry_task,
+)
 from tinyllm.compare import compare_markdown
 from tinyllm.eval import zoo
 from tinyllm.report import Manifest, ManifestError, load_manifest
@@ -263,6 +269,16 @@ def eval_suite(
         if out["compare"]
         else f"Release `{release}`: no earlier release in {out['store']} to compare with."
     )
+    # the dashboard of the whole history, rebuilt into the store beside releases/; the release is
+    # already written, so a dashboard that cannot be built is reported, not a failed release
+    dash = publish_dashboard_task(store, return_state=True)
+    if dash.is_completed():
+        out["dashboard"] = dash.result()
+        md += f"\n\nDashboard of the run history: [{out['dashboard']}]({out['dashboard']})\n"
+    else:
+        out["dashboard"] = None
+        logger.error("dashboard not written: %s", dash.message)
+        md += f"\n\nDashboard not written: {dash.message}\n"
     create_markdown_artifact(key=COMPARE_ARTIFACT, markdown=md, description=f"release {release}")
     return out
 

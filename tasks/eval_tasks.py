@@ -98,3 +98,20 @@ def score_entry_task(entry: dict, seed: int, base_dir: str) -> dict:
     """
     row, items = zoo.score_entry_items(entry, seed=seed, base_dir=base_dir, raise_transient=True)
     return {"row": row, "items": None if items is None else items.tolist()}
+
+
+@task(
+    name="publish-dashboard",
+    retries=2,
+    retry_delay_seconds=RETRY_DELAYS,
+    retry_condition_fn=is_transient_state,
+)
+def publish_dashboard_task(store: str) -> str:
+    """Rebuild the store's dashboard (:mod:`tinyllm.dashboard`) under ``dashboard/`` beside
+    ``releases/``; return where its index is (``file://`` for a local store, else ``s3://``)."""
+    from tinyllm import dashboard
+    from tinyllm.store import open_store
+
+    st = open_store(store)
+    dashboard.publish_site(st)
+    return dashboard.site_location(st)

@@ -411,3 +411,43 @@ def test_serve_answers_on_localhost(store, tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(scope="module")
+def prefect_harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=60):
+        yield
+
+
+def test_every_eval_suite_run_publishes_the_dashboard_and_links_it(
+    prefect_harness, tmp_path, monkeypatch
+):
+    import yaml
+    from prefect.artifacts import Artifact
+
+    from flows.eval_suite import COMPARE_ARTIFACT, eval_suite
+    from tinyllm.models import bigram
+    from tinyllm.tokens import write_tokens
+
+    monkeypatch.setenv("TINYLLM_CACHE_DIR", str(tmp_path / "cache"))
+    text = np.frombuffer(b"the cat sat on the mat. the dog sat on the log. " * 8, dtype=np.uint8)
+    write_tokens(tmp_path / "val.tok", text[:200])
+    bigram.save(bigram.train(bigram.Config(k=0.5), text, seed=0), tmp_path / "bigram")
+    entries = [
+        {"name": "bigram", "family": "bigram", "checkpoint": "bigram", "data": "val.tok"},
+        {"name": "broken", "family": "bigram", "checkpoint": "missing", "data": "val.tok"},
+    ]
+    (tmp_path / "zoo.yaml").write_text(yaml.safe_dump({"suite": "zoo", "entries": entries}))
+    store = tmp_path / "store"
+    eval_suite(manifest=str(tmp_path / "zoo.yaml"), release="v1", store=str(store))
+    out = eval_suite(manifest=str(tmp_path / "zoo.yaml"), release="v2", store=str(store))
+    index = store / "dashboard" / "index.html"
+    assert out["dashboard"] == index.resolve().as_uri()
+    page = index.read_text()
+    assert 'href="release/v1.html"' in page and 'href="release/v2.html"' in page
+    assert 'data-entry="broken" data-verdict="error"' in page
+    assert (store / "dashboard" / "entry" / "bigram.html").is_file()
+    md = Artifact.get(COMPARE_ARTIFACT).data
+    assert f"[{out['dashboard']}]({out['dashboard']})" in md
