@@ -44,6 +44,13 @@ SMALL = {
         40,
         {"batch_size": 8, "lr": 1e-2},
     ),
+    "seq2seq": ({"emb_dim": 16, "hidden": 32, "max_len": 24, "batch_size": 8, "lr": 1e-2}, 40, {}),
+    "transformer": (
+        {"n_embd": 32, "n_head": 2, "n_enc_layer": 1, "n_dec_layer": 1, "max_len": 24},
+        40,
+        {},
+    ),
+    "copy": ({"max_len": 24}, 0, {}),
 }
 
 TEXT = (
@@ -164,3 +171,98 @@ def test_loss_falls_on_a_tiny_batch(name, trained):
     if len(calls) > 1:  # an optimizer: the reported loss falls within these few steps
         first, last = calls[0][2], calls[-1][2]
         assert last < first - 0.5, f"{name}: loss {first:.3f} -> {last:.3f}"
+
+
+# ---------------------------------------------------------------------------- seq2seq kind
+
+S2S_FAMILIES = sorted(n for n, f in FAMILIES.items() if getattr(f, "KIND", None) == "seq2seq")
+PAIRS = [
+    ("March 5, 2024", "5 mars 2024"),
+    ("June 1, 1999", "1 juin 1999"),
+    ("Afar", "afar"),
+    ("Canada", "Canada"),
+    ("Algeria", "Algérie"),
+    ("", "vide"),
+]
+
+
+@pytest.fixture(scope="module")
+def trained_s2s():
+    """One tiny model per seq2seq family trained on PAIRS, with its progress calls."""
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            fam, cfg, steps, train_kw = _small(name)
+            calls = []
+            model = fam.train(
+                cfg, PAIRS, seed=0, steps=steps, progress=lambda *a: calls.append(a), **train_kw
+            )
+            cache[name] = (model, calls)
+        return cache[name]
+
+    return get
+
+
+def test_seq2seq_families_are_registered():
+    assert {"seq2seq", "transformer", "copy"} <= set(S2S_FAMILIES)
+
+
+@pytest.mark.parametrize("name", S2S_FAMILIES)
+def test_seq2seq_hooks_and_shapes(name, trained_s2s):
+    from tinyllm.models.seq2seq import encode_sources
+    from tinyllm.tokens import BOS, VOCAB_WITH_SPECIALS
+
+    fam = FAMILIES[name]
+    for attr in ("encode", "decode_step", "translate", "translate_ids"):
+        assert callable(getattr(fam, attr, None)), f"{name} lacks {attr}"
+    model, _ = trained_s2s(name)
+    srcs = [s for s, _ in PAIRS]
+    with torch.inference_mode():
+        state = fam.encode(model, encode_sources(srcs, model.cfg.max_len))
+        prev = torch.full((len(srcs),), BOS)
+        for _ in range(3):
+            logp, state = fam.decode_step(model, state, prev)
+            assert tuple(logp.shape) == (len(srcs), VOCAB_WITH_SPECIALS)
+            # normalized over the vocabulary: log sum exp = 0 for every row
+            torch.testing.assert_close(
+                torch.logsumexp(logp.double(), dim=-1),
+                torch.zeros(len(srcs), dtype=torch.float64),
+                atol=1e-5,
+                rtol=0,
+            )
+            prev = logp.argmax(-1)
+    out = fam.translate(model, srcs, beam=2)
+    assert isinstance(out, list) and len(out) == len(srcs)
+    assert all(isinstance(t, str) for t in out)
+    assert fam.translate(model, [], beam=2) == []
+
+
+@pytest.mark.parametrize("name", S2S_FAMILIES)
+def test_seq2seq_save_load_gives_identical_decodes(name, trained_s2s, tmp_path: Path):
+    fam = FAMILIES[name]
+    model, _ = trained_s2s(name)
+    path = fam.save(model, tmp_path / "ckpt")
+    assert read_config(path)["tl_arch"] == fam.ARCH
+    loaded = fam.load(path)
+    assert loaded.cfg == model.cfg
+    srcs = [s for s, _ in PAIRS]
+    for beam in (1, 3):
+        assert fam.translate_ids(loaded, srcs, beam=beam) == fam.translate_ids(
+            model, srcs, beam=beam
+        )
+    for (k, a), b in zip(model.state_dict().items(), loaded.state_dict().values(), strict=True):
+        assert torch.equal(a, b), k
+
+
+@pytest.mark.parametrize("name", S2S_FAMILIES)
+def test_seq2seq_loss_falls_on_a_tiny_batch(name, trained_s2s):
+    fam = FAMILIES[name]
+    model, calls = trained_s2s(name)
+    if name == "copy":  # nothing to learn: it answers the source whatever it was trained on
+        assert calls == []
+        assert fam.translate(model, [s for s, _ in PAIRS]) == [s for s, _ in PAIRS]
+        return
+    assert [c[0] for c in calls] == list(range(1, len(calls) + 1))
+    first, last = calls[0][2], calls[-1][2]
+    assert last < first - 1.0, f"{name}: loss {first:.3f} -> {last:.3f}"

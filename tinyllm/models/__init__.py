@@ -8,7 +8,7 @@ Every family module exposes the same names (DESIGN.md, "The family contract"): `
 
 from __future__ import annotations
 
-from tinyllm.models import bigram, gpt, ngram, nplm, rnnlm
+from tinyllm.models import bigram, copy_baseline, gpt, ngram, nplm, rnnlm, seq2seq, transformer
 
 FAMILIES: dict = {
     "bigram": bigram,
@@ -16,4 +16,7 @@ FAMILIES: dict = {
     "nplm": nplm,
     "rnnlm": rnnlm,
     "gpt": gpt,
+    "seq2seq": seq2seq,
+    "transformer": transformer,
+    "copy": copy_baseline,
 }

@@ -121,6 +121,69 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x))  # [B, T, D]
 
 
+class CrossAttention(nn.Module):
+    """Multi-head attention of queries ``x`` [B, T, D] over a memory ``mem`` [B, S, D] (the
+    encoder's output) through ``F.scaled_dot_product_attention``. The optional boolean ``mask``
+    is broadcastable to ``[B, H, T, S]``, True where attention is allowed (e.g.
+    ``src_mask[:, None, None, :]`` for the source's padding)."""
+
+    def __init__(self, n_embd: int, n_head: int, *, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if n_embd % n_head != 0:
+            raise ValueError(f"n_embd: expected a multiple of n_head={n_head}, got {n_embd}")
+        self.n_head = n_head
+        self.dropout = dropout
+        self.c_q = nn.Linear(n_embd, n_embd, bias=bias)  # queries from the decoder
+        self.c_kv = nn.Linear(n_embd, 2 * n_embd, bias=bias)  # keys, values from the memory
+        self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
+        self.resid_drop = nn.Dropout(dropout)
+
+    def forward(
+        self, x: torch.Tensor, mem: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        B, T, D = x.shape
+        S, H = mem.shape[1], self.n_head
+        q = self.c_q(x).view(B, T, H, D // H).transpose(1, 2)  # [B, H, T, Dh]
+        k, v = self.c_kv(mem).split(D, dim=2)  # 2 x [B, S, D]
+        k = k.view(B, S, H, D // H).transpose(1, 2)  # [B, H, S, Dh]
+        v = v.view(B, S, H, D // H).transpose(1, 2)
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # [B,H,T,Dh]
+        y = y.transpose(1, 2).contiguous().view(B, T, D)
+        return self.resid_drop(self.c_proj(y))
+
+
+class DecoderBlock(nn.Module):
+    """Pre-LayerNorm encoder-decoder block (Vaswani et al. 2017 with the norms moved first):
+    ``x + self_attn(ln_1(x))`` (causal), then ``x + cross_attn(ln_2(x), mem)``, then
+    ``x + mlp(ln_3(x))``."""
+
+    def __init__(
+        self,
+        n_embd: int,
+        n_head: int,
+        *,
+        dropout: float = 0.0,
+        bias: bool = True,
+        activation: str = "gelu",
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd, eps=eps, bias=bias)
+        self.attn = SelfAttention(n_embd, n_head, dropout=dropout, bias=bias, causal=True)
+        self.ln_2 = nn.LayerNorm(n_embd, eps=eps, bias=bias)
+        self.cross = CrossAttention(n_embd, n_head, dropout=dropout, bias=bias)
+        self.ln_3 = nn.LayerNorm(n_embd, eps=eps, bias=bias)
+        self.mlp = MLP(n_embd, dropout=dropout, bias=bias, activation=activation)
+
+    def forward(
+        self, x: torch.Tensor, mem: torch.Tensor, mem_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))  # [B, T, D], position t reads targets 0..t
+        x = x + self.cross(self.ln_2(x), mem, mem_mask)  # [B, T, D], reads the whole source
+        return x + self.mlp(self.ln_3(x))  # [B, T, D]
+
+
 def init_gpt_weights(module: nn.Module, n_layer: int, std: float = 0.02) -> None:
     """GPT-2 initialization, in place: Linear and Embedding weights N(0, std), biases zero,
     LayerNorms unit, and each residual projection (``c_proj``) N(0, std / sqrt(2 * n_layer)) so

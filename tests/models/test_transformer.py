@@ -1,0 +1,132 @@
+"""The encoder-decoder Transformer (tinyllm/models/transformer.py) and the cross-attention blocks
+it adds to tinyllm/models/layers.py."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tinyllm.models import seq2seq, transformer
+from tinyllm.models.layers import CrossAttention, DecoderBlock
+from tinyllm.tokens import BOS, CLS, EOS, MASK, PAD
+
+TINY = transformer.Config(
+    n_embd=32, n_head=2, n_enc_layer=1, n_dec_layer=1, max_len=16, batch_size=16, lr=5e-3, warmup=10
+)
+SRCS = ["March 5, 2024", "a", "Côte d’Ivoire", ""]
+TGTS = ["5 mars 2024", "", "Côte d’Ivoire", "xyz"]
+
+
+def _model(seed=0, cfg=TINY):
+    torch.manual_seed(seed)
+    return transformer.Model(cfg).eval()
+
+
+def _stepwise_logp(model, srcs, tgts):
+    src = seq2seq.encode_sources(srcs, model.cfg.max_len)
+    tgt_in, _ = seq2seq.encode_targets(tgts, model.cfg.max_len)
+    state = transformer.encode(model, src)
+    out = []
+    with torch.inference_mode():
+        for t in range(tgt_in.shape[1]):
+            logp, state = transformer.decode_step(model, state, tgt_in[:, t])
+            out.append(logp)
+    return torch.stack(out, dim=1), tgt_in
+
+
+def test_cross_attention_equals_a_hand_computation():
+    torch.manual_seed(0)
+    D, H = 8, 2
+    att = CrossAttention(D, H).eval()
+    x, mem = torch.randn(1, 3, D), torch.randn(1, 4, D)
+    mask = torch.tensor([True, True, False, True])[None, None, None, :]  # key 2 is padding
+    q = att.c_q(x)[0]  # [3, D]
+    k, v = att.c_kv(mem)[0].split(D, dim=1)  # [4, D] each
+    heads = []
+    for h in range(H):
+        sl = slice(h * D // H, (h + 1) * D // H)
+        s = q[:, sl] @ k[:, sl].T / math.sqrt(D // H)  # [3, 4]
+        s[:, 2] = float("-inf")
+        heads.append(torch.softmax(s, dim=-1) @ v[:, sl])
+    want = att.c_proj(torch.cat(heads, dim=1))
+    with torch.no_grad():
+        torch.testing.assert_close(att(x, mem, mask)[0], want, rtol=0, atol=1e-6)
+
+
+def test_decoder_block_ignores_masked_memory_and_the_future():
+    torch.manual_seed(1)
+    blk = DecoderBlock(8, 2).eval()
+    x, mem = torch.randn(1, 5, 8), torch.randn(1, 4, 8)
+    mask = torch.tensor([True, True, True, False])[None, None, None, :]
+    mem2 = mem.clone()
+    mem2[0, 3] = 100.0  # a padded memory position
+    x2 = x.clone()
+    x2[0, 4] = -50.0  # the last target position: earlier positions cannot see it
+    with torch.no_grad():
+        y = blk(x, mem, mask)
+        torch.testing.assert_close(blk(x, mem2, mask), y, rtol=0, atol=1e-6)
+        torch.testing.assert_close(blk(x2, mem, mask)[0, :4], y[0, :4], rtol=0, atol=1e-6)
+        mem3 = mem.clone()
+        mem3[0, 0] += 1.0  # a real memory position changes every output
+        assert not torch.allclose(blk(x, mem3, mask), y)
+
+
+def test_teacher_forcing_equals_decoding_step_by_step():
+    model = _model()
+    step, tgt_in = _stepwise_logp(model, SRCS, TGTS)
+    with torch.inference_mode():
+        tf = torch.log_softmax(model(seq2seq.encode_sources(SRCS, 16), tgt_in), dim=-1)
+    real = tgt_in != PAD
+    torch.testing.assert_close(step[real], tf[real], rtol=0, atol=1e-5)
+
+
+def test_padding_is_invisible_to_a_source():
+    model = _model(1)
+    batch, _ = _stepwise_logp(model, SRCS, TGTS)
+    for i, (s, t) in enumerate(zip(SRCS, TGTS, strict=True)):
+        alone, tgt_in = _stepwise_logp(model, [s], [t])
+        torch.testing.assert_close(batch[i, : tgt_in.shape[1]], alone[0], rtol=0, atol=1e-5)
+
+
+def test_only_bytes_and_eos_are_emitted_and_the_head_is_tied():
+    model = _model(2)
+    logp, _ = _stepwise_logp(model, SRCS, TGTS)
+    for special in (PAD, BOS, MASK, CLS):
+        assert torch.isneginf(logp[..., special]).all()
+    assert torch.isfinite(logp[..., :256]).all() and torch.isfinite(logp[..., EOS]).all()
+    assert "lm_head.weight" not in model.state_dict()
+    with torch.no_grad():
+        model.wte.weight[ord("x")] += 5.0 * model.ln_dec.weight  # raises x's logit everywhere
+    moved, _ = _stepwise_logp(model, SRCS, TGTS)
+    assert not torch.allclose(moved, logp)
+
+
+def test_learns_a_small_task():
+    rng = np.random.default_rng(0)
+    words = ["".join(rng.choice(list("abcde"), size=rng.integers(1, 5))) for _ in range(60)]
+    pairs = [(w, w.upper()) for w in words]
+    calls = []
+    model = transformer.train(TINY, pairs, seed=0, steps=150, progress=lambda *a: calls.append(a))
+    assert calls[-1][2] < 0.3 < 2.0 < calls[0][2]
+    hyps = transformer.translate(model, words, beam=2)
+    em = np.mean([h == t for h, (_, t) in zip(hyps, pairs, strict=True)])
+    assert em >= 0.9, list(zip(words, hyps, strict=True))[:5]
+
+
+def test_length_limits_are_refused_clearly():
+    model = _model()
+    with pytest.raises(ValueError, match="max_len <= 17"):
+        transformer.translate(model, ["a"], max_len=18)
+    with pytest.raises(ValueError, match="at most max_len"):
+        model.encode(torch.full((1, 19), 97))
+
+
+@pytest.mark.parametrize(
+    "kw, match", [({"n_embd": 30, "n_head": 4}, "multiple"), ({"dropout": 1.0}, "dropout")]
+)
+def test_config_refuses_bad_values(kw, match):
+    with pytest.raises(ValueError, match=match):
+        transformer.Config(**kw)

@@ -1,0 +1,114 @@
+"""The ``seq2seq`` kind: exact match of the best beam hypothesis (SPEC.md section 6).
+
+Task data: JSONL, one ``{"src": ..., "tgt": ...}`` object per line (formats/seq2seq-jsonl.md).
+Each source is decoded by its family's beam search (``translate_ids``: batched over sources and
+hypotheses, beam size from the entry's ``options.beam``, default 4); the best hypothesis, with its
+eos and padding stripped, scores 1 when its bytes equal the target's UTF-8 bytes exactly and 0
+otherwise. The row is the proportion of 1s with its Wilson interval, and the 0/1 scores are the
+row's items, in file order, so that ``compare`` runs the paired test on them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from tinyllm.eval.kinds.common import Scored, proportion_scored
+from tinyllm.report import Entry
+
+KIND = "seq2seq"
+METRIC = "exact_match"
+DEFAULT_BEAM = 4
+
+
+def read_pairs(path: str | Path) -> list[tuple[str, str]]:
+    """The (src, tgt) pairs of a seq2seq task file, in file order.
+
+    One JSON object per line with string ``src`` and ``tgt`` (the target may be empty); other
+    keys are ignored, blank lines skipped. Every problem is a ValueError naming the file and the
+    line; a file without pairs is refused.
+
+    Example: a line ``{"src": "March 5, 2024", "tgt": "5 mars 2024"}`` gives
+    ``("March 5, 2024", "5 mars 2024")``.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: expected UTF-8 JSONL, got undecodable bytes: {e}") from None
+    pairs = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            raise ValueError(f"{p}:{i}: expected a JSON object, got invalid JSON: {e}") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"{p}:{i}: expected a JSON object, got {type(obj).__name__}")
+        for key in ("src", "tgt"):
+            if not isinstance(obj.get(key), str):
+                raise ValueError(f"{p}:{i}: expected {key!r} to be a string, got {obj.get(key)!r}")
+        pairs.append((obj["src"], obj["tgt"]))
+    if not pairs:
+        raise ValueError(f"{p}: expected at least one {{'src', 'tgt'}} line, got none")
+    return pairs
+
+
+def exact_match(hypothesis_ids, target: str) -> int:
+    """1 if the hypothesis equals ``target`` byte for byte, else 0.
+
+    ``hypothesis_ids`` are a beam hypothesis' token ids (bytes 0..255, then eos, possibly
+    padding); everything from the first eos on and every pad are stripped
+    (:func:`tinyllm.models.beam.strip_hypothesis`), and what remains is compared with the UTF-8
+    bytes of ``target``: no case folding, no Unicode or whitespace normalization ("é" as one code
+    point and as "e" + combining accent differ; so do "Mars" and "mars", and a trailing space).
+
+    Example: ``exact_match([109, 97, 114, 115, EOS], "mars")`` -> 1; ``exact_match([EOS], "")``
+    -> 1; ``exact_match([109, EOS], "m ")`` -> 0.
+    """
+    from tinyllm.models.beam import strip_hypothesis
+
+    return int(strip_hypothesis(hypothesis_ids) == list(target.encode("utf-8")))
+
+
+def _check_options(entry: Entry) -> int:
+    o = entry.options
+    extra = {k: v for k, v in (("ctx_len", o.ctx_len), ("stride", o.stride), ("split", o.split))}
+    given = {k: v for k, v in extra.items() if v is not None}
+    if given:
+        raise ValueError(
+            f"entry {entry.name!r}: seq2seq entries take only the option 'beam', got {given} "
+            "(the data file is the split that is scored)"
+        )
+    return DEFAULT_BEAM if o.beam is None else int(o.beam)
+
+
+def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+    """Exact match of ``model`` on the task file ``data_path``, with a Wilson interval.
+
+    ``EM = (1/n) sum_i [strip(best_i) == bytes(tgt_i)]`` over the n pairs of the file, where
+    ``best_i`` is the best hypothesis of beam search (beam ``entry.options.beam``, default 4) on
+    ``src_i`` by the entry's family's ``translate_ids`` (:func:`exact_match`). The interval is
+    Wilson's (:func:`tinyllm.stats.wilson_interval`); the items are the per-pair 0/1 scores in
+    file order. ``rng`` is unused: beam search is deterministic.
+
+    Example: 3 of 4 pairs right -> value 0.75, interval (0.3006, 0.9544), items [1, 1, 0, 1].
+    """
+    from tinyllm.models import FAMILIES  # lazily: importing the zoo does not import torch
+
+    beam = _check_options(entry)
+    pairs = read_pairs(data_path)
+    fam = FAMILIES[entry.family]
+    hyps = fam.translate_ids(model, [s for s, _ in pairs], beam=beam)
+    if len(hyps) != len(pairs):
+        raise ValueError(
+            f"{entry.family}.translate_ids: expected {len(pairs)} hypotheses, got {len(hyps)}"
+        )
+    correct = np.array(
+        [exact_match(h, t) for h, (_, t) in zip(hyps, pairs, strict=True)], dtype=np.float64
+    )
+    details = {"beam": beam, "n_empty_targets": sum(1 for _, t in pairs if t == "")}
+    return proportion_scored(METRIC, correct, details)
