@@ -43,6 +43,11 @@ def _chromium() -> str | None:
 
 
 CHROMIUM = _chromium()
+if CHROMIUM is None and os.environ.get("TINYLLM_REQUIRE_BROWSER"):  # CI: never skip silently
+    raise RuntimeError(
+        "TINYLLM_REQUIRE_BROWSER is set but no Chromium was found at /usr/bin/chromium, "
+        "$TINYLLM_CHROMIUM or on PATH; expected `make test` to have installed Debian's chromium"
+    )
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None,
     reason="no Chromium found (/usr/bin/chromium, TINYLLM_CHROMIUM or PATH); `make test` installs "

@@ -157,5 +157,7 @@ def run_demo(console: Console) -> int:
     console.rule()
     console.print(f"Run history in the Prefect UI: {ui}/runs  (artifacts: {ui}/artifacts)")
     console.print(f"Release history in the terminal: .venv/bin/tinyllm history --store {STORE}")
+    dashboard = (Path(STORE) / "dashboard" / "index.html").resolve()
+    console.print(f"Dashboard of the run history (open it in a browser): {dashboard}")
     console.print("Run `make demo` again for a new release compared with this one.")
     return 0
