@@ -243,6 +243,17 @@ def test_s3_store_through_moto_server(zoo_dir, monkeypatch):
         assert json.loads(st.get_bytes("releases/r2/compare.json"))["rows"][0]["verdict"] == (
             "unchanged"
         )
+        # the CLI's closing line names the release folder without a double slash (issue 12)
+        from typer.testing import CliRunner
+
+        from tinyllm.cli import app
+
+        monkeypatch.setenv("COLUMNS", "200")
+        args = ["eval", "--suite", "zoo", "--manifest", m, "--store", "s3://evals/tinyllm"]
+        res = CliRunner().invoke(app, [*args, "--release", "r3", "-q", "--only", "kn3"])
+        assert res.exit_code == 0, res.output
+        assert "written to s3://evals/tinyllm/releases/r3/" in res.stdout.replace("\n", "")
+        assert "//releases" not in res.stdout.replace("\n", "")
     finally:
         server.stop()
 
@@ -280,3 +291,118 @@ def test_retry_condition_retries_transient_failures_only():
     assert is_transient_state(None, None, failed(TimeoutError("slow"))) is True
     assert is_transient_state(None, None, failed(ValueError("bad weights"))) is False
     assert is_transient_state(None, None, failed(FileNotFoundError("gone"))) is False
+
+
+# --- issue 12 ------------------------------------------------------------------------------------
+
+
+def test_data_file_rewritten_in_place_is_rescored(zoo_dir, tmp_path, monkeypatch):
+    """Item 3b: the cache key hashes the data file, so new bytes at the same path are rescored."""
+    m = write_manifest(zoo_dir, HEALTHY)
+    store = str(tmp_path / "store")
+    first = eval_suite(manifest=m, release="r1", store=store)
+    other = TEXT.replace(b"cat", b"cow").replace(b"dog", b"doe")
+    write_tokens(zoo_dir / "val.tok", np.frombuffer(other, dtype=np.uint8)[:300])  # same path
+    loader = CountingLoader(monkeypatch)
+    second = eval_suite(manifest=m, release="r2", store=store)
+    assert loader.calls == {"bigram": 1, "bigram2": 1, "kn3.safetensors": 1}  # loaded, scored
+    for a, b in zip(first["report"]["rows"], second["report"]["rows"], strict=True):
+        assert a["data_sha256"] != b["data_sha256"]
+        assert a["value"] != b["value"]
+        assert a["checkpoint_sha256"] == b["checkpoint_sha256"]
+
+
+class ResettingEndpoint:
+    """A moto server on a fixed port that goes down on demand: while down, the port answers the
+    first connection with a TCP reset (as a dying endpoint does), then moto is started again on
+    the same port, with the same buckets (moto keeps its state in this process)."""
+
+    def __init__(self):
+        from moto.server import ThreadedMotoServer
+
+        self._cls = ThreadedMotoServer
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.server.start()
+        self.host, self.port = self.server.get_host_and_port()
+        self.resets = 0
+        self.back = threading.Event()
+
+    def go_down(self):
+        import socket
+        import struct
+
+        self.server.stop()
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        sock.listen()
+
+        def reset_then_restart():
+            conn, _ = sock.accept()
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()  # linger 0: an RST, "connection reset by peer"
+            sock.close()
+            self.resets += 1
+            self.server = self._cls(ip_address=self.host, port=self.port, verbose=False)
+            self.server.start()
+            self.back.set()
+
+        threading.Thread(target=reset_then_restart, daemon=True).start()
+
+    def stop(self):
+        self.server.stop()
+
+
+def s3_env(monkeypatch, endpoint):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{endpoint.host}:{endpoint.port}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # no retries inside botocore: Prefect's count
+
+
+def test_publish_is_retried_when_the_store_is_down_for_the_first_attempt(zoo_dir, monkeypatch):
+    """Item 4: the S3 endpoint goes down after scoring; the publish task's first attempt gets a
+    connection reset, the endpoint comes back, the retry publishes (scores are not redone)."""
+    import boto3
+
+    endpoint = ResettingEndpoint()
+    try:
+        s3_env(monkeypatch, endpoint)
+        boto3.client("s3").create_bucket(Bucket="evals")
+
+        class DownAfterScoring(CountingLoader):
+            def __call__(self, path):
+                out = super().__call__(path)
+                if sum(self.calls.values()) == len(HEALTHY):  # the last entry is loaded
+                    endpoint.go_down()
+                return out
+
+        loader = DownAfterScoring(monkeypatch)
+        m = write_manifest(zoo_dir, HEALTHY)
+        out = eval_suite(manifest=m, release="r1", store="s3://evals/tinyllm")
+        assert endpoint.back.is_set() and endpoint.resets == 1  # the first publish was refused
+        assert set(loader.calls) == {"bigram", "bigram2", "kn3.safetensors"}
+        assert all(r["status"] == "ok" for r in out["report"]["rows"])
+        st = open_store("s3://evals/tinyllm")
+        assert st.read_report("r1")["rows"] == out["report"]["rows"]
+        assert st.runs("r1") == [out["run_id"]]  # the retry wrote the same run file, once
+    finally:
+        endpoint.stop()
+
+
+def test_cli_flow_table_shows_why_a_row_failed(zoo_dir, tmp_path, monkeypatch):
+    """Item 10: in flow mode the terminal table says why a row is an error."""
+    from typer.testing import CliRunner
+
+    from tinyllm.cli import app
+
+    monkeypatch.setenv("COLUMNS", "200")
+    m = write_manifest(zoo_dir, [*HEALTHY, entry("ghost", "bigram", "missing-dir")])
+    args = ["eval", "--suite", "zoo", "--manifest", m, "--store", str(tmp_path / "s")]
+    res = CliRunner().invoke(app, [*args, "--release", "v1", "-q"])
+    assert res.exit_code == 0, res.output
+    table_row = next(line for line in res.stdout.splitlines() if "ghost" in line and "│" in line)
+    assert "error" in table_row and "FileNotFoundError:" in table_row
+    assert "ghost: FileNotFoundError: " in res.stdout and "missing-dir" in res.stdout
+    assert f"written to {tmp_path / 's'}/releases/v1/" in res.stdout.replace("\n", "")
