@@ -388,6 +388,19 @@ def markdown(
     return "\n".join(lines)
 
 
+def replace_section(path: Path, heading: str, text: str) -> None:
+    """Replace (or append) the section starting at ``heading``, up to the next ``## ``."""
+    doc = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\n"
+    start = doc.find(heading + "\n")
+    if start < 0:
+        doc = doc.rstrip("\n") + "\n\n" + text
+    else:
+        nxt = doc.find("\n## ", start + len(heading))
+        tail = "" if nxt < 0 else doc[nxt + 1 :]
+        doc = doc[:start] + text + ("\n" + tail if tail else "")
+    path.write_text(doc, encoding="utf-8")
+
+
 def write_section(path: Path, text: str) -> None:
     """Replace (or append) this benchmark's section of docs/benchmarks.md, keeping the rest."""
     doc = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\n"
@@ -402,6 +415,109 @@ def write_section(path: Path, text: str) -> None:
     path.write_text(doc.rstrip("\n") + "\n", encoding="utf-8")
 
 
+# --------------------------------------------------------------------------- token budget (--budget)
+
+BUDGET_SECTION = "## Token budget for strided perplexity"
+BUDGETS = (256, 512, 1024, 2048, 4096, 8192)
+# (name, builder, contexts, tokens scored per run, repetitions)
+BUDGET_CONFIGS = (
+    ("zoo GPT shape (ours, 2 x 64)", "zoo", (32, 128, 256, 1024), 16384, 3),
+    ("tiny (HF, 4 x 256)", "tiny", (32, 128, 256), 8192, 3),
+    ("gpt2-small (HF, 12 x 768)", "gpt2-small", (256, 1024), 4608, 2),
+)
+
+
+def build_budget_model(kind: str, max_ctx: int):
+    """Our GPT at the zoo's width (positions for ``max_ctx``), or an HF shape of SHAPES."""
+    if kind == "zoo":
+        from tinyllm.models import gpt
+
+        torch.manual_seed(0)
+        cfg = gpt.ZOO_CONFIG
+        return gpt.Model(
+            gpt.Config(
+                vocab_size=cfg.vocab_size,
+                block_size=max_ctx,
+                n_layer=cfg.n_layer,
+                n_head=cfg.n_head,
+                n_embd=cfg.n_embd,
+                tie_weights=cfg.tie_weights,
+            )
+        ).eval(), cfg.vocab_size
+    shape = dict(SHAPES[kind], ctx=max_ctx)
+    return build(shape), shape["vocab"]
+
+
+def budget_sweep() -> list[dict]:
+    """tokens/s of ``token_nlls`` (stride ctx // 2) per (model, ctx, batch = budget // ctx),
+    the batch sizes of one (model, ctx) interleaved with the order rotated every repetition."""
+    rows = []
+    for name, kind, ctxs, n_tok, reps in BUDGET_CONFIGS:
+        model, vocab = build_budget_model(kind, max(ctxs))
+        ids = np.random.default_rng(0).integers(0, vocab, size=n_tok)
+        for C in ctxs:
+            batches = sorted({1} | {max(1, b // C) for b in BUDGETS})
+            lm.token_nlls(model, ids[: 2 * C], C, C // 2, batch_size=1)  # warm-up
+            best = {b: math.inf for b in batches}
+            nll = {}
+            for rep in range(reps):
+                order = batches[rep % len(batches) :] + batches[: rep % len(batches)]
+                for b in order:
+                    t0 = time.perf_counter()
+                    nll[b] = lm.token_nlls(model, ids, C, C // 2, batch_size=b)
+                    best[b] = min(best[b], time.perf_counter() - t0)
+            diff = max(float(np.abs(nll[b] - nll[1]).max()) for b in batches)
+            row = {
+                "model": name,
+                "ctx": C,
+                "tok_s": {b: (n_tok - 1) / best[b] for b in batches},
+                "max_diff": diff,
+                "load": os.getloadavg()[0],
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def budget_markdown(rows: list[dict], command: str, load: str) -> str:
+    def speed(r: dict, budget: int) -> float:
+        return r["tok_s"][max(1, budget // r["ctx"])]
+
+    score = {B: min(speed(r, B) / max(r["tok_s"].values()) for r in rows) for B in BUDGETS}
+    pick = max(BUDGETS, key=lambda B: score[B])
+    lines = [
+        BUDGET_SECTION,
+        "",
+        "<!-- written by bench/bench_ppl.py --budget -->",
+        "",
+        f"`{command}`: `token_nlls` tokens/s (stride = ctx / 2, random weights and ids, "
+        f"{torch.get_num_threads()} torch thread{load}) at batch = budget // ctx windows per "
+        "forward pass; best of the repetitions, batch sizes interleaved.",
+        "",
+        "| model | ctx | batch 1 | "
+        + " | ".join(f"budget {B}" for B in BUDGETS)
+        + " | best / batch 1 | max NLL diff vs batch 1 |",
+        "|---|---|---|" + "---|" * len(BUDGETS) + "---|---|",
+    ]
+    for r in rows:
+        b1 = r["tok_s"][1]
+        cells = [f"{speed(r, B):,.0f} (b{max(1, B // r['ctx'])})" for B in BUDGETS]
+        lines.append(
+            f"| {r['model']} | {r['ctx']} | {b1:,.0f} | "
+            + " | ".join(cells)
+            + f" | {max(r['tok_s'].values()) / b1:.2f}x | {r['max_diff']:.1e} |"
+        )
+    lines += [
+        "",
+        "Worst fraction of each row's best speed, per budget (the default maximises it): "
+        + ", ".join(f"{B}: {score[B]:.2f}" for B in BUDGETS)
+        + f". Picked by this run: {pick}; `DEFAULT_TOKEN_BUDGET` = "
+        f"{lm.DEFAULT_TOKEN_BUDGET}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny model only; write nothing")
@@ -411,7 +527,25 @@ def main() -> None:
     ap.add_argument("--dump", default="", help="also write the raw results as JSON here")
     ap.add_argument("--render", default="", help="re-render the section from a --dump file")
     ap.add_argument("--notes", default="", help="a paragraph added to the section")
+    ap.add_argument(
+        "--budget", action="store_true", help="measure the token budget of token_nlls (item 1)"
+    )
     args = ap.parse_args()
+    if args.budget:
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        load0 = os.getloadavg()[0]
+        rows = budget_sweep()
+        load = f", load average {load0:.1f} at the start and {os.getloadavg()[0]:.1f} at the end"
+        cmd = "python bench/bench_ppl.py --budget" + (
+            f" --threads {args.threads}" if args.threads else ""
+        )
+        text = budget_markdown(rows, cmd, load)
+        print(text)
+        if args.dump:
+            Path(args.dump).write_text(json.dumps(rows, indent=1))
+        replace_section(Path(args.out), BUDGET_SECTION, text)
+        return
     if args.render:
         saved = json.loads(Path(args.render).read_text())
         results, command, load = saved["results"], saved["command"], saved["load"]

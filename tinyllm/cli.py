@@ -332,7 +332,17 @@ def eval_task_cmd(
     hf: str | None = typer.Option(None, "--hf", help="A local Hugging Face causal LM folder."),
     metric: str = typer.Option("acc_norm", "--metric", help="acc or acc_norm (per UTF-8 byte)."),
     max_len: int | None = typer.Option(
-        None, "--max-len", min=2, help="Cut contexts from the left to fit (default: model ctx)."
+        None,
+        "--max-len",
+        min=1,
+        help="Tokens the model reads; contexts are cut from the left as lm-eval does, "
+        "(ctx + choice)[-(L+1):][:-1] (default: the model's own context).",
+    ),
+    target_delimiter: str | None = typer.Option(
+        None,
+        "--target-delimiter",
+        help="Score DELIM + choice as lm-eval does (acc_norm still divides by the choice's "
+        "bytes); overrides the task file's target_delimiter.",
     ),
     tokenizer: str = typer.Option(
         "auto", "--tokenizer", help="auto (the checkpoint's / the HF folder's) or byte."
@@ -390,6 +400,7 @@ def eval_task_cmd(
                 n_boot,
                 max_len=max_len if max_len is not None else (lm_.ctx_len if lm_.strided else None),
                 progress=bar.update,
+                target_delimiter=target_delimiter,
             )
     except ValueError as e:
         raise _lm_fail(str(e)) from None
@@ -407,6 +418,28 @@ def eval_task_cmd(
             f"{res.n} items; bootstrap interval, {n_boot} resamples, seed {seed}",
         )
     )
+
+
+task_app = typer.Typer(no_args_is_help=True, help="Task files: convert from lm-eval.")
+app.add_typer(task_app, name="task")
+
+
+@task_app.command("import-lmeval")
+def task_import_lmeval_cmd(
+    config: str = typer.Argument(..., help="An lm-eval multiple-choice task YAML (local data)."),
+    out: str = typer.Option(..., "--out", help="The task file to write (JSONL)."),
+    split: str | None = typer.Option(
+        None, "--split", help="Data split (default: test_split, validation_split, train_split)."
+    ),
+) -> None:
+    """Convert a local lm-evaluation-harness multiple-choice task into a tinyllm task file."""
+    from tinyllm.lmeval_import import import_task
+
+    try:
+        path, n = import_task(config, out, split)
+    except (ValueError, OSError) as e:
+        raise _lm_fail(str(e)) from None
+    console.print(f"wrote {n} items to {path}")
 
 
 # <<< eval ppl / eval task <<<
@@ -913,6 +946,41 @@ def dashboard_cmd(
 
 
 # <<< dashboard <<<
+
+
+# >>> server (helper: tinyllm/pgserver.py) >>>
+server_app = typer.Typer(no_args_is_help=True, help="A standing Prefect server on this machine.")
+app.add_typer(server_app, name="server")
+
+
+@server_app.command("start")
+def server_start_cmd(
+    db: str = typer.Option(
+        "postgres", "--db", help="postgres: a PostgreSQL cluster in $PREFECT_HOME/pg; or sqlite."
+    ),
+    port: int = typer.Option(4200, "--port", min=0, max=65535, help="The API/UI port (0: free)."),
+) -> None:
+    """Start PostgreSQL (under $PREFECT_HOME/pg) and a Prefect server on it; `server stop` (or
+    `make stop`) stops both. Prints the PREFECT_API_URL for workers and flow runs."""
+    from tinyllm import pgserver
+
+    s = pgserver.start(db=db, port=port)
+    where = f"PostgreSQL {s.pg_dir} on 127.0.0.1:{s.pg_port}" if s.db == "postgres" else "SQLite"
+    console.print(f"Prefect server (pid {s.pid}) on {where}; log {s.home / 'server.log'}")
+    console.print(f"export PREFECT_API_URL={s.api_url}", highlight=False, soft_wrap=True)
+
+
+@server_app.command("stop")
+def server_stop_cmd() -> None:
+    """Stop the Prefect server and the PostgreSQL cluster `server start` started (quiet when
+    nothing runs)."""
+    from tinyllm import pgserver
+
+    for what in pgserver.stop():
+        console.print(f"stopped {what}", highlight=False)
+
+
+# <<< server <<<
 
 
 def error_line(exc: BaseException) -> str:

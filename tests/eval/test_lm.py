@@ -286,6 +286,33 @@ def test_results_do_not_depend_on_batch_size(gpt2):
     )
 
 
+def test_default_batch_follows_the_token_budget():
+    """No batch_size: windows per pass = DEFAULT_TOKEN_BUDGET // ctx_len (the zoo GPT's ctx 32
+    gets many windows per pass, ctx 1024 one); the NLLs equal batch 1's; batch_size= overrides."""
+    m = RevealingModel()
+    seq = np.arange(4000) % 11
+    one = lm.token_nlls(m, seq, 32, 16, batch_size=1)
+    m.calls.clear()
+    sizes: list[int] = []
+    orig = m.__call__
+
+    class Counting:
+        def __call__(self, ids):
+            sizes.append(ids.shape[0])
+            return orig(ids)
+
+    got = lm.token_nlls(Counting(), seq, 32, 16)
+    np.testing.assert_array_equal(got, one)
+    assert max(sizes) == lm.DEFAULT_TOKEN_BUDGET // 32 == lm.default_batch_size(32)
+    assert lm.default_batch_size(1024) == 1 and lm.default_batch_size(4096) == 1
+    sizes.clear()
+    lm.token_nlls(Counting(), seq, 32, 16, batch_size=3)
+    assert max(sizes) == 3
+    sizes.clear()
+    lm.eval_ppl(Counting(), seq, 32, 16)
+    assert max(sizes) == lm.default_batch_size(32)
+
+
 def test_dropout_is_off_while_scoring_and_the_training_flag_is_restored(gpt2_ids):
     m = tiny_gpt2(dropout=0.5)
     ref = lm.token_nlls(m, gpt2_ids, 16, 8)

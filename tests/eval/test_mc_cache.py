@@ -139,11 +139,17 @@ def test_the_last_choice_token_is_never_fed_and_contexts_run_once():
     token, nothing else but padding (id 0)."""
     model = our_gpt()
     items = [
-        {"context": "10 11 12 13", "choices": ["20 21 90", "22 91", "92", "23 24 25 93"], "gold": 0},
+        {
+            "context": "10 11 12 13",
+            "choices": ["20 21 90", "22 91", "92", "23 24 25 93"],
+            "gold": 0,
+        },
         {"context": "14 15", "choices": ["26 94", "27 28 95", "96", "29 97"], "gold": 1},
     ]
     fed: list[int] = []
-    hook = model.wte.register_forward_hook(lambda mod, inp, out: fed.extend(inp[0].flatten().tolist()))
+    hook = model.wte.register_forward_hook(
+        lambda mod, inp, out: fed.extend(inp[0].flatten().tolist())
+    )
     try:
         lm._CACHE_OK[model] = True  # skip the probe: count the scoring passes only
         lm.choice_lls(model, IdTok(), items, token_budget=4096)

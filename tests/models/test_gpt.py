@@ -332,3 +332,21 @@ def test_kv_cache_rows_continue_contexts_of_different_lengths():
     assert (h_bad[0] - h[0]).abs().max() > 1e-3
     with pytest.raises(ValueError, match="block_size=16"):
         m.hidden_cached(cont, cache.select(rows), positions=pos + 10, past_valid=valid)
+
+
+def test_kv_cache_tree_mask_scores_several_continuations_in_one_row():
+    """Two continuations (3 and 2 tokens) packed in one row after a cached context: with a
+    block-diagonal causal new_mask and per-segment positions each equals its own full forward."""
+    m = _randomize(gpt.Model(TINY))
+    ctx = _ids(1, 5, seed=8)
+    _, cache = m.hidden_cached(ctx)
+    a, b = _ids(1, 3, seed=9), _ids(1, 2, seed=10)
+    y = torch.cat([a, b], dim=1)  # [1, 5]
+    seg = torch.tensor([0, 0, 0, 1, 1])
+    j = torch.tensor([0, 1, 2, 0, 1])  # position inside its own continuation
+    tree = (seg[:, None] == seg[None, :]) & (j[None, :] <= j[:, None])  # [5, 5]
+    h, _ = m.hidden_cached(y, cache, positions=(5 + j)[None], new_mask=tree[None])
+    want_a = m.hidden(torch.cat([ctx, a], 1))[0, 5:]
+    want_b = m.hidden(torch.cat([ctx, b], 1))[0, 5:]
+    torch.testing.assert_close(h[0, :3], want_a, rtol=0, atol=1e-5)
+    torch.testing.assert_close(h[0, 3:], want_b, rtol=0, atol=1e-5)

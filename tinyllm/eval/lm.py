@@ -41,12 +41,26 @@ from torch import nn
 
 from tinyllm import stats
 
-DEFAULT_BATCH_SIZE = 1
-"""Windows per forward pass in :func:`token_nlls`, chosen by measurement (docs/benchmarks.md,
-bench/bench_ppl.py): on this CPU no larger batch was reliably faster than 1 on either the tiny or
-the GPT-2-small shape (differences within run-to-run noise; 8-window batches were about 15%
-slower on GPT-2-small shape, the GELU intermediates spilling the cache), and batch 1 keeps the
-working set smallest."""
+DEFAULT_TOKEN_BUDGET = 1024
+"""Tokens per forward pass (windows x ctx_len) in :func:`token_nlls` when no ``batch_size`` is
+given: ``batch_size = max(1, DEFAULT_TOKEN_BUDGET // ctx_len)``. Measured on this machine
+(``python bench/bench_ppl.py --budget``, docs/benchmarks.md "Token budget"): per-call overhead
+dominates short windows (the zoo GPT at ctx 32 runs several times faster with dozens of windows
+per pass), while at ctx 1024 one window per pass is already the fastest (more windows only grow
+the working set)."""
+
+DEFAULT_BATCH_SIZE = None
+"""Kept for callers of the old constant: ``None`` means "from :data:`DEFAULT_TOKEN_BUDGET`"."""
+
+
+def default_batch_size(ctx_len: int, token_budget: int = DEFAULT_TOKEN_BUDGET) -> int:
+    """Windows per forward pass for windows of ``ctx_len`` tokens: ``max(1, budget // ctx_len)``.
+
+    Example: ``default_batch_size(32)`` -> 32 with the default budget of 1024 tokens;
+    ``default_batch_size(1024)`` -> 1.
+    """
+    return max(1, int(token_budget) // max(1, int(ctx_len)))
+
 
 METRICS = ("acc", "acc_norm")
 
@@ -384,7 +398,7 @@ def token_nlls(
     ids: Any,
     ctx_len: int,
     stride: int,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int | None = None,
     progress: Callable[[int, int], Any] | None = None,
 ) -> np.ndarray:
     """Per-token NLLs ``l_t = -ln p(x_t | x_{a_k} .. x_{t-1})`` of tokens ``1 .. n-1`` (nats).
@@ -395,8 +409,9 @@ def token_nlls(
 
     ``ids`` may be a numpy memmap of any length (a token file from
     :func:`tinyllm.tokens.read_tokens`): only ``batch_size`` windows are read and held at a time.
-    Windows of equal length are batched ``batch_size`` per forward pass; the result does not
-    depend on the batch size. Runs under ``torch.inference_mode()`` with dropout off.
+    Windows of equal length are batched ``batch_size`` per forward pass (default
+    :func:`default_batch_size`: a measured token budget divided by ``ctx_len``); the result does
+    not depend on the batch size. Runs under ``torch.inference_mode()`` with dropout off.
     ``progress(done, total)`` is called after each batch with counts of scored tokens.
 
     Example (SPEC.md section 2): ``n = 6, ctx_len = 4, stride = 2`` calls the model on windows
@@ -409,6 +424,7 @@ def token_nlls(
     a = _as_ids(ids)
     n = a.shape[0]
     _check_window_args(n, ctx_len, stride)
+    batch_size = default_batch_size(ctx_len) if batch_size is None else batch_size
     _check_batch_size(batch_size)
     out = np.empty(n - 1, dtype=np.float64)
     with _eval_mode(model):
@@ -496,7 +512,7 @@ def eval_ppl(
     ctx_len: int,
     stride: int,
     n_bytes: int = 0,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int | None = None,
     progress: Callable[[int, int], Any] | None = None,
 ) -> dict:
     """Strided perplexity of ``ids``: :func:`token_nlls` streamed into :func:`summarize_nlls`.
@@ -513,6 +529,7 @@ def eval_ppl(
     """
     a = _as_ids(ids)
     _check_window_args(a.shape[0], ctx_len, stride)
+    batch_size = default_batch_size(ctx_len) if batch_size is None else batch_size
     _check_batch_size(batch_size)
     with _eval_mode(model):
         chunks = (
@@ -575,18 +592,19 @@ def _check_delimiter(d: Any, where: str = "target_delimiter") -> str | None:
 def model_ctx_len(model: Any) -> int | None:
     """The longest input a model reads, in tokens, or None when it has no limit we can find.
 
-    Our GPT: ``cfg.block_size``; other families: ``cfg.ctx_len`` when they have one; a Hugging
-    Face model: the first of ``n_positions``, ``max_position_embeddings``, ``n_ctx`` in its
-    config (lm-eval's order). A :class:`FamilyLM` is looked through to its model.
+    Our GPT (and any model with ``cfg.block_size``): ``cfg.block_size``; a Hugging Face model: the first of ``n_positions``, ``max_position_embeddings``, ``n_ctx`` in its
+    config (lm-eval's order). A :class:`FamilyLM` has none: the family's own ``token_nlls``
+    reads sequences of any length (an NPLM's ``ctx_len`` is its n-gram window, not a limit).
 
     Example: a GPT built with ``Config(block_size=32)`` -> 32.
     """
-    m = model.model if isinstance(model, FamilyLM) else model
+    if isinstance(model, FamilyLM):
+        return None  # a family's own token_nlls reads sequences of any length
+    m = model
     cfg = getattr(m, "cfg", None)
-    for key in ("block_size", "ctx_len"):
-        v = getattr(cfg, key, None)
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
-            return v
+    v = getattr(cfg, "block_size", None)
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+        return v
     hc = getattr(m, "config", None)
     for key in ("n_positions", "max_position_embeddings", "n_ctx"):
         v = getattr(hc, key, None)
@@ -919,23 +937,50 @@ def _cached_lls(
         first = _nll_blocks(lambda lo, hi, hs=h_last: engine.head(hs[lo:hi]), len(ks), v, tgt)
         for i, k in enumerate(ks):
             ll[k] = -float(first[i])
-        # the rest of each choice, fed after its cached context (rows of the context repeated)
-        more = sorted((k for k in ks if reqs[k].cont.size > 1), key=lambda k: -reqs[k].cont.size)
-        lc = int(x.shape[1])
-        for sl2 in _budget_batches([reqs[k].cont.size - 1 for k in more], budget, extra=lc):
-            part = more[sl2]
-            y = _pad([reqs[k].cont[:-1] for k in part])  # [Bq, Tq]: never the last token
-            qlen = torch.tensor([reqs[k].cont.size - 1 for k in part])  # [Bq]
-            crow = torch.tensor([row_of[ctx_id[reqs[k].ctx.tobytes()]] for k in part])
-            h2 = engine.extend(state, crow, lens[crow], y, qlen)  # [Bq, Tq, D]
-            r_i = torch.cat([torch.full((int(q),), b) for b, q in enumerate(qlen)])
-            c_i = torch.cat([torch.arange(int(q)) for q in qlen])
-            tg = torch.from_numpy(np.concatenate([reqs[k].cont[1:] for k in part]))
-            hs = h2[r_i, c_i]  # [M, D]: only the scored positions reach the head
-            nll = _nll_blocks(lambda lo, hi, hs=hs: engine.head(hs[lo:hi]), hs.shape[0], v, tg)
-            bounds = np.cumsum([0] + [int(q) for q in qlen])
-            for i, k in enumerate(part):
-                ll[k] -= math.fsum(nll[bounds[i] : bounds[i + 1]])
+        # the rest of each choice, fed after its cached context: the choices of one context
+        # share a row (packed one after another, each attending to the context and causally to
+        # itself only), so the context's keys and values are never copied per choice
+        segs = {u: [k for k in of_ctx[u] if reqs[k].cont.size > 1] for u in batch}
+        packed = sorted(
+            (u for u in batch if segs[u]),
+            key=lambda u: -sum(reqs[k].cont.size - 1 for k in segs[u]),
+        )
+        widths = [sum(reqs[k].cont.size - 1 for k in segs[u]) for u in packed]
+        for sl2 in _budget_batches(widths, budget):
+            part = packed[sl2]
+            tq = widths[sl2.start]
+            y = torch.zeros(len(part), tq, dtype=torch.int64)  # [Bq, Tq] packed choices
+            pos = torch.zeros(len(part), tq, dtype=torch.int64)
+            seg = torch.full((len(part), tq), -1, dtype=torch.int64)  # request id, -1: pad
+            r_i, c_i, tg, spans = [], [], [], []
+            for b, u in enumerate(part):
+                at, n_ctx = 0, ctxs[u].size
+                for k in segs[u]:
+                    q = reqs[k].cont.size - 1  # never the last token
+                    y[b, at : at + q] = torch.from_numpy(reqs[k].cont[:-1])
+                    pos[b, at : at + q] = n_ctx + torch.arange(q)
+                    seg[b, at : at + q] = k
+                    r_i.append(torch.full((q,), b))
+                    c_i.append(torch.arange(at, at + q))
+                    tg.append(torch.from_numpy(reqs[k].cont[1:]))
+                    spans.append((k, q))
+                    at += q
+                pos[b, at:] = n_ctx  # padding: any valid position, never read
+            j = torch.arange(tq)
+            # a token attends to the earlier tokens of its own segment; padding to itself only
+            causal = j[None, None, :] <= j[None, :, None]  # [1, Tq, Tq]
+            new_mask = ((seg[:, :, None] == seg[:, None, :]) & causal) | torch.eye(
+                tq, dtype=torch.bool
+            )
+            crow = torch.tensor([row_of[u] for u in part])
+            h2 = engine.extend(state, crow, lens[crow], y, pos, new_mask)  # [Bq, Tq, D]
+            hs = h2[torch.cat(r_i), torch.cat(c_i)]  # [M, D]: only scored positions
+            tgt2 = torch.cat(tg)
+            nll = _nll_blocks(lambda lo, hi, hs=hs: engine.head(hs[lo:hi]), hs.shape[0], v, tgt2)
+            at = 0
+            for k, q in spans:
+                ll[k] -= math.fsum(nll[at : at + q])
+                at += q
         if finished is not None:
             finished(ks)
 
@@ -955,13 +1000,13 @@ class _GPTCache:
         rows: torch.Tensor,
         lens: torch.Tensor,
         y: torch.Tensor,
-        qlen: torch.Tensor,
+        pos: torch.Tensor,
+        new_mask: torch.Tensor,
     ) -> torch.Tensor:
-        S, Tq = cache.length, y.shape[1]
-        # padded query positions reuse a valid position (their output is never read)
-        pos = lens[:, None] + torch.minimum(torch.arange(Tq)[None], (qlen - 1)[:, None])
-        valid = torch.arange(S)[None, :] < lens[:, None]  # [Bq, S]: the context, not its padding
-        h, _ = self.model.hidden_cached(y, cache.select(rows), positions=pos, past_valid=valid)
+        everyone = rows.numel() == cache.batch and bool((rows == torch.arange(cache.batch)).all())
+        past = cache if everyone else cache.select(rows)
+        valid = torch.arange(past.length)[None, :] < lens[:, None]  # [Bq, S]: not the padding
+        h, _ = self.model.hidden_cached(y, past, positions=pos, past_valid=valid, new_mask=new_mask)
         return h
 
 
@@ -1002,17 +1047,17 @@ class _HFCache:
         rows: torch.Tensor,
         lens: torch.Tensor,
         y: torch.Tensor,
-        qlen: torch.Tensor,
+        pos: torch.Tensor,
+        new_mask: torch.Tensor,
     ) -> torch.Tensor:
         kv, am = state
         cache = self._dyn()
         for i, (k, v) in enumerate(kv):
             cache.update(k.index_select(0, rows), v.index_select(0, rows), i)
+        old = am.index_select(0, rows).bool()  # [Bq, S]: the context, not its padding
         Tq = y.shape[1]
-        mask = torch.cat(
-            [am.index_select(0, rows), (torch.arange(Tq)[None] < qlen[:, None]).long()], 1
-        )
-        pos = lens[:, None] + torch.minimum(torch.arange(Tq)[None], (qlen - 1)[:, None])
+        # a 4-d boolean mask [Bq, 1, Tq, S + Tq] is used by the model as given
+        mask = torch.cat([old[:, None, :].expand(-1, Tq, -1), new_mask], dim=2)[:, None]
         out = self.base(
             input_ids=y, attention_mask=mask, position_ids=pos, use_cache=True, **{self.kw: cache}
         )

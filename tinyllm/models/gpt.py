@@ -168,6 +168,7 @@ class Model(nn.Module):
         *,
         positions: torch.Tensor | None = None,
         past_valid: torch.Tensor | None = None,
+        new_mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, KVCache]:
         """Incremental decoding: hidden states of ``idx`` read after the tokens cached in ``past``.
 
@@ -180,7 +181,10 @@ class Model(nn.Module):
           ``S + arange(T)`` with ``S = past.length``), so that rows of one batch may continue
           contexts of different lengths;
         * ``past_valid`` ``[B, S]`` bool: which cached keys each row may attend to (default all),
-          e.g. ``arange(S) < ctx_len[:, None]`` for right-padded contexts.
+          e.g. ``arange(S) < ctx_len[:, None]`` for right-padded contexts;
+        * ``new_mask`` ``[B, T, T]`` bool: which tokens of ``idx`` each token of ``idx`` attends to
+          (default the causal triangle). Several continuations of one context can then share a
+          row: each attends to the context and, causally, to its own tokens only (a tree).
 
         Same weights and the same arithmetic as :meth:`hidden`; only the matrix shapes differ,
         so results agree to float32 rounding (about 1e-6).
@@ -203,8 +207,13 @@ class Model(nn.Module):
                 f"gpt: expected positions in [0, block_size={self.cfg.block_size}), got up to {top}"
             )
         mask = None  # [B, 1, T, S + T] bool, True where attention is allowed
-        if past is not None:
+        if past is not None or new_mask is not None:
             tri = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()  # [T, T]
+            new = tri.expand(B, T, T) if new_mask is None else new_mask.to(torch.bool)
+            if new.shape != (B, T, T):
+                raise ValueError(
+                    f"gpt: expected new_mask of shape [{B}, {T}, {T}], got {list(new.shape)}"
+                )
             old = (
                 torch.ones(B, S, dtype=torch.bool, device=idx.device)
                 if past_valid is None
@@ -214,7 +223,7 @@ class Model(nn.Module):
                 raise ValueError(
                     f"gpt: expected past_valid of shape [{B}, {S}], got {list(old.shape)}"
                 )
-            mask = torch.cat([old[:, None, :].expand(B, T, S), tri.expand(B, T, T)], dim=2)
+            mask = torch.cat([old[:, None, :].expand(B, T, S), new], dim=2)
             mask = mask[:, None]  # [B, 1, T, S + T]: broadcast over heads
         x = self.drop(self.wte(idx) + self.wpe(positions))  # [B, T, D]
         D, H = self.cfg.n_embd, self.cfg.n_head

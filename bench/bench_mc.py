@@ -1,0 +1,318 @@
+"""Benchmark: multiple choice, tinyllm's ``choice_lls`` against lm-evaluation-harness.
+
+One model object (transformers ``GPT2LMHeadModel`` built from a ``GPT2Config`` with random
+weights, no download) and one tokenizer are shared by both sides. Items are 4-choice
+"which sentence comes next" questions built from real text (gensim's lee corpus): the context is
+one to three sentences of a news story, the choices are the story's next sentence and three
+sentences from other stories, each cut to at most ``max_words`` words, ``target_delimiter = " "``.
+
+* lm-eval: ``HFLM(pretrained=model, tokenizer=tok, batch_size=8).loglikelihood(requests)`` with
+  one ``Instance`` per (context, " " + choice), exactly what a multiple-choice task sends it;
+* tinyllm: ``lm.choice_lls(model, tok, items, target_delimiter=" ")``.
+
+Items are cut into blocks; each block is scored by both, alternating which goes first, so
+background load hits both alike (this machine is shared). Reported: items/s of each, the ratio
+per block (ours / lm-eval) and its median, the largest per-choice log-likelihood difference, and
+per-item agreement of acc (argmax LL) and acc_norm (lm-eval: LL / len(choice) in characters;
+ours: LL / UTF-8 bytes of the choice; the same on ASCII text). The load average is printed.
+
+    python bench/bench_mc.py                 # both shapes, writes docs/benchmarks.md
+    python bench/bench_mc.py --quick         # tiny shape, few items, prints, writes nothing
+
+Needs the ``bench`` extra (``pip install -e .[bench]``: lm_eval[hf]); never part of make test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tinyllm.eval import lm  # noqa: E402
+
+SHAPES = {
+    "tiny": dict(n_layer=4, n_embd=256, n_head=4, ctx=256, tok="byte", items=200, blocks=8),
+    "gpt2-small": dict(n_layer=12, n_embd=768, n_head=12, ctx=1024, tok="bpe", items=48, blocks=6),
+}
+# (kind, max words per sentence, max context sentences): contexts fit the tiny model's 256
+# bytes, so nothing is truncated (with truncation every choice has its own context cut)
+TASKS = {"sentence": ("sentence", 12, 2), "cloze": ("cloze", 16, 2)}
+SECTION = "## Multiple choice against lm-evaluation-harness"
+
+
+def sentences() -> list[list[str]]:
+    """Sentences of each lee document (ASCII-only documents, so that characters = bytes)."""
+    from tinyllm.data import lee_documents
+
+    docs = []
+    for d in lee_documents():
+        if not d.isascii():
+            continue
+        s = [x.strip() for x in re.split(r"(?<=[.!?])\s+", d) if len(x.split()) >= 4]
+        if len(s) >= 4:
+            docs.append(s)
+    return docs
+
+
+def make_items(n: int, seed: int, kind: str, max_words: int, max_sents: int) -> list[dict]:
+    """``n`` 4-choice items from the lee corpus, ``target_delimiter = " "``.
+
+    * ``sentence`` (HellaSwag's shape): context = 1..max_sents sentences of a story, choices =
+      the story's next sentence and three sentences of other stories;
+    * ``cloze`` (ARC / LAMBADA's shape: long context, short answers): context = 1..max_sents
+      sentences and the first words of the next one, choices = its next 1-3 words and three
+      word runs of the same length from other stories.
+
+    Every sentence is cut to at most ``max_words`` words.
+    """
+    rng = np.random.default_rng(seed)
+    docs = sentences()
+
+    def cut(s: str) -> str:
+        return " ".join(s.split()[:max_words])
+
+    items = []
+    while len(items) < n:
+        d = int(rng.integers(len(docs)))
+        k = int(rng.integers(1, max_sents + 1))
+        if len(docs[d]) <= k:
+            continue
+        start = int(rng.integers(0, len(docs[d]) - k))
+        ctx = " ".join(cut(s) for s in docs[d][start : start + k])
+        nxt = cut(docs[d][start + k]).split()
+        if kind == "sentence":
+            right = " ".join(nxt)
+            pick = lambda o: cut(docs[o][int(rng.integers(len(docs[o])))])  # noqa: E731
+        else:
+            m = int(rng.integers(1, 4))
+            if len(nxt) < m + 2:
+                continue
+            at = int(rng.integers(1, len(nxt) - m + 1))
+            ctx += " " + " ".join(nxt[:at])
+            right = " ".join(nxt[at : at + m])
+
+            def pick(o: int, m: int = m) -> str:
+                w = " ".join(docs[o]).split()
+                j = int(rng.integers(0, len(w) - m))
+                return " ".join(w[j : j + m])
+
+        wrong: list[str] = []
+        while len(wrong) < 3:
+            o = int(rng.integers(len(docs)))
+            if o != d:
+                wrong.append(pick(o))
+        gold = int(rng.integers(4))
+        choices = wrong[:gold] + [right] + wrong[gold:]
+        items.append({"context": ctx, "choices": choices, "gold": gold, "target_delimiter": " "})
+    return items
+
+
+def make_tokenizer(kind: str, texts: list[str]):
+    """A Hugging Face fast tokenizer built here (no download): byte-level with no merges (one
+    token per byte, + an end-of-text token) or a byte-level BPE of 8000 tokens trained on the
+    corpus."""
+    import tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    size = 257 if kind == "byte" else 8000
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=size,
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<|endoftext|>"],
+        show_progress=False,
+    )
+    bpe.train_from_iterator(texts, trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>")
+    return tok
+
+
+def build(shape: dict, vocab: int, seed: int = 0):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    cfg = GPT2Config(
+        vocab_size=vocab,
+        n_positions=shape["ctx"],
+        n_embd=shape["n_embd"],
+        n_layer=shape["n_layer"],
+        n_head=shape["n_head"],
+    )
+    return GPT2LMHeadModel(cfg).eval()
+
+
+def lmeval_lls(hflm, items: list[dict]) -> list[np.ndarray]:
+    from lm_eval.api.instance import Instance
+
+    reqs = [
+        Instance("loglikelihood", {}, (it["context"], it["target_delimiter"] + c), j)
+        for it in items
+        for j, c in enumerate(it["choices"])
+    ]
+    res = hflm.loglikelihood(reqs, disable_tqdm=True)
+    out, k = [], 0
+    for it in items:
+        out.append(np.asarray([r[0] for r in res[k : k + len(it["choices"])]]))
+        k += len(it["choices"])
+    return out
+
+
+def ours_lls(model, tok, items: list[dict]) -> list[np.ndarray]:
+    return lm.choice_lls(model, tok, items, target_delimiter=" ")
+
+
+def run_shape(name: str, shape: dict, task: str, n_items: int, n_blocks: int, seed: int) -> dict:
+    from lm_eval.models.huggingface import HFLM
+
+    items = make_items(n_items, seed, *TASKS[task])
+    texts = [" ".join(s) for s in sentences()]
+    tok = make_tokenizer(shape["tok"], texts)
+    vocab = 257 if shape["tok"] == "byte" else 50257
+    model = build(shape, vocab)
+    hflm = HFLM(
+        pretrained=model, tokenizer=tok, batch_size=8, device="cpu", max_length=shape["ctx"]
+    )
+    # warm-up (and the one-time cache check of our path) on items not timed
+    warm = make_items(4, seed + 1, *TASKS[task])
+    lmeval_lls(hflm, warm)
+    ours_lls(model, tok, warm)
+    blocks = np.array_split(np.arange(n_items), n_blocks)
+    t_l, t_o, ratios = 0.0, 0.0, []
+    ll_l: list[np.ndarray] = []
+    ll_o: list[np.ndarray] = []
+    for b, idx in enumerate(blocks):
+        sub = [items[i] for i in idx]
+        order = ("lmeval", "ours") if b % 2 == 0 else ("ours", "lmeval")
+        times = {}
+        for who in order:
+            t0 = time.perf_counter()
+            got = lmeval_lls(hflm, sub) if who == "lmeval" else ours_lls(model, tok, sub)
+            times[who] = time.perf_counter() - t0
+            (ll_l if who == "lmeval" else ll_o).extend(got)
+        t_l += times["lmeval"]
+        t_o += times["ours"]
+        ratios.append(times["lmeval"] / times["ours"])
+        print(
+            f"  {name} {task} block {b}: lm-eval {len(sub) / times['lmeval']:.2f} items/s, "
+            f"ours {len(sub) / times['ours']:.2f} items/s, x{ratios[-1]:.2f} "
+            f"(load {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
+    # ll_l / ll_o were appended block by block in item order
+    diff = max(float(np.abs(a - o).max()) for a, o in zip(ll_l, ll_o, strict=True))
+    chars = [np.asarray([len(c) for c in it["choices"]], float) for it in items]
+    acc_l = [int(np.argmax(a)) for a in ll_l]
+    acc_o = list(lm.item_predictions(ll_o, items, "acc"))
+    norm_l = [int(np.argmax(a / c)) for a, c in zip(ll_l, chars, strict=True)]
+    norm_o = list(lm.item_predictions(ll_o, items, "acc_norm"))
+    n_tok = sum(
+        len(tok.encode(it["context"])) + sum(len(tok.encode(" " + c)) for c in it["choices"])
+        for it in items
+    )
+    return {
+        "shape": name,
+        "task": task,
+        "params_m": sum(p.numel() for p in model.parameters()) / 1e6,
+        "items": n_items,
+        "blocks": n_blocks,
+        "tokens_per_item": n_tok / n_items,
+        "lmeval_items_s": n_items / t_l,
+        "ours_items_s": n_items / t_o,
+        "ratio_total": t_l / t_o,
+        "ratio_median": float(np.median(ratios)),
+        "ratio_min": float(min(ratios)),
+        "blocks_faster": int(sum(r > 1 for r in ratios)),
+        "max_ll_diff": diff,
+        "acc_agree": int(sum(a == o for a, o in zip(acc_l, acc_o, strict=True))),
+        "acc_norm_agree": int(sum(a == o for a, o in zip(norm_l, norm_o, strict=True))),
+    }
+
+
+def table(rows: list[dict], cmd: str, load: tuple[float, float]) -> str:
+    lines = [
+        SECTION,
+        "",
+        f"Command: `{cmd}` (1 torch thread, {platform.processor() or platform.machine()}, "
+        f"load average {load[0]:.1f} at the start, {load[1]:.1f} at the end: the machine is shared).",
+        "",
+        "| shape | task | params | items | tokens/item | lm-eval items/s | tinyllm items/s | speed-up "
+        "(total) | per block: median, min, faster | max abs LL diff | acc agree | acc_norm agree |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['shape']} | {r['task']} | {r['params_m']:.1f}M | {r['items']} | {r['tokens_per_item']:.0f} | "
+            f"{r['lmeval_items_s']:.2f} | {r['ours_items_s']:.2f} | {r['ratio_total']:.2f}x | "
+            f"{r['ratio_median']:.2f}x, {r['ratio_min']:.2f}x, {r['blocks_faster']}/{r['blocks']} | "
+            f"{r['max_ll_diff']:.1e} | {r['acc_agree']}/{r['items']} | "
+            f"{r['acc_norm_agree']}/{r['items']} |"
+        )
+    lines += [
+        "",
+        "lm-eval 0.4.13 `HFLM.loglikelihood` at batch 8 (its requests sorted by length, one-token "
+        "continuations grouped); tinyllm `choice_lls` at its default token budget: each context "
+        "once, choices from the cached keys/values, the last choice token never fed, the output "
+        "head only at scored positions. Same model object, same tokenizer, blocks alternated "
+        "(which side goes first swaps every block).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_section(text: str) -> None:
+    path = ROOT / "docs" / "benchmarks.md"
+    doc = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    start = doc.find(SECTION)
+    if start >= 0:
+        end = doc.find("\n## ", start + len(SECTION))
+        doc = doc[:start] + text + (doc[end + 1 :] if end >= 0 else "")
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + text
+    path.write_text(doc, encoding="utf-8")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="tiny shape, 40 items, write nothing")
+    ap.add_argument("--shapes", default="tiny,gpt2-small")
+    ap.add_argument("--tasks", default="sentence,cloze")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", help="also write the rows to this JSON file")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    load0 = os.getloadavg()[0]
+    rows = []
+    for name in ["tiny"] if args.quick else args.shapes.split(","):
+        shape = SHAPES[name]
+        n, nb = (40, 4) if args.quick else (shape["items"], shape["blocks"])
+        for task in args.tasks.split(","):
+            rows.append(run_shape(name, shape, task, n, nb, args.seed))
+            print(json.dumps(rows[-1]), flush=True)
+    cmd = "python bench/bench_mc.py" + (" --quick" if args.quick else "")
+    if args.shapes != "tiny,gpt2-small":
+        cmd += f" --shapes {args.shapes}"
+    if args.tasks != "sentence,cloze":
+        cmd += f" --tasks {args.tasks}"
+    text = table(rows, cmd, (load0, os.getloadavg()[0]))
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    if not args.quick:
+        write_section(text)
+
+
+if __name__ == "__main__":
+    main()
