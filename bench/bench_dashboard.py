@@ -102,8 +102,10 @@ def _cmp_row(name, metric, prev, cur, regressed, error):
         "p": None,
         "n": None,
     }
-    if error or prev is None or prev["status"] != "ok" or metric == "spearman":
-        return {**base, "verdict": "not comparable", "reason": "a status is not ok"}
+    if metric == "spearman":
+        return {**base, "verdict": "not comparable", "reason": "no per-item scores (items is null)"}
+    if error or prev is None or prev["status"] != "ok":
+        return {**base, "verdict": "not comparable", "reason": "a status is not ok (error)"}
     delta = cur["value"] - prev["value"]
     better = delta < 0 if DIRECTION[metric] == "lower" else delta > 0
     verdict = ("improved" if better else "regressed") if regressed else "unchanged"
@@ -273,9 +275,15 @@ def weights(tmp: Path) -> list[tuple[int, int, int | str, int | str]]:
 def screenshots(folder: Path, tmp: Path) -> list[Path]:
     from playwright.sync_api import sync_playwright
 
-    st = make_store(tmp / "shots", 30)
-    site = tmp / "shots-site"
-    dashboard.write_site(dashboard.build_site(st), site)
+    cwd = os.getcwd()
+    os.chdir(tmp)  # so that the pages name the store ./evalstore, as in `make demo`
+    try:
+        st = make_store(Path("./evalstore"), 30)
+        st.uri = "./evalstore"
+        site = tmp / "shots-site"
+        dashboard.write_site(dashboard.build_site(st), site)
+    finally:
+        os.chdir(cwd)
     args = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run"]
     out = []
     with sync_playwright() as p:
@@ -288,6 +296,18 @@ def screenshots(folder: Path, tmp: Path) -> list[Path]:
             out.append(path)
         b.close()
     return out
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for name in ("altair", "vl-convert-python", "plotly"):
+        try:
+            out.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            out.append(f"{name} not installed")
+    return ", ".join(out)
 
 
 def _kb(x: int | str) -> str:
@@ -350,7 +370,8 @@ def main() -> None:
     if w:
         lines += [
             "Page weight of the trends page (12 entries) for each plotting candidate, everything "
-            "inlined (nothing fetched when the page opens):",
+            "inlined (nothing fetched when the page opens). The candidates that are not "
+            f"dependencies were installed for this measurement only: {_versions()}.",
             "",
             "| releases | matplotlib SVG (chosen) | Vega-Lite via altair, JS inlined "
             "| plotly, plotly.js inlined |",

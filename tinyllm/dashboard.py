@@ -28,26 +28,27 @@ folder of the caller's); nothing under ``releases/`` is ever written.
 
 Safety: every name, message and JSON text goes through Jinja2's autoescape (templates in
 ``tinyllm/templates/``), matplotlib escapes the text it writes into SVG (and math text is off, so
-a ``$`` in a name is just a dollar sign), and each page carries a Content-Security-Policy with
-``script-src 'none'``: the pages need no script at all, so even a planted ``<script>`` that slipped
-past escaping could not run.
+a ``$`` in a name is just a dollar sign), and each page carries a Content-Security-Policy of
+``default-src 'none'`` (inline styles and data: images allowed): the pages need no script and load
+nothing, so even a planted ``<script>`` that slipped past escaping could not run or call out.
 
 Why matplotlib SVG (measured with ``python bench/bench_dashboard.py --weights``, 12 entries;
-docs/benchmarks.md has the table): a trends page of 12 inline matplotlib SVGs (``svg.fonttype:
-none``, so text stays text) weighs about 80 kB for 3 releases and about 370 kB for 200 releases,
-with zero JavaScript. The same page as Vega-Lite through altair with vega, vega-lite and
-vega-embed inlined (``vl-convert-python`` ships them) starts at about 1 MB before any data,
-because the three libraries come with every page; plotly with plotly.js inlined starts at about
-4.8 MB. Both also run JavaScript on every page (one more thing that can fail in the browser, and
-that a ``script-src 'none'`` policy would have to allow), and re-inline the library in every
-release and entry page or depend on a shared file. Inline SVG needs no script, renders from
-``file://`` and any static host, prints, scales with the page (``viewBox``), and its points are
-plain SVG elements the browser test can count. What it gives up is interactivity (hover values);
-the entry page's table has every number instead.
+the table is in docs/benchmarks.md): the trends page with 12 inline matplotlib SVGs weighs
+117 kB for 3 releases and 229 kB for 200 (text kept as ``<text>``, path coordinates rounded to
+0.1 pt, no per-release markers past 60 releases), with no JavaScript at all. The same page as
+Vega-Lite through altair with vega, vega-lite and vega-embed inlined weighs 887 kB for 3
+releases and 1138 kB for 200 (the three libraries come with every page, before any data), and
+plotly with plotly.js inlined 4793 kB and 4968 kB. Both also run JavaScript on every page: one
+more thing that can fail in the browser, that a ``script-src 'none'`` policy would have to allow,
+and that every release and entry page would inline again (or load from a shared file). Inline
+SVG needs no script, renders from ``file://`` and any static host, prints, scales with the page
+(``viewBox``), and its points are plain SVG elements the browser test can count. What it gives
+up is interactivity (hover values); the entry page's table has every number instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import hashlib
@@ -58,6 +59,7 @@ import math
 import os
 import re
 import socketserver
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +114,7 @@ class ReleaseView:
     compare: dict | None = None
     compare_error: str | None = None
     runs: list[RunView] = field(default_factory=list)
+    _verdicts: dict[str, dict] | None = field(default=None, repr=False)
 
     @property
     def rows(self) -> list[dict]:
@@ -119,9 +122,11 @@ class ReleaseView:
 
     def verdicts(self) -> dict[str, dict]:
         """Entry name -> its compare.json row (empty when there is no readable comparison)."""
-        if not self.compare or not isinstance(self.compare.get("rows"), list):
-            return {}
-        return {r["name"]: r for r in self.compare["rows"] if isinstance(r, dict) and "name" in r}
+        if self._verdicts is None:
+            rows = self.compare.get("rows") if self.compare else None
+            rows = rows if isinstance(rows, list) else []
+            self._verdicts = {r["name"]: r for r in rows if isinstance(r, dict) and "name" in r}
+        return self._verdicts
 
 
 def slug(name: str) -> str:
@@ -362,9 +367,14 @@ def trend_svg(s: Series, width_in: float = 4.2, height_in: float = 2.3) -> str:
         ax = fig.add_subplot()
         band = ax.fill_between(x, lo, hi, where=ok, color="#4c78a8", alpha=0.25, lw=0)
         band.set_gid(f"{gid}-band")
-        if ok.sum() <= 40:  # a few releases: also draw each interval as a bar
-            ax.vlines(x[ok], lo[ok], hi[ok], color="#4c78a8", lw=1, alpha=0.8)
-        (line,) = ax.plot(x[ok], y[ok], "-", color="#4c78a8", lw=1.2)
+        # a value with no scored neighbour has no band to speak of: draw its interval as a bar
+        before = np.concatenate([[False], ok[:-1]])
+        after = np.concatenate([ok[1:], [False]])
+        alone = ok & ~before & ~after
+        if alone.any():
+            ax.vlines(x[alone], lo[alone], hi[alone], color="#4c78a8", lw=1.5)
+        # NaN where there is no value: the line breaks at an error instead of bridging it
+        (line,) = ax.plot(x, np.where(ok, y, nan), "-", color="#4c78a8", lw=1.2)
         line.set_gid(f"{gid}-line")
         if n <= MARKERS_UP_TO:  # one dot per release; past that the line alone is clearer
             (pts,) = ax.plot(x[ok], y[ok], "o", color="#1f4e79", ms=4, ls="none")
@@ -597,11 +607,30 @@ def _markup(svg: str) -> Any:
 
 
 def write_site(files: dict[str, bytes], out: str | os.PathLike[str]) -> Path:
-    """Write the site into the local folder ``out`` (each file atomically); return index.html."""
-    st = LocalStore(out)
+    """Write the site into the local folder ``out``; return the path of its index.html.
+
+    Each file goes to a temporary name in its folder and is moved into place with
+    :func:`os.replace`, so a browser never reads half a page; the index goes last, so its links
+    point at pages that exist. No fsync: the site is derived data, rebuilt by the next publish.
+    """
+    root = Path(out)
     for path in sorted(files, key=lambda p: p == "index.html"):  # the index last
-        st.put_bytes(path, files[path])
-    return Path(out) / "index.html"
+        parts = path.split("/")
+        if any(not _SAFE.match(p) for p in parts):
+            raise ValueError(f"site file: expected a relative path of safe names, got {path!r}")
+        target = root.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), 0o644)  # mkstemp makes 0600; a static site is for everyone
+                f.write(files[path])
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+    return root / "index.html"
 
 
 def publish_site(store: Store, files: dict[str, bytes] | None = None) -> str:
@@ -611,6 +640,9 @@ def publish_site(store: Store, files: dict[str, bytes] | None = None) -> str:
     Every key written starts with ``dashboard/``: the releases are only ever read.
     """
     files = build_site(store) if files is None else files
+    if isinstance(store, LocalStore):  # the same files as below, without an fsync per page
+        write_site(files, store.root / SITE_PREFIX)
+        return store.where(f"{SITE_PREFIX}/index.html")
     for path in sorted(files, key=lambda p: p == "index.html"):  # the index last
         key = f"{SITE_PREFIX}/{path}"
         assert key.startswith(f"{SITE_PREFIX}/") and ".." not in key.split("/")
