@@ -11,7 +11,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 60
 # GNU OpenMP spin-waits by default: with torch on 2 threads on a busy 2-core box that is 10x slower
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: demo test lint format bench stop clean chromium
+.PHONY: demo test lint format bench stop clean chromium server-pg
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,11 @@ stop:
 	@if [ -f $(PREFECT_HOME)/server.pid ] && kill $$(cat $(PREFECT_HOME)/server.pid) 2>/dev/null; \
 	then echo "stopped the Prefect server (pid $$(cat $(PREFECT_HOME)/server.pid))"; fi; \
 	rm -f $(PREFECT_HOME)/server.pid
+	@if [ -x $(VENV)/bin/tinyllm ]; then $(VENV)/bin/tinyllm server stop; fi  # + PostgreSQL
+
+# a Prefect server on PostgreSQL (a cluster under .prefect/pg), for many workers and Dask runs
+server-pg: $(VENV)/.installed
+	$(VENV)/bin/tinyllm server start --db postgres
 
 clean:
 	rm -rf $(VENV) .prefect .pytest_cache

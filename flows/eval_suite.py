@@ -246,6 +246,9 @@ def eval_suite(
     rows: list[dict] = []
     items: dict[str, list[float]] = {}
     for entry, fut in zip(entries, futures, strict=True):
+        if not fut.state.is_final():  # the runner lost it (a Dask worker died on each attempt)
+            rows.append(zoo.error_row(entry, lost_task(fut)))
+            continue
         result = fut.state.result(raise_on_failure=False)
         if fut.state.is_completed() and isinstance(result, dict):
             rows.append(result["row"])
@@ -281,6 +284,28 @@ def eval_suite(
         md += f"\n\nDashboard not written: {dash.message}\n"
     create_markdown_artifact(key=COMPARE_ARTIFACT, markdown=md, description=f"release {release}")
     return out
+
+
+def lost_task(fut) -> BaseException:
+    """The exception of a task run that never reached a final state because the process running
+    it died (Dask gives up with ``KilledWorker`` once ``distributed.scheduler.allowed-failures``
+    workers died running it). Its task run, left RUNNING by the dead process, is set CRASHED."""
+    from prefect import get_client
+    from prefect.states import Crashed
+
+    exc: BaseException = RuntimeError(f"task run {fut.task_run_id} never finished")
+    wrapped = getattr(fut, "wrapped_future", None)
+    if wrapped is not None:
+        try:
+            exc = wrapped.exception(timeout=0) or exc
+        except Exception as e:  # noqa: BLE001 - the runner's own error is the best message
+            exc = e
+    try:  # best effort: a killed process may not have reported the run at all (404)
+        with get_client(sync_client=True) as client:
+            client.set_task_run_state(fut.task_run_id, Crashed(message=str(exc)), force=True)
+    except Exception as e:  # noqa: BLE001 - the error row below is what matters
+        get_run_logger().warning("could not mark task run %s crashed: %s", fut.task_run_id, e)
+    return exc
 
 
 def configured_suite(dask_address: str | None = None, workers: int | None = None):
