@@ -50,6 +50,7 @@ format: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(PY) bench/bench_ppl.py
+	$(PY) bench/bench_dashboard.py
 
 # stop the Prefect server that `make demo` started
 stop:
