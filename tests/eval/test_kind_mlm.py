@@ -1,0 +1,87 @@
+"""The mlm kind: masked-byte accuracy of a BERT on the val rows, masks from the entry's rng,
+Wilson interval, most-frequent-byte baseline on the same positions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tinyllm.data import Row, write_rows
+from tinyllm.eval import zoo
+from tinyllm.eval.kinds import mlm
+from tinyllm.models import bert
+from tinyllm.stats import wilson_interval
+
+CFG = bert.Config(max_len=24, n_layer=1, n_head=2, n_embd=32)
+TEXT = ("the cat sat on the mat. the dog sat on the log. " * 12).encode()
+VAL = [Row("val", s, "-") for s in ("the cat sat on the mat.", "the dog sat", "on the log.")] * 6
+TRAIN = [Row("train", "zzzzzzzzzzzzzzzzzzzz", "-")] * 5
+
+
+@pytest.fixture(scope="module")
+def zoo_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mlm")
+    ids = np.frombuffer(TEXT, dtype=np.uint8)
+    bert.save(bert.train(CFG, ids, seed=0, steps=200, batch_size=16, lr=3e-3), d / "bert")
+    write_rows(d / "rows.jsonl", TRAIN + VAL)
+    return d
+
+
+def _score(d, data="rows.jsonl", seed=0, name="bert-rows"):
+    e = {"name": name, "family": "bert", "checkpoint": "bert", "data": data}
+    return zoo.score_entry_items(e, seed=seed, base_dir=d)
+
+
+def test_row_equals_a_hand_recomputation_from_the_entry_rng(zoo_dir):
+    row, items = _score(zoo_dir, seed=3)
+    assert row["status"] == "ok", row
+    assert row["kind"] == "mlm" and row["metric"] == "acc" and row["interval"] == "wilson"
+    model = bert.load(zoo_dir / "bert")
+    rows = bert.encode_rows([r.sentence for r in VAL], CFG.max_len)
+    inputs, sel = bert.mask_rows(rows, zoo.entry_rng(3, "bert-rows"), 0.15)
+    with torch.inference_mode():
+        pred = model(torch.from_numpy(inputs)).argmax(-1).numpy()
+    want = (pred[sel] == rows[sel]).astype(float)
+    np.testing.assert_array_equal(items, want)
+    ci = wilson_interval(int(want.sum()), want.size)
+    assert row["n"] == want.size and (row["lo"], row["hi"]) == pytest.approx((ci.lo, ci.hi))
+    targets = rows[sel]
+    top = int(np.bincount(targets).argmax())
+    assert row["details"]["baseline_most_frequent_byte"] == {
+        "byte": top,
+        "acc": pytest.approx(float(np.mean(targets == top))),
+    }
+    assert row["details"]["n_rows"] == len(VAL)
+    assert row["value"] > row["details"]["baseline_most_frequent_byte"]["acc"]
+
+
+def test_same_seed_same_row_other_seed_other_masks(zoo_dir):
+    a, ia = _score(zoo_dir, seed=1)
+    b, ib = _score(zoo_dir, seed=1)
+    c, ic = _score(zoo_dir, seed=2)
+    assert {k: v for k, v in a.items() if k != "seconds"} == {
+        k: v for k, v in b.items() if k != "seconds"
+    }
+    np.testing.assert_array_equal(ia, ib)
+    assert c["n"] != a["n"] or not np.array_equal(ia, ic)
+
+
+def test_only_val_rows_are_scored(zoo_dir):
+    write_rows(zoo_dir / "other.jsonl", [Row("train", "qqqqqqqqqqqqqqqq", "-"), *VAL])
+    a, ia = _score(zoo_dir, seed=4)
+    b, ib = _score(zoo_dir, "other.jsonl", seed=4)
+    assert a["value"] == b["value"] and a["n"] == b["n"]
+    np.testing.assert_array_equal(ia, ib)
+    write_rows(zoo_dir / "more.jsonl", [*TRAIN, *VAL, Row("val", "the cat sat on the log.", "-")])
+    c, ic = _score(zoo_dir, "more.jsonl", seed=4)
+    assert c["n"] >= a["n"]
+    np.testing.assert_array_equal(ic[: ia.size], ia)  # earlier rows keep their masks
+
+
+def test_most_frequent_baseline_hand_values():
+    assert mlm.most_frequent_baseline(np.array([101, 32, 101])) == {
+        "byte": 101,
+        "acc": pytest.approx(2 / 3),
+    }
+    assert mlm.most_frequent_baseline(np.array([98, 97]))["byte"] == 97  # ties: smallest

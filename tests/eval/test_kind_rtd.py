@@ -1,0 +1,69 @@
+"""The rtd kind: replaced-token detection accuracy of an ELECTRA on the val rows, masks and
+generator samples from the entry's rng, "always original" baseline on the same tokens."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinyllm.data import Row, write_rows
+from tinyllm.eval import zoo
+from tinyllm.models import electra
+from tinyllm.stats import wilson_interval
+
+CFG = electra.Config(
+    max_len=24, n_layer=1, n_head=2, n_embd=32, gen_n_layer=1, gen_n_head=2, gen_n_embd=16
+)
+TEXT = ("the cat sat on the mat. the dog sat on the log. " * 12).encode()
+VAL = [Row("val", s, "-") for s in ("the cat sat on the mat.", "the dog sat", "on the log.")] * 6
+TRAIN = [Row("train", "zzzzzzzzzzzzzzzzzzzz", "-")] * 5
+
+
+@pytest.fixture(scope="module")
+def zoo_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("rtd")
+    ids = np.frombuffer(TEXT, dtype=np.uint8)
+    electra.save(electra.train(CFG, ids, seed=0, steps=40, batch_size=16, lr=3e-3), d / "el")
+    write_rows(d / "rows.jsonl", TRAIN + VAL)
+    return d
+
+
+def _score(d, data="rows.jsonl", seed=0, name="electra-rows"):
+    e = {"name": name, "family": "electra", "checkpoint": "el", "data": data}
+    return zoo.score_entry_items(e, seed=seed, base_dir=d)
+
+
+def test_row_counts_every_val_byte_and_reports_the_baseline(zoo_dir):
+    row, items = _score(zoo_dir, seed=3)
+    assert row["status"] == "ok", row
+    assert row["kind"] == "rtd" and row["metric"] == "acc" and row["interval"] == "wilson"
+    n_bytes = sum(len(r.sentence.encode()) for r in VAL)
+    assert row["n"] == items.size == n_bytes  # every byte of every val row, nothing else
+    model = electra.load(zoo_dir / "el")
+    r = electra.rtd_accuracy(model, [x.sentence for x in VAL], zoo.entry_rng(3, "electra-rows"))
+    np.testing.assert_array_equal(items, r["correct"])
+    ci = wilson_interval(int(items.sum()), items.size)
+    assert (row["lo"], row["hi"]) == pytest.approx((ci.lo, ci.hi))
+    d = row["details"]
+    assert d["n_replaced"] == int(r["replaced"].sum()) and d["n_masked"] == int(r["masked"].sum())
+    assert d["baseline_always_original"] == pytest.approx(1 - r["replaced"].mean())
+    assert d["generator_acc"] == pytest.approx(r["gen_correct"].mean())
+
+
+def test_same_seed_same_row_other_seed_other_masks(zoo_dir):
+    a, ia = _score(zoo_dir, seed=1)
+    b, ib = _score(zoo_dir, seed=1)
+    c, _ = _score(zoo_dir, seed=2)
+    assert {k: v for k, v in a.items() if k != "seconds"} == {
+        k: v for k, v in b.items() if k != "seconds"
+    }
+    np.testing.assert_array_equal(ia, ib)
+    assert c["details"]["n_masked"] != a["details"]["n_masked"] or c["value"] != a["value"]
+
+
+def test_only_val_rows_are_scored(zoo_dir):
+    write_rows(zoo_dir / "other.jsonl", [Row("train", "qqqqqqqq", "-"), *VAL])
+    a, ia = _score(zoo_dir, seed=4)
+    b, ib = _score(zoo_dir, "other.jsonl", seed=4)
+    assert a["n"] == b["n"] and a["value"] == b["value"]
+    np.testing.assert_array_equal(ia, ib)

@@ -1,0 +1,289 @@
+"""ELECTRA: replaced-token detection with a small generator and a discriminator (Clark et al. 2020).
+
+One checkpoint holds both networks, trained jointly:
+
+* the **generator** is a small BERT (:class:`tinyllm.models.bert.Model`, ``gen_*`` fields): it
+  sees the input with ~``mask_prob`` of its byte positions replaced by MASK (all of them MASK, as
+  in the paper) and is trained by MLM on those positions;
+* each masked position is then filled with a byte SAMPLED from the generator's softmax, and the
+  **discriminator** (a :class:`tinyllm.models.bert.Encoder` of its own size + a
+  ``dense -> GELU -> dense(1)`` head) labels every byte position of the corrupted input original
+  (0) or replaced (1). A sampled byte equal to the original counts as original, as in the paper.
+
+``loss = generator MLM loss + disc_weight * discriminator BCE`` (the paper's lambda = 50); the
+sampling step is not differentiated (the generator is trained by its MLM loss only). The
+embeddings are not shared between the two networks (the paper shares them; ours differ in width).
+
+Which tokens count: every position holding a byte (ids 0..255) of a ``[CLS] bytes [PAD]...`` row;
+CLS and PAD are never masked, never labelled, never scored.
+
+Shapes: ``B`` batch, ``T`` tokens (``<= max_len``), ``D`` = ``n_embd`` (discriminator),
+``G`` = ``gen_n_embd`` (generator).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tinyllm.checkpoint import expected_from, load_tensors, read_family_config, save_checkpoint
+from tinyllm.models import bert
+from tinyllm.models.layers import init_gpt_weights
+from tinyllm.tokens import MASK, N_BYTES, PAD
+
+ARCH = "electra"
+KIND = "rtd"
+
+
+@dataclass(frozen=True)
+class Config:
+    """An ELECTRA's shape: the discriminator's (``n_*``) and the generator's (``gen_*``);
+    both read ``max_len`` positions, the CLS included."""
+
+    max_len: int = 64
+    n_layer: int = 2
+    n_head: int = 4
+    n_embd: int = 64
+    gen_n_layer: int = 1
+    gen_n_head: int = 2
+    gen_n_embd: int = 32
+    dropout: float = 0.0
+    mask_prob: float = 0.15
+    disc_weight: float = 50.0  # lambda of the paper
+
+    def __post_init__(self) -> None:
+        bert.check_encoder_shape(self, "electra.Config")
+        self.generator_config()  # validates the gen_* fields
+        if not isinstance(self.mask_prob, int | float) or not 0.0 < self.mask_prob < 1.0:
+            raise ValueError(
+                f"electra.Config.mask_prob: expected a float in (0, 1), got {self.mask_prob!r}"
+            )
+        if not isinstance(self.disc_weight, int | float) or self.disc_weight <= 0:
+            raise ValueError(
+                f"electra.Config.disc_weight: expected a positive number, got {self.disc_weight!r}"
+            )
+
+    def generator_config(self) -> bert.Config:
+        return bert.Config(
+            max_len=self.max_len,
+            n_layer=self.gen_n_layer,
+            n_head=self.gen_n_head,
+            n_embd=self.gen_n_embd,
+            dropout=self.dropout,
+            mask_prob=self.mask_prob,
+        )
+
+
+# The demo zoo's ELECTRA (tinyllm/train.py reads these).
+ZOO_CONFIG = Config(max_len=64, n_layer=2, n_head=4, n_embd=64, gen_n_layer=1, gen_n_embd=32)
+ZOO_STEPS = 1200
+ZOO_TRAIN_KWARGS: dict = {"batch_size": 32, "lr": 2e-3}
+
+
+class Model(nn.Module):
+    """``generator`` (a bert.Model) + ``discriminator`` (a bert.Encoder) + ``disc_head``;
+    ``model(ids)`` -> the discriminator's "replaced" logits ``[B, T]``."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.generator = bert.Model(cfg.generator_config())
+        self.discriminator = bert.Encoder(
+            cfg.max_len, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.dropout
+        )
+        self.disc_head = nn.Sequential(
+            nn.Linear(cfg.n_embd, cfg.n_embd), nn.GELU(), nn.Linear(cfg.n_embd, 1)
+        )
+        init_gpt_weights(self.discriminator, cfg.n_layer, std=bert.INIT_STD)
+        init_gpt_weights(self.disc_head, cfg.n_layer, std=bert.INIT_STD)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.discriminator(ids)  # [B, T, D]
+        return self.disc_head(h).squeeze(-1)  # [B, T]: > 0 means "replaced"
+
+
+def _sample_torch(logits: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    # one byte per row of [N, 256] logits, from softmax(logits)
+    return torch.multinomial(F.softmax(logits.float(), dim=-1), 1, generator=gen).squeeze(-1)
+
+
+def train(
+    cfg: Config,
+    data,
+    *,
+    seed: int,
+    steps: int,
+    progress: Callable[[int, int, float], None] | None = None,
+    batch_size: int = 32,
+    lr: float = 2e-3,
+    weight_decay: float = 0.01,
+    warmup: int | None = None,
+    grad_clip: float = 1.0,
+) -> Model:
+    """Train generator and discriminator jointly on ``data`` (1-d byte ids) with one AdamW.
+
+    Each step: ``batch_size`` random windows ``[CLS] + (max_len - 1) bytes``; :func:`bert.mlm_mask`
+    with ``p = mask_prob`` and every selected position MASK; the generator's MLM loss (cross
+    entropy, nats) on those positions; one byte sampled per masked position from the generator's
+    softmax (detached); the discriminator's binary cross entropy of "replaced" (sample !=
+    original) over every byte position. ``loss = mlm + disc_weight * bce``. Windows and masks
+    come from ``numpy.random.default_rng(seed)``, weights and samples from torch seeded with
+    ``seed``. ``progress(step, total, loss)`` after each step. Returns the model in eval mode.
+    """
+    if steps < 1:
+        raise ValueError(f"electra.train: expected steps >= 1, got {steps}")
+    a = bert.check_byte_corpus(data, cfg.max_len, "electra.train")
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = Model(cfg)
+    model.train()
+    opt = bert.adamw(model, lr, weight_decay)
+    warmup = max(1, steps // 20) if warmup is None else warmup
+    for step in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = bert.lr_at(step, steps, lr, warmup)
+        win = bert.cls_windows(a, rng, batch_size, cfg.max_len)  # [B, T]
+        inputs, sel = bert.mlm_mask(win, rng, cfg.mask_prob, mask_frac=1.0, random_frac=0.0)
+        if not sel.any():
+            sel[0, 1] = True
+            inputs[0, 1] = MASK
+        orig = torch.from_numpy(win)
+        sel_t = torch.from_numpy(sel)
+        gen_logits = model.generator.logits_at(torch.from_numpy(inputs), sel_t)  # [N, 256]
+        mlm_loss = F.cross_entropy(gen_logits, orig[sel_t])
+        with torch.no_grad():
+            corrupted = orig.clone()
+            corrupted[sel_t] = _sample_torch(gen_logits.detach(), gen)  # [B, T]
+        replaced = (corrupted != orig).float()  # [B, T]; a sample equal to the original: 0
+        counted = orig < N_BYTES  # [B, T]: byte positions (not CLS)
+        disc_logits = model(corrupted)  # [B, T]
+        bce = F.binary_cross_entropy_with_logits(disc_logits[counted], replaced[counted])
+        loss = mlm_loss + cfg.disc_weight * bce
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        opt.step()
+        if progress is not None:
+            progress(step + 1, steps, loss.item())
+    model.eval()
+    return model
+
+
+# ------------------------------------------------------------------------------ save / load
+
+
+def save(model: Model, path: str | os.PathLike) -> Path:
+    """Write the checkpoint folder ``path`` (config.json + model.safetensors): ONE checkpoint
+    holding ``generator.*``, ``discriminator.*`` and ``disc_head.*``."""
+    return save_checkpoint(
+        path,
+        ARCH,
+        dataclasses.asdict(model.cfg),
+        model.state_dict(),
+        tokenizer={"type": "byte", "vocab_size": N_BYTES, "specials": "tinyllm.tokens"},
+    )
+
+
+def load(path: str | os.PathLike) -> Model:
+    """Read a checkpoint folder written by :func:`save` (names, shapes, dtypes and finiteness
+    checked against a freshly built model; CheckpointError naming the file)."""
+    cfg = read_family_config(path, ARCH, Config)
+    model = Model(cfg)
+    model.load_state_dict(load_tensors(path, expected_from(model.state_dict())), strict=True)
+    model.eval()
+    return model
+
+
+# ---------------------------------------------------------------------------------- scoring
+
+
+def inverse_cdf_sample(probs: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """One index per row of ``probs`` ``[N, K]`` (rows sum to ~1): the smallest ``k`` with
+    ``cumsum(probs)[k] > u * total`` for uniforms ``u`` ``[N]`` in [0, 1), so index ``k`` is
+    drawn with probability ``probs[k] / total`` and a zero-probability index never.
+
+    >>> inverse_cdf_sample(np.array([[0.2, 0.5, 0.3]] * 3), np.array([0.1, 0.2, 0.95])).tolist()
+    [0, 1, 2]
+    """
+    cdf = np.cumsum(probs, axis=1)  # [N, K]
+    k = (cdf <= (u * cdf[:, -1])[:, None]).sum(axis=1)  # how many cdf values the draw passed
+    return np.minimum(k, probs.shape[1] - 1)
+
+
+def rtd_accuracy(
+    model: Model,
+    texts: Sequence[str],
+    rng: np.random.Generator,
+    *,
+    batch_size: int = 256,
+) -> dict[str, np.ndarray]:
+    """Replaced-token detection on ``texts``, every random draw from ``rng``.
+
+    Each text becomes ``[CLS] bytes`` (cut to ``max_len``). Row by row, in order: its byte
+    positions are selected with probability ``cfg.mask_prob`` and all selected ones set to MASK
+    (:func:`bert.mask_rows`), then one uniform per selected position is drawn; the generator's
+    softmax at that position is sampled by inverse CDF with it. The discriminator then reads the
+    corrupted rows and calls a byte "replaced" when its logit is > 0.
+
+    Counted tokens: every byte position (not CLS, not PAD). A position is *replaced* when its
+    sampled byte differs from the original (a sample equal to the original is original).
+    Returns, one entry per counted token in row then position order:
+    ``correct`` (float64 0/1: prediction == truth), ``replaced`` (bool truth), ``masked``
+    (bool: the position was masked, replaced or not); and ``gen_correct`` (float64 0/1, one per
+    masked position: the generator's argmax equals the original byte).
+    """
+    cfg = model.cfg
+    rows = bert.encode_rows(texts, cfg.max_len)
+    # per row: its masks, then the uniforms of its masked positions (prefix-stable draws)
+    inputs, sel = np.empty_like(rows), np.zeros(rows.shape, dtype=bool)
+    uniforms = []
+    for i, row in enumerate(rows):
+        n = int(np.count_nonzero(row != PAD))
+        inputs[i, :n], sel[i, :n] = bert.mlm_mask(
+            row[:n], rng, cfg.mask_prob, mask_frac=1.0, random_frac=0.0
+        )
+        inputs[i, n:] = PAD
+        uniforms.append(rng.random(int(sel[i].sum())))
+    u = np.concatenate(uniforms) if uniforms else np.zeros(0)  # [N_masked], row-major
+    was_training = model.training
+    model.eval()
+    corrupted = rows.copy()
+    gen_argmax = []
+    try:
+        with torch.inference_mode():
+            probs = []
+            for s in range(0, len(rows), batch_size):
+                b_sel = torch.from_numpy(sel[s : s + batch_size])
+                if not bool(b_sel.any()):
+                    continue
+                lg = model.generator.logits_at(torch.from_numpy(inputs[s : s + batch_size]), b_sel)
+                probs.append(F.softmax(lg.double(), dim=-1).numpy())  # [N_b, 256]
+                gen_argmax.append(lg.argmax(-1).numpy())
+            if probs:
+                corrupted[sel] = inverse_cdf_sample(np.concatenate(probs), u)
+            disc = []
+            for s in range(0, len(rows), batch_size):
+                disc.append(model(torch.from_numpy(corrupted[s : s + batch_size])).numpy())
+    finally:
+        model.train(was_training)
+    counted = rows < N_BYTES  # [B, T]: bytes only
+    disc_logits = np.concatenate(disc, axis=0) if disc else np.zeros(rows.shape)
+    pred = disc_logits[counted] > 0
+    replaced = (corrupted != rows)[counted]
+    gen_pred = np.concatenate(gen_argmax) if gen_argmax else np.zeros(0, dtype=np.int64)
+    return {
+        "correct": (pred == replaced).astype(np.float64),
+        "replaced": replaced,
+        "masked": sel[counted],
+        "gen_correct": (gen_pred == rows[sel]).astype(np.float64),
+    }
