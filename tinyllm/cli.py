@@ -581,6 +581,15 @@ def eval_suite(
         None, "--previous", help="With --release: compare with this release (default: latest)."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),
+    dask_address: str | None = typer.Option(
+        None,
+        "--dask-address",
+        help="With --release: fan the entries out to this Dask scheduler (tcp://host:8786; "
+        "default $TINYLLM_DASK_ADDRESS, else 2 threads).",
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", min=1, help="With --release: a local Dask cluster of N processes."
+    ),
 ) -> None:
     """Score a suite: `tinyllm eval --suite zoo --manifest zoo.yaml` scores every entry and writes the report (plus items/<name>.npy beside it); with `--release R` and no `--out` it runs the EvalSuite flow into the store instead; or use a sub-command.
 
@@ -604,6 +613,12 @@ def eval_suite(
     flow_mode = release is not None and out is None
     if (only or previous is not None) and not flow_mode:
         raise _lm_fail("--only and --previous need --release without --out (the EvalSuite flow)")
+    if (dask_address is not None or workers is not None) and not flow_mode:
+        raise _lm_fail("--dask-address and --workers need --release without --out (the flow)")
+    if dask_address is not None and workers is not None:
+        raise _lm_fail(
+            f"expected --dask-address or --workers, got both ({dask_address}, {workers})"
+        )
     try:
         m = load_manifest(manifest)
         names = [e.name for e in m.entries]
@@ -621,7 +636,10 @@ def eval_suite(
     except (ManifestError, StoreError) as e:
         raise _lm_fail(str(e)) from None
     if flow_mode:
-        _run_suite_flow(manifest, release, store, only or None, previous, seed, as_json, quiet)
+        runner = (dask_address, workers)
+        _run_suite_flow(
+            manifest, release, store, only or None, previous, seed, as_json, quiet, runner
+        )
         return
     out = out or "report.json"
     _check_out(out)
@@ -663,7 +681,9 @@ def _quiet_prefect_console() -> None:
                 h.setLevel(logging.CRITICAL)
 
 
-def _run_suite_flow(manifest, release, store, only, previous, seed, as_json, quiet=False) -> None:
+def _run_suite_flow(
+    manifest, release, store, only, previous, seed, as_json, quiet=False, runner=(None, None)
+) -> None:
     """`tinyllm eval --suite zoo --release R`: the EvalSuite flow, then its table and comparison.
 
     The flow reports to the same Prefect server as `make demo` (:func:`tinyllm.demo.choose_server`:
@@ -683,8 +703,9 @@ def _run_suite_flow(manifest, release, store, only, previous, seed, as_json, qui
         temporary_settings,
     )
 
-    from flows.eval_suite import ensure_crash_detection
-    from flows.eval_suite import eval_suite as suite_flow
+    from flows.eval_suite import configured_suite, ensure_crash_detection
+
+    suite_flow = configured_suite(*runner)  # threads, or Dask (--dask-address / --workers)
 
     _quiet_prefect_console()
     if not quiet:
