@@ -3,6 +3,7 @@ line instead of a traceback, progress on long commands, honest help (issue 12)."
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -233,6 +234,15 @@ def test_token_file_with_fewer_than_2_tokens_is_named(tiny):
     res = run("eval", "ppl", "--data", tiny / "one.tok", "--model", tiny / "bigram")
     assert res.exit_code == 2
     assert f"{tiny / 'one.tok'}: expected at least 2 tokens" in " ".join(res.output.split())
+    # the same file as a zoo entry's data: its error row names the file too
+    doc = {"suite": "zoo", "entries": [{"name": "b", "family": "bigram", "checkpoint": "bigram",
+                                        "data": "one.tok"}]}  # fmt: skip
+    (tiny / "one.yaml").write_text(yaml.safe_dump(doc))
+    res = run("eval", "--suite", "zoo", "--manifest", tiny / "one.yaml", "--out", tiny / "r.json")
+    assert res.exit_code == 0
+    row = json.loads((tiny / "r.json").read_text())["rows"][0]
+    assert row["status"] == "error"
+    assert row["error"]["message"].startswith(f"{tiny / 'one.tok'}: expected at least ")
 
 
 # --- item 11: progress on long commands, --quiet turns it off ------------------------------------
@@ -276,7 +286,9 @@ def test_help_has_no_type_tags_on_flags_and_no_broken_lines(monkeypatch):
     out = run("eval", "ppl", "--help").output
     assert "<bool>" not in out
     assert "measured best" not in out
-    assert f"(default: {lm.DEFAULT_BATCH_SIZE})" in out
+    budget = lm.DEFAULT_TOKEN_BUDGET  # the help states the default the instrument uses
+    assert lm.default_batch_size(32) == budget // 32
+    assert f"(default: {budget} // C, a budget of {budget} tokens)" in out
     assert "at least C - s tokens of context after the first window" in out
     assert "<bool>" not in run("eval", "--help").output
 

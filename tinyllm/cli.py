@@ -254,7 +254,10 @@ def eval_ppl_cmd(
         help="UTF-8 bytes of the scored text, at least the scored tokens (0: one token per byte).",
     ),
     batch_size: int | None = typer.Option(
-        None, "--batch-size", min=1, help="Windows per forward pass (default: 1)."
+        None,
+        "--batch-size",
+        min=1,
+        help="Windows per forward pass (default: 1024 // C, a budget of 1024 tokens).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON for machines."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),
