@@ -138,19 +138,32 @@ class CrossAttention(nn.Module):
         self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
         self.resid_drop = nn.Dropout(dropout)
 
-    def forward(
-        self, x: torch.Tensor, mem: torch.Tensor, mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        B, T, D = x.shape
-        S, H = mem.shape[1], self.n_head
-        q = self.c_q(x).view(B, T, H, D // H).transpose(1, 2)  # [B, H, T, Dh]
+    def memory_kv(self, mem: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of the memory, ``2 x [B, H, S, Dh]`` (computed once per source when
+        decoding step by step)."""
+        B, S, D = mem.shape
+        H = self.n_head
         k, v = self.c_kv(mem).split(D, dim=2)  # 2 x [B, S, D]
         k = k.view(B, S, H, D // H).transpose(1, 2)  # [B, H, S, Dh]
         v = v.view(B, S, H, D // H).transpose(1, 2)
+        return k, v
+
+    def attend(
+        self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Queries ``x`` [B, T, D] over precomputed memory keys/values (:meth:`memory_kv`)."""
+        B, T, D = x.shape
+        H = self.n_head
+        q = self.c_q(x).view(B, T, H, D // H).transpose(1, 2)  # [B, H, T, Dh]
         p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # [B,H,T,Dh]
         y = y.transpose(1, 2).contiguous().view(B, T, D)
         return self.resid_drop(self.c_proj(y))
+
+    def forward(
+        self, x: torch.Tensor, mem: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return self.attend(x, *self.memory_kv(mem), mask)
 
 
 class DecoderBlock(nn.Module):
@@ -182,6 +195,33 @@ class DecoderBlock(nn.Module):
         x = x + self.attn(self.ln_1(x))  # [B, T, D], position t reads targets 0..t
         x = x + self.cross(self.ln_2(x), mem, mem_mask)  # [B, T, D], reads the whole source
         return x + self.mlp(self.ln_3(x))  # [B, T, D]
+
+    def step(
+        self,
+        x: torch.Tensor,
+        past_k: torch.Tensor,
+        past_v: torch.Tensor,
+        mem_k: torch.Tensor,
+        mem_v: torch.Tensor,
+        mem_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One new position ``x`` [B, 1, D] given the self-attention keys/values of the earlier
+        positions ``past_k``, ``past_v`` [B, H, t, Dh] and the memory's (:meth:`CrossAttention.
+        memory_kv`): ``(y [B, 1, D], k, v [B, H, t+1, Dh])``. The same function as
+        :meth:`forward` at the last position (the new position attends to all earlier ones and
+        itself: causal by construction), at O(t) instead of O(t^2) per step."""
+        B, _, D = x.shape
+        H = self.attn.n_head
+        q, k, v = self.attn.c_attn(self.ln_1(x)).split(D, dim=2)  # 3 x [B, 1, D]
+        q = q.view(B, 1, H, D // H).transpose(1, 2)  # [B, H, 1, Dh]
+        k = torch.cat([past_k, k.view(B, 1, H, D // H).transpose(1, 2)], dim=2)  # [B,H,t+1,Dh]
+        v = torch.cat([past_v, v.view(B, 1, H, D // H).transpose(1, 2)], dim=2)
+        p = self.attn.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p)  # [B, H, 1, Dh]
+        y = y.transpose(1, 2).contiguous().view(B, 1, D)
+        x = x + self.attn.resid_drop(self.attn.c_proj(y))
+        x = x + self.cross.attend(self.ln_2(x), mem_k, mem_v, mem_mask)
+        return x + self.mlp(self.ln_3(x)), k, v
 
 
 def init_gpt_weights(module: nn.Module, n_layer: int, std: float = 0.02) -> None:

@@ -97,6 +97,20 @@ class Config:
         check_training_fields(self)
 
 
+# The demo zoo's seq2seq (tinyllm/train.py reads these), trained on both cldr tasks together
+# (tinyllm.data.cldr_files: 4,027 train pairs), seed 0, 1 torch thread, on a busy 2-core machine
+# (train s = CPU seconds of the process); EM on val with beam 4, Wilson 95%; p = paired
+# permutation test against the copy baseline on the same names (copy: 21/291 = 0.072):
+#   config          steps  train s  cldr-names EM            p       cldr-dates EM
+#   Config()        1500   94       0.172 [0.133, 0.219]     0.0004  1.000 [0.995, 1.000]
+#   Config()        2000   ~125     0.165 [0.127, 0.212]     0.0013  1.000 [0.995, 1.000]
+# Dates are learned early (train loss < 0.1 by step 1000); names are mostly memorization and do
+# not improve with more steps, so the zoo takes the cheaper run.
+ZOO_CONFIG = Config()
+ZOO_STEPS = 1500
+ZOO_COST_S = 95.0  # measured single-thread training seconds (train.Recipe.cost_s)
+
+
 def output_mask() -> torch.Tensor:
     """``[V]`` additive mask: 0 for the bytes and EOS, -inf for the ids never emitted."""
     m = torch.zeros(VOCAB)
