@@ -99,6 +99,7 @@ class Watched:
     def check_clean(self, site_root: str) -> None:
         assert self.console_errors == []
         assert self.dialogs == []
+        assert any(u.startswith(site_root) for u in self.requests)  # the listener sees pages
         outside = [u for u in self.requests if not u.startswith(site_root)]
         assert outside == [], f"requests outside the site {site_root}: {outside}"
         # the planted markup never ran and never became elements
