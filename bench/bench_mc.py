@@ -110,8 +110,9 @@ def make_items(n: int, seed: int, kind: str, max_words: int, max_sents: int) -> 
         wrong: list[str] = []
         while len(wrong) < 3:
             o = int(rng.integers(len(docs)))
-            if o != d:
-                wrong.append(pick(o))
+            w = pick(o) if o != d else right
+            if w != right and w not in wrong:  # four different texts: no exact ties
+                wrong.append(w)
         gold = int(rng.integers(4))
         choices = wrong[:gold] + [right] + wrong[gold:]
         items.append({"context": ctx, "choices": choices, "gold": gold, "target_delimiter": " "})
@@ -225,6 +226,7 @@ def run_shape(name: str, shape: dict, task: str, n_items: int, n_blocks: int, se
     return {
         "shape": name,
         "task": task,
+        "seed": seed,
         "params_m": sum(p.numel() for p in model.parameters()) / 1e6,
         "items": n_items,
         "blocks": n_blocks,
@@ -238,7 +240,18 @@ def run_shape(name: str, shape: dict, task: str, n_items: int, n_blocks: int, se
         "max_ll_diff": diff,
         "acc_agree": int(sum(a == o for a, o in zip(acc_l, acc_o, strict=True))),
         "acc_norm_agree": int(sum(a == o for a, o in zip(norm_l, norm_o, strict=True))),
+        # where the predictions differ: the item, its two picks and lm-eval's LL gap between them
+        "disagree": [
+            (i, acc_l[i], int(acc_o[i]), float(ll_l[i][acc_l[i]] - ll_l[i][acc_o[i]]))
+            for i in range(n_items)
+            if acc_l[i] != acc_o[i]
+        ],
     }
+
+
+def items_of(r: dict) -> list[dict]:
+    """The items a result row was measured on (rebuilt from its task and seed)."""
+    return make_items(r["items"], r["seed"], *TASKS[r["task"]])
 
 
 def table(rows: list[dict], cmd: str, load: tuple[float, float]) -> str:
@@ -260,6 +273,20 @@ def table(rows: list[dict], cmd: str, load: tuple[float, float]) -> str:
             f"{r['max_ll_diff']:.1e} | {r['acc_agree']}/{r['items']} | "
             f"{r['acc_norm_agree']}/{r['items']} |"
         )
+    for r in rows:
+        for i, a, o, gap in r.get("disagree", []):
+            lines += [
+                "",
+                f"{r['shape']} {r['task']}, item {i}: acc picks choice {a} (lm-eval) vs {o} "
+                f"(tinyllm); lm-eval's own LLs of the two differ by {gap:.1e} nats, a tie "
+                "within float32 rounding (`choices` {a} and {o} are "
+                + (
+                    "the same text"
+                    if items_of(r)[i]["choices"][a] == items_of(r)[i]["choices"][o]
+                    else "different texts"
+                )
+                + ").",
+            ]
     lines += [
         "",
         "lm-eval 0.4.13 `HFLM.loglikelihood` at batch 8 (its requests sorted by length, one-token "
@@ -272,12 +299,117 @@ def table(rows: list[dict], cmd: str, load: tuple[float, float]) -> str:
     return "\n".join(lines)
 
 
-def write_section(text: str) -> None:
+AGREE_SECTION = "## A converted lm-eval task: per-item agreement"
+
+TASK_YAML = """\
+task: {name}
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "{{{{context}}}}"
+doc_to_choice: "{{{{endings}}}}"
+doc_to_target: label
+target_delimiter: " "
+metric_list:
+  - metric: acc
+  - metric: acc_norm
+"""
+
+
+def run_agreement(
+    name: str, shape: dict, task: str, n_items: int, seed: int, workdir: Path
+) -> dict:
+    """End to end: the bench items written as an lm-eval task (YAML + JSONL, HellaSwag-style
+    fields), run by lm-eval's own evaluator (``simple_evaluate``, per-sample acc / acc_norm);
+    the same YAML converted by ``tinyllm task import-lmeval`` and run by ``lm.run_task``."""
+    from lm_eval import evaluator
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    from tinyllm.lmeval_import import import_task
+
+    items = make_items(n_items, seed, *TASKS[task])
+    docs = [
+        {"context": it["context"], "endings": it["choices"], "label": it["gold"]} for it in items
+    ]
+    tname = f"tinyllm_bench_{task}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    data = workdir / f"{tname}.jsonl"
+    data.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    yml = workdir / f"{tname}.yaml"
+    yml.write_text(TASK_YAML.format(name=tname, data=str(data)), encoding="utf-8")
+    tok = make_tokenizer(shape["tok"], [" ".join(s) for s in sentences()])
+    model = build(shape, 257 if shape["tok"] == "byte" else 50257)
+    hflm = HFLM(
+        pretrained=model, tokenizer=tok, batch_size=8, device="cpu", max_length=shape["ctx"]
+    )
+    res = evaluator.simple_evaluate(
+        model=hflm,
+        tasks=[tname],
+        task_manager=TaskManager(include_path=str(workdir), include_defaults=False),
+        log_samples=True,
+        bootstrap_iters=0,
+    )
+    samples = sorted(res["samples"][tname], key=lambda r: r["doc_id"])
+    conv, _ = import_task(yml, workdir / f"{tname}.tinyllm.jsonl")
+    rng = np.random.default_rng(0)
+    ours = {
+        m: lm.run_task(model, tok, conv, m, rng, n_boot=10).per_item for m in ("acc", "acc_norm")
+    }
+    lls_o = lm.choice_lls(model, tok, lm.read_task(conv))
+    lls_l = [np.asarray([float(r[0][0]) for r in s["resps"]]) for s in samples]
+    return {
+        "shape": name,
+        "task": task,
+        "items": n_items,
+        "acc_same": int(
+            sum(float(s["acc"]) == a for s, a in zip(samples, ours["acc"], strict=True))
+        ),
+        "acc_norm_same": int(
+            sum(float(s["acc_norm"]) == a for s, a in zip(samples, ours["acc_norm"], strict=True))
+        ),
+        "acc": (float(np.mean([s["acc"] for s in samples])), float(ours["acc"].mean())),
+        "acc_norm": (
+            float(np.mean([s["acc_norm"] for s in samples])),
+            float(ours["acc_norm"].mean()),
+        ),
+        "max_ll_diff": max(float(np.abs(a - b).max()) for a, b in zip(lls_l, lls_o, strict=True)),
+    }
+
+
+def agree_table(rows: list[dict], cmd: str, load: tuple[float, float]) -> str:
+    lines = [
+        AGREE_SECTION,
+        "",
+        f"Command: `{cmd}` (load average {load[0]:.1f} at the start, {load[1]:.1f} at the end). "
+        "The bench items written as an lm-eval task (YAML + JSONL data), run by lm-eval 0.4.13's "
+        "`simple_evaluate` (per-sample acc and acc_norm, `log_samples`), and the same YAML "
+        "converted by `tinyllm task import-lmeval` and run by `lm.run_task`; same model object "
+        "and tokenizer.",
+        "",
+        "| shape | task | items | acc same | acc_norm same | acc lm-eval / tinyllm "
+        "| acc_norm lm-eval / tinyllm | max abs LL diff |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['shape']} | {r['task']} | {r['items']} | {r['acc_same']}/{r['items']} "
+            f"| {r['acc_norm_same']}/{r['items']} | {r['acc'][0]:.4f} / {r['acc'][1]:.4f} "
+            f"| {r['acc_norm'][0]:.4f} / {r['acc_norm'][1]:.4f} | {r['max_ll_diff']:.1e} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_section(text: str, section: str = SECTION) -> None:
     path = ROOT / "docs" / "benchmarks.md"
     doc = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    start = doc.find(SECTION)
+    start = doc.find(section)
     if start >= 0:
-        end = doc.find("\n## ", start + len(SECTION))
+        end = doc.find("\n## ", start + len(section))
         doc = doc[:start] + text + (doc[end + 1 :] if end >= 0 else "")
     else:
         doc = doc.rstrip("\n") + "\n\n" + text
@@ -291,9 +423,34 @@ def main() -> None:
     ap.add_argument("--tasks", default="sentence,cloze")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="also write the rows to this JSON file")
+    ap.add_argument(
+        "--agree",
+        action="store_true",
+        help="per-item acc/acc_norm: lm-eval's evaluator on a task vs the converted task",
+    )
+    ap.add_argument("--agree-items", default="tiny:200,gpt2-small:24")
     args = ap.parse_args()
     torch.set_num_threads(1)
     load0 = os.getloadavg()[0]
+    if args.agree:
+        import tempfile
+
+        rows = []
+        with tempfile.TemporaryDirectory() as d:
+            for spec in args.agree_items.split(","):
+                name, n = spec.split(":")
+                for task in args.tasks.split(","):
+                    rows.append(
+                        run_agreement(name, SHAPES[name], task, int(n), args.seed, Path(d) / name)
+                    )
+                    print(json.dumps(rows[-1]), flush=True)
+        cmd = f"python bench/bench_mc.py --agree --agree-items {args.agree_items}"
+        if args.tasks != "sentence,cloze":
+            cmd += f" --tasks {args.tasks}"
+        text = agree_table(rows, cmd, (load0, os.getloadavg()[0]))
+        print(text)
+        write_section(text, AGREE_SECTION)
+        return
     rows = []
     for name in ["tiny"] if args.quick else args.shapes.split(","):
         shape = SHAPES[name]

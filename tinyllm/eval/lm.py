@@ -930,13 +930,24 @@ def _cached_lls(
         h, state = engine.prefill(x, lens)  # h [Bc, Lc, D]
         ks = [k for u in batch for k in of_ctx[u]]
         row_of = {u: b for b, u in enumerate(batch)}
-        # the first choice token of every request, read at its context's last position
-        rows = torch.tensor([row_of[ctx_id[reqs[k].ctx.tobytes()]] for k in ks])
-        h_last = h[rows, lens[rows] - 1]  # [R, D]
-        tgt = torch.tensor([int(reqs[k].cont[0]) for k in ks])
-        first = _nll_blocks(lambda lo, hi, hs=h_last: engine.head(hs[lo:hi]), len(ks), v, tgt)
-        for i, k in enumerate(ks):
-            ll[k] = -float(first[i])
+        # the first choice token of every request, read at its context's last position: the
+        # head and log-softmax run once per context, shared by all of its choices
+        rows = torch.tensor([row_of[ctx_id[reqs[k].ctx.tobytes()]] for k in ks])  # [R]
+        tgt = torch.tensor([int(reqs[k].cont[0]) for k in ks])  # [R]
+        h_last = h[torch.arange(len(batch)), lens - 1]  # [Bc, D]
+        step = max(1, _MAX_LOGITS // max(v, 1))
+        for lo in range(0, len(batch), step):
+            z = engine.head(h_last[lo : lo + step])  # [rows, V]
+            if int(tgt.max()) >= z.shape[1]:
+                raise ValueError(
+                    f"expected token ids < the model's vocabulary size {z.shape[1]}, "
+                    f"got id {int(tgt.max())}"
+                )
+            lp = torch.log_softmax(z.float(), dim=-1)
+            sel = ((rows >= lo) & (rows < lo + step)).nonzero()[:, 0]
+            got = lp[rows[sel] - lo, tgt[sel]].double()
+            for i, val in zip(sel.tolist(), got.tolist(), strict=True):
+                ll[ks[i]] = val
         # the rest of each choice, fed after its cached context: the choices of one context
         # share a row (packed one after another, each attending to the context and causally to
         # itself only), so the context's keys and values are never copied per choice
