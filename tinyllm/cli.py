@@ -676,11 +676,13 @@ def _quiet_prefect_console() -> None:
 
     if _DEBUG["on"]:
         return
-    for name in ["prefect", *logging.root.manager.loggerDict]:
-        if not name.startswith("prefect"):
-            continue
+    from prefect.logging.configuration import ensure_logging_setup
+
+    ensure_logging_setup()  # Prefect attaches its console handler to the root logger
+    names = ["", *(n for n in logging.root.manager.loggerDict if n.startswith("prefect"))]
+    for name in names:
         for h in logging.getLogger(name).handlers:
-            if type(h).__name__ in ("PrefectConsoleHandler", "StreamHandler"):
+            if type(h).__name__ == "PrefectConsoleHandler":
                 h.setLevel(logging.CRITICAL)
 
 

@@ -15,7 +15,9 @@ followed by one newline byte, and a split is the concatenation of its documents 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -151,6 +153,99 @@ def build_lee(out_dir: str | os.PathLike, path: str | os.PathLike | None = None)
     )
 
 
+# ---- splits by hash ---------------------------------------------------------------------------
+
+ROW_SPLITS = ("train", "val")
+VAL_BUCKETS = 5  # a row goes to val when hash_bucket(sentence) == 0: 1 in 5, an 80/20 split
+
+
+def hash_split(sentence: str) -> str:
+    """``"val"`` when the first 8 bytes of ``sha256(sentence as UTF-8)``, read as a little-endian
+    integer, are 0 modulo 5 (about 20% of sentences), else ``"train"``: a split that needs no
+    seed and keeps a sentence in the same split whatever else is in the file."""
+    h = int.from_bytes(hashlib.sha256(sentence.encode("utf-8")).digest()[:8], "little")
+    return "val" if h % VAL_BUCKETS == 0 else "train"
+
+
+# ---- cldr: English -> French pairs (formats/seq2seq-jsonl.md) ----------------------------------
+
+CLDR_NAME_CATEGORIES = ("territories", "languages", "currencies", "scripts")  # babel.Locale attrs
+CLDR_DATES = ("1990-01-01", "2019-12-31", 3)  # first day, last day, every 3rd day: 3,653 dates
+CLDR_TASKS = ("names", "dates")
+
+
+def cldr_names_pairs() -> list[tuple[str, str]]:
+    """cldr-names: (English, French) CLDR display names of territories, languages, currencies
+    and scripts (``babel.Locale("en").territories[code]`` -> ``Locale("fr")...[code]``, codes in
+    sorted order, categories in that order), for every code both locales name. An English name
+    that occurs twice (under another code or category) keeps its first French name. Sorted by
+    the English name."""
+    from babel import Locale
+
+    en, fr = Locale.parse("en"), Locale.parse("fr")
+    pairs: dict[str, str] = {}
+    for cat in CLDR_NAME_CATEGORIES:
+        e, f = getattr(en, cat), getattr(fr, cat)
+        for code in sorted(e):
+            src, tgt = str(e[code]).strip(), str(f.get(code) or "").strip()
+            if src and tgt and src not in pairs:
+                pairs[src] = tgt
+    return sorted(pairs.items())
+
+
+def cldr_dates_pairs() -> list[tuple[str, str]]:
+    """cldr-dates: ``babel.dates.format_date(d, "long", locale="en")`` -> the same with
+    ``locale="fr"`` (``"March 5, 2024"`` -> ``"5 mars 2024"``) for every 3rd day from 1990-01-01
+    to 2019-12-31 (:data:`CLDR_DATES`), in date order."""
+    import datetime
+
+    from babel.dates import format_date
+
+    first, last, every = CLDR_DATES
+    d, end = datetime.date.fromisoformat(first), datetime.date.fromisoformat(last)
+    out = []
+    while d <= end:
+        out.append((format_date(d, "long", locale="en"), format_date(d, "long", locale="fr")))
+        d += datetime.timedelta(days=every)
+    return out
+
+
+def write_pairs(path: str | os.PathLike, pairs: list[tuple[str, str]]) -> Path:
+    """Write (src, tgt) pairs as a seq2seq task file (JSONL ``{"src", "tgt"}``), atomically."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps({"src": s, "tgt": t}, ensure_ascii=False) + "\n" for s, t in pairs)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, p)
+    return p
+
+
+def cldr_files(out_dir: str | os.PathLike) -> dict[str, Path]:
+    """The cldr corpus: each task's pairs split by :func:`hash_split` of ``src`` (so no source is
+    in both splits), written as ``cldr_<task>_<split>.jsonl``; ``train`` is both tasks' train
+    pairs together (names first, then dates). Keys: ``train``, ``names_train``, ``names_val``,
+    ``dates_train``, ``dates_val``."""
+    out = Path(out_dir)
+    files: dict[str, Path] = {}
+    train: list[tuple[str, str]] = []
+    for task, pairs in (("names", cldr_names_pairs()), ("dates", cldr_dates_pairs())):
+        for split in ROW_SPLITS:
+            part = [p for p in pairs if hash_split(p[0]) == split]
+            files[f"{task}_{split}"] = write_pairs(out / f"cldr_{task}_{split}.jsonl", part)
+            if split == "train":
+                train += part
+    files["train"] = write_pairs(out / "cldr_train.jsonl", train)
+    return files
+
+
+def read_cldr_train(path: str | os.PathLike) -> list[tuple[str, str]]:
+    """The (src, tgt) pairs of a seq2seq task file (what a seq2seq family's ``train`` gets)."""
+    from tinyllm.eval.kinds.seq2seq import read_pairs
+
+    return read_pairs(path)
+
+
 # ---- the zoo's corpora -------------------------------------------------------------------------
 
 
@@ -179,5 +274,6 @@ def read_lee_train(path: str | os.PathLike) -> np.ndarray:
 
 CORPORA: dict[str, Corpus] = {
     "lee": Corpus(build=lee_files, read_train=read_lee_train),
+    "cldr": Corpus(build=cldr_files, read_train=read_cldr_train),
 }
 """Corpus name -> :class:`Corpus`: the only list of the zoo's training data (a recipe's ``data``)."""

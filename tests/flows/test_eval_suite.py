@@ -406,3 +406,46 @@ def test_cli_flow_table_shows_why_a_row_failed(zoo_dir, tmp_path, monkeypatch):
     assert "error" in table_row and "FileNotFoundError:" in table_row
     assert "ghost: FileNotFoundError: " in res.stdout and "missing-dir" in res.stdout
     assert f"written to {tmp_path / 's'}/releases/v1/" in res.stdout.replace("\n", "")
+
+
+def test_cli_error_inside_the_flow_is_one_line(zoo_dir, tmp_path, monkeypatch, capsys):
+    """Item 7: a store failure inside the flow (after the checks) is one line on stderr, with
+    Prefect's console tracebacks held back (they still reach the server); exit status 1."""
+    import logging
+    import sys
+
+    from prefect.logging.configuration import ensure_logging_setup
+
+    from tinyllm import cli
+
+    store = tmp_path / "store"
+    (store / "releases").mkdir(parents=True)
+    (store / "releases" / "r1").write_text("a file where the release folder goes\n")
+    m = write_manifest(zoo_dir, HEALTHY)
+    ensure_logging_setup()
+    # Prefect's console handler writes to the stream it was made with: point it at this test's
+    # captured stderr, so that what it prints is seen here
+    handlers = [
+        h for h in logging.getLogger().handlers if type(h).__name__ == "PrefectConsoleHandler"
+    ]
+    assert handlers
+    saved = [(h, h.level, h.stream, h.console.file) for h in handlers]
+    for h in handlers:
+        h.stream = h.console.file = sys.stderr
+    monkeypatch.setattr(
+        sys, "argv", ["tinyllm", "eval", "--suite", "zoo", "--manifest", m, "--store", str(store),
+                      "--release", "r1", "-q"],
+    )  # fmt: skip
+    try:
+        with pytest.raises(SystemExit) as ex:
+            cli.main()
+    finally:
+        for h, level, stream, file in saved:
+            h.setLevel(level)
+            h.stream, h.console.file = stream, file
+    err = capsys.readouterr().err
+    assert ex.value.code == 1
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"error: {store}/releases/r1/items/")
+    assert "NotADirectoryError" in lines[0] and "Traceback" not in err
