@@ -668,22 +668,34 @@ def eval_suite(
     _print_report(report, f"report written to {path}")
 
 
-def _quiet_prefect_console() -> None:
-    """Prefect's console log handlers print every task failure's traceback; the CLI reports
-    errors itself (one line, see :func:`main`), so they show only with ``--debug``. The logs
-    still reach the Prefect server and its UI."""
+class _BelowError:
+    """A logging filter that lets progress (INFO, WARNING) through and holds back errors."""
+
+    @staticmethod
+    def filter(record) -> bool:
+        return record.levelno < 40  # logging.ERROR
+
+
+def _quiet_prefect_console(quiet: bool = False) -> None:
+    """Prefect's console log handler (on the root logger) prints each task's progress, and each
+    failure's traceback. The CLI reports errors itself (one line, see :func:`main`), so the
+    console shows progress only; ``--quiet`` hides that too, ``--debug`` shows everything.
+    The logs still reach the Prefect server and its UI."""
     import logging
 
     if _DEBUG["on"]:
         return
     from prefect.logging.configuration import ensure_logging_setup
 
-    ensure_logging_setup()  # Prefect attaches its console handler to the root logger
+    ensure_logging_setup()
     names = ["", *(n for n in logging.root.manager.loggerDict if n.startswith("prefect"))]
     for name in names:
         for h in logging.getLogger(name).handlers:
             if type(h).__name__ == "PrefectConsoleHandler":
-                h.setLevel(logging.CRITICAL)
+                if quiet:
+                    h.setLevel(logging.CRITICAL)
+                elif _BelowError not in h.filters:
+                    h.addFilter(_BelowError)
 
 
 def _run_suite_flow(
@@ -712,7 +724,7 @@ def _run_suite_flow(
 
     suite_flow = configured_suite(*runner)  # threads, or Dask (--dask-address / --workers)
 
-    _quiet_prefect_console()
+    _quiet_prefect_console(quiet)
     if not quiet:
         err.print(f"running the EvalSuite flow for release {release} on {api} ...")
     beat = int(os.environ["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"])
