@@ -311,3 +311,18 @@ def test_make_stop_is_quiet_when_no_server_runs(tmp_path):
         text=True,
     )
     assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
+
+
+def test_zoo_build_shows_training_progress_when_piped(tmp_path, monkeypatch):
+    from tinyllm import train
+
+    real = train.build_zoo
+    tiny = {"nplm": train.Recipe(config={"context": 3, "emb_dim": 8, "hidden": 16}, steps=3)}
+    monkeypatch.setattr(
+        train, "build_zoo", lambda out, **kw: real(out, **{**kw, "recipes": tiny, "jobs": 1})
+    )
+    res = run("zoo", "build", "--out", tmp_path / "z")
+    assert res.exit_code == 0, res.output
+    assert "training nplm: step 3/3" in res.stderr
+    res = run("zoo", "build", "--out", tmp_path / "z2", "--quiet")
+    assert res.exit_code == 0 and "training" not in res.stderr

@@ -753,6 +753,31 @@ def _run_suite_flow(
 # --- tinyllm zoo build ---
 
 
+def _training_progress(quiet: bool):
+    """build_zoo's ``progress``: nothing with --quiet, its live bars on a terminal, else a plain
+    line per model when it starts and ends, and at most every 10 s while it trains."""
+    if quiet:
+        return False
+    err = Console(stderr=True)
+    if err.is_terminal:
+        return True
+    import time
+
+    last: dict[str, float] = {}
+
+    def line(name: str, step: int, total: int, loss: float) -> None:
+        now = time.monotonic()
+        if name not in last or step >= total or now - last[name] >= _Progress.every:
+            last[name] = now
+            err.print(
+                f"training {name}: step {step}/{total}, loss {loss:.4f}",
+                markup=False,
+                highlight=False,
+            )
+
+    return line
+
+
 @zoo_app.command("build")
 def zoo_build_cmd(
     out: Annotated[str, typer.Option("--out", help="Folder for checkpoints, data and zoo.yaml.")],
@@ -763,6 +788,7 @@ def zoo_build_cmd(
     threads: Annotated[
         int, typer.Option("--threads", help="torch threads of each training process.")
     ] = 1,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=_QUIET_HELP)] = False,
 ) -> None:
     """Train the demo zoo (every family with a recipe, small configs, fixed seeds) on real data."""
     import os
@@ -778,7 +804,9 @@ def zoo_build_cmd(
     if threads < 1 or jobs < 1:
         raise typer.BadParameter(f"expected --jobs >= 1 and --threads >= 1, got {jobs}, {threads}")
     t0 = time.perf_counter()
-    results = build_zoo(out, seed=seed, progress=True, threads=threads, jobs=jobs)
+    results = build_zoo(
+        out, seed=seed, progress=_training_progress(quiet), threads=threads, jobs=jobs
+    )
     table = Table(title=f"zoo built in {time.perf_counter() - t0:.0f} s (seed {seed})")
     table.add_column("name")
     table.add_column("checkpoint")
