@@ -626,6 +626,33 @@ def test_cli_eval_task_hf_json_equals_run_task(tmp_path, hf_dir):
     assert table.exit_code == 0 and "acc_norm" in table.stdout
 
 
+def test_cli_eval_task_max_len_and_delimiter(tmp_path, hf_dir):
+    """--max-len above the model's 64 positions: one clear line, no traceback; a context longer
+    than the model is cut as lm-eval cuts it (a warning, not an IndexError); --target-delimiter
+    changes the scores as the library's target_delimiter does."""
+    long = [{"context": "ab" * 60, "choices": ["bb", "c"], "gold": 0}] + TASK
+    path = _write_task(tmp_path / "task.jsonl", long)
+    base = ["eval", "task", "--hf", hf_dir, "--task", path, "--tokenizer", "byte", "--json"]
+    r = _invoke([*base, "--max-len", 65])
+    assert r.exit_code == 2, r.output
+    assert "expected at most the model's own context of 64 tokens, got 65" in r.output
+    assert "Traceback" not in r.output
+    r = _invoke(base)
+    assert r.exit_code == 0, r.output
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, use_safetensors=True)
+    with pytest.warns(UserWarning, match="cut 113 context tokens from the left of 2 of 10"):
+        want = lm.run_task(
+            model.eval(), ByteTokenizer(), long, "acc_norm", np.random.default_rng(0)
+        )
+    assert json.loads(r.stdout)["per_item"] == want.per_item.tolist()
+    r = _invoke([*base, "--target-delimiter", " ", "--metric", "acc"])
+    assert r.exit_code == 0, r.output
+    want = lm.run_task(
+        model.eval(), ByteTokenizer(), long, "acc", np.random.default_rng(0), target_delimiter=" "
+    )
+    assert json.loads(r.stdout)["per_item"] == want.per_item.tolist()
+
+
 def test_cli_eval_task_without_a_tokenizer_says_so(tmp_path, hf_dir):
     path = _write_task(tmp_path / "task.jsonl", TASK)
     r = _invoke(["eval", "task", "--hf", hf_dir, "--task", path])

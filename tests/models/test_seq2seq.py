@@ -4,6 +4,8 @@ task, data checks."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -149,4 +151,4 @@ def test_lr_schedule_warms_up_then_decays_to_a_tenth():
     assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
     assert lrs[10] == pytest.approx(1.0)
     assert lrs[-1] == pytest.approx(0.1, abs=1e-3)
-    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:], strict=True))
+    assert all(a >= b for a, b in itertools.pairwise(lrs[10:]))

@@ -43,6 +43,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from tinyllm.checkpoint import expected_from, load_tensors, read_family_config, save_checkpoint
 from tinyllm.models.beam import beam_search, strip_hypothesis
+from tinyllm.models.gpt import lr_at  # the same warmup + cosine schedule as the GPT's
 from tinyllm.tokens import (
     BOS,
     CLS,
@@ -223,14 +224,6 @@ def encode_targets(tgts: list[str], max_len: int) -> tuple[torch.Tensor, torch.T
     return t[:, :-1], t[:, 1:]
 
 
-def lr_at(step: int, steps: int, lr: float, warmup: int, min_ratio: float = 0.1) -> float:
-    """Linear warmup over ``warmup`` steps, then cosine decay from ``lr`` to ``min_ratio * lr``."""
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    frac = (step - warmup) / max(1, steps - warmup)  # 0 -> 1
-    return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
-
-
 def fit(
     model: nn.Module,
     pairs: list[tuple[str, str]],
@@ -242,8 +235,9 @@ def fit(
 ) -> None:
     """Teacher-forced training of ``model(src, tgt_in) -> logits [B, T, V]``, in place: Adam,
     ``cfg.batch_size`` pairs per step drawn uniformly with ``numpy.random.default_rng(seed)``,
-    mean cross entropy (nats) over the non-PAD targets, lr by :func:`lr_at`, gradient-norm
-    clipping at ``cfg.clip``. ``progress(step, steps, loss)`` after each step (1-based)."""
+    mean cross entropy (nats) over the non-PAD targets, lr by :func:`tinyllm.models.gpt.lr_at`
+    (warmup ``cfg.warmup``, cosine to ``cfg.lr / 10``), gradient-norm clipping at ``cfg.clip``.
+    ``progress(step, steps, loss)`` after each step (1-based)."""
     rng = np.random.default_rng(seed)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     srcs = [s for s, _ in pairs]
