@@ -19,6 +19,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,6 +247,92 @@ def read_cldr_train(path: str | os.PathLike) -> list[tuple[str, str]]:
     return read_pairs(path)
 
 
+# ---- wordsim: word2vec's training text and word pairs (formats/word-pairs.md) -----------------
+
+WORD_PATTERN = re.compile(r"[^\W\d_]+")  # a run of letters (Unicode; no digits, no underscore)
+WORDSIM_TRAIN_NAME = "wordsim_train.txt"
+WORD_PAIR_SOURCES = {"wordsim353": "wordsim353.tsv", "simlex999": "simlex999.txt"}
+"""Word-pair file key -> gensim's test data file it is converted from."""
+
+
+def tokenize_words(text: str) -> list[str]:
+    """Words of ``text``: lowercased, then every maximal run of letters (regex ``[^\\W\\d_]+``),
+    so digits, punctuation and whitespace separate words and are dropped; "Bush's" -> ["bush",
+    "s"], "9/11" -> []. Single letters are words."""
+    return WORD_PATTERN.findall(text.lower())
+
+
+def gensim_word_pairs(name: str) -> list[tuple[str, str, float]]:
+    """(word 1, word 2, human score) of gensim's ``wordsim353.tsv`` or ``simlex999.txt``
+    (``name`` a key of :data:`WORD_PAIR_SOURCES`), in file order: ``#`` lines are the header and
+    are skipped; every other line is ``word<TAB>word<TAB>score``. Words keep the source's case
+    ("FBI"; lookups lowercase them); a pair listed twice (WordSim353's "money cash") stays twice,
+    as in the source."""
+    if name not in WORD_PAIR_SOURCES:
+        raise ValueError(f"word pairs: expected one of {sorted(WORD_PAIR_SOURCES)}, got {name!r}")
+    p = gensim_test_data_dir() / WORD_PAIR_SOURCES[name]
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{p}: expected gensim's test data file, got no such file") from None
+    out = []
+    for i, line in enumerate(text.split("\n"), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.rstrip("\r").split("\t")
+        try:
+            w1, w2, score = parts[0].strip(), parts[1].strip(), float(parts[2])
+        except (IndexError, ValueError):
+            raise DataError(f"{p}:{i}: expected 'word<TAB>word<TAB>score', got {line!r}") from None
+        if len(parts) != 3 or not w1 or not w2 or " " in w1 + w2:
+            raise DataError(f"{p}:{i}: expected 'word<TAB>word<TAB>score', got {line!r}")
+        out.append((w1, w2, score))
+    return out
+
+
+def write_word_pairs(
+    path: str | os.PathLike, pairs: list[tuple[str, str, float]], source: str = ""
+) -> Path:
+    """Write a word-pairs file (formats/word-pairs.md): an optional ``# source`` line, then one
+    ``w1 w2 score`` line per pair (``repr`` of the float score), atomically."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    head = f"# {source}\n" if source else ""
+    text = head + "".join(f"{a} {b} {s!r}\n" for a, b, s in pairs)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, p)
+    return p
+
+
+def wordsim_files(out_dir: str | os.PathLike) -> dict[str, Path]:
+    """The word2vec corpus: ``train`` = ``wordsim_train.txt``, the lee training documents
+    (:func:`lee_split`, the same 264 as the byte models') as text, one per line; ``wordsim353``
+    and ``simlex999`` = the word pairs converted from gensim's test data
+    (:func:`gensim_word_pairs`) into ``wordsim353.txt`` / ``simlex999.txt``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    train_docs, _ = lee_split()
+    train = out / WORDSIM_TRAIN_NAME
+    tmp = train.with_name(train.name + ".tmp")
+    tmp.write_text("".join(d + "\n" for d in train_docs), encoding="utf-8")
+    os.replace(tmp, train)
+    files = {"train": train}
+    for key, src in WORD_PAIR_SOURCES.items():
+        files[key] = write_word_pairs(
+            out / f"{key}.txt", gensim_word_pairs(key), source=f"from gensim test data {src}"
+        )
+    return files
+
+
+def read_wordsim_train(path: str | os.PathLike) -> list[list[str]]:
+    """The training text as word2vec's ``train`` receives it: one list of words
+    (:func:`tokenize_words`) per line (= per document); lines without words are dropped."""
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    docs = [tokenize_words(line) for line in lines]
+    return [d for d in docs if d]
+
+
 # ---- the zoo's corpora -------------------------------------------------------------------------
 
 
@@ -275,5 +362,6 @@ def read_lee_train(path: str | os.PathLike) -> np.ndarray:
 CORPORA: dict[str, Corpus] = {
     "lee": Corpus(build=lee_files, read_train=read_lee_train),
     "cldr": Corpus(build=cldr_files, read_train=read_cldr_train),
+    "wordsim": Corpus(build=wordsim_files, read_train=read_wordsim_train),
 }
 """Corpus name -> :class:`Corpus`: the only list of the zoo's training data (a recipe's ``data``)."""

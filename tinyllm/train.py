@@ -126,6 +126,21 @@ def _word2vec_recipe() -> Recipe:
     )
 
 
+def _word2vec_recipe() -> Recipe:
+    """word2vec's zoo recipe: ``word2vec.ZOO_CONFIG``, ``ZOO_STEPS``, ``ZOO_COST_S`` (the sweep
+    behind them is beside them in tinyllm/models/word2vec.py), trained on the lee training text
+    as words (corpus ``wordsim``) and scored on WordSim-353 and SimLex-999."""
+    from tinyllm.models import word2vec
+
+    return Recipe(
+        config=dataclasses.asdict(word2vec.ZOO_CONFIG),
+        steps=word2vec.ZOO_STEPS,
+        data="wordsim",
+        entries={"word2vec-wordsim353": "wordsim353", "word2vec-simlex999": "simlex999"},
+        cost_s=word2vec.ZOO_COST_S,
+    )
+
+
 def default_recipes() -> dict[str, Recipe]:
     """The zoo's recipes by family name, sized for about 5 minutes in all on 2 idle cores."""
     return {
@@ -147,6 +162,7 @@ def default_recipes() -> dict[str, Recipe]:
             steps=600,
         ),
         "gpt": _gpt_recipe(),
+        "word2vec": _word2vec_recipe(),
         "seq2seq": _seq2seq_recipe("seq2seq"),
         "transformer": _seq2seq_recipe("transformer"),
         "copy": Recipe(  # the trivial baseline of the two tasks: answers the source unchanged

@@ -51,6 +51,12 @@ SMALL = {
         {},
     ),
     "copy": ({"max_len": 24}, 0, {}),
+    "word2vec": (
+        {"dim": 16, "window": 2, "negative": 3, "min_count": 1, "sample": 0.0, "lr": 0.2}
+        | {"batch_size": 64},
+        60,
+        {},
+    ),
 }
 
 TEXT = (
@@ -266,3 +272,54 @@ def test_seq2seq_loss_falls_on_a_tiny_batch(name, trained_s2s):
     assert [c[0] for c in calls] == list(range(1, len(calls) + 1))
     first, last = calls[0][2], calls[-1][2]
     assert last < first - 1.0, f"{name}: loss {first:.3f} -> {last:.3f}"
+
+
+# ---- embeddings (word2vec): save -> load gives identical vectors; the loss falls ---------------
+
+EMB_FAMILIES = sorted(n for n, f in FAMILIES.items() if getattr(f, "KIND", None) == "embeddings")
+
+
+@pytest.fixture(scope="module")
+def trained_emb():
+    """One tiny trained model per embeddings family (on TEXT's words), with its progress calls."""
+    from tinyllm.data import tokenize_words
+
+    sentences = [tokenize_words(s) for s in TEXT.split(".") if tokenize_words(s)]
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            fam, cfg, steps, train_kw = _small(name)
+            calls = []
+            model = fam.train(
+                cfg, sentences, seed=0, steps=steps, progress=lambda *a: calls.append(a), **train_kw
+            )
+            cache[name] = (model, calls)
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", EMB_FAMILIES)
+def test_embeddings_save_load_gives_identical_vectors(name, trained_emb, tmp_path: Path):
+    fam = FAMILIES[name]
+    model, _ = trained_emb(name)
+    path = fam.save(model, tmp_path / "ckpt")
+    assert read_config(path)["tl_arch"] == fam.ARCH
+    loaded = fam.load(path)
+    assert loaded.cfg == model.cfg
+    vecs, got = fam.vectors(model), fam.vectors(loaded)
+    assert list(got) == list(vecs) and "fox" in vecs
+    for w, v in vecs.items():
+        assert v.ndim == 1 and v.dtype == np.float32
+        np.testing.assert_array_equal(got[w], v)
+    assert fam.similarity(loaded, "fox", "dog") == fam.similarity(model, "fox", "dog")
+    assert fam.similarity(loaded, "fox", "not-a-word") is None
+
+
+@pytest.mark.parametrize("name", EMB_FAMILIES)
+def test_embeddings_loss_falls_on_a_tiny_batch(name, trained_emb):
+    _, calls = trained_emb(name)
+    assert [c[0] for c in calls] == list(range(1, len(calls) + 1)) and len(calls) > 1
+    first, last = calls[0][2], calls[-1][2]
+    assert last < first - 0.5, f"{name}: loss {first:.3f} -> {last:.3f}"

@@ -45,6 +45,7 @@ from tinyllm.checkpoint import read_config as read_checkpoint_config
 from tinyllm.eval.kinds import SCORERS, Scored
 from tinyllm.eval.kinds.lm import BYTE_CHECK_CHUNK, HF, lm_token_nlls
 from tinyllm.eval.kinds.lm import score as score_lm
+from tinyllm.models.word2vec import save_word2vec
 from tinyllm.report import (
     Entry,
     Manifest,
@@ -63,6 +64,7 @@ __all__ = [  # re-exported from the kinds and tokens modules: importable from he
     "Scored",
     "encode_batch",
     "lm_token_nlls",
+    "save_word2vec",
     "score_lm",
 ]
 

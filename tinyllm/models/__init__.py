@@ -8,12 +8,23 @@ Every family module exposes the same names (DESIGN.md, "The family contract"): `
 
 from __future__ import annotations
 
-from tinyllm.models import bigram, copy_baseline, gpt, ngram, nplm, rnnlm, seq2seq, transformer
+from tinyllm.models import (
+    bigram,
+    copy_baseline,
+    gpt,
+    ngram,
+    nplm,
+    rnnlm,
+    seq2seq,
+    transformer,
+    word2vec,
+)
 
 FAMILIES: dict = {
     "bigram": bigram,
     "ngram": ngram,
     "nplm": nplm,
+    "word2vec": word2vec,
     "rnnlm": rnnlm,
     "gpt": gpt,
     "seq2seq": seq2seq,

@@ -1,0 +1,212 @@
+"""The embeddings kind (tinyllm/eval/kinds/embeddings.py): word-pairs files, Spearman over the
+in-vocabulary pairs (= scipy.stats.spearmanr, = gensim's evaluate_word_pairs), the Fisher z
+interval with sqrt(n - 3) (a hand value), the zoo row and how compare treats it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from tinyllm.compare import compare_reports
+from tinyllm.data import WORD_PAIR_SOURCES, gensim_word_pairs, wordsim_files
+from tinyllm.eval import zoo
+from tinyllm.eval.kinds import SCORERS
+from tinyllm.eval.kinds import embeddings as kind
+from tinyllm.models import word2vec as w2v
+from tinyllm.report import Entry
+
+# 2-d unit vectors: pair k is (x_k, ref) with x_k at angle theta_k from ref, so its cosine is
+# cos(theta_k); a larger rank gets a smaller angle, i.e. a larger cosine.
+COS_RANKS = [5, 1, 2, 3, 7, 4, 6]  # against human ranks 1..7: sum d^2 = 28 -> rho = 0.5 exactly
+HUMAN = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+
+
+def hand_vectors() -> dict[str, np.ndarray]:
+    vecs = {"ref": np.array([1.0, 0.0], np.float32)}
+    for k, r in enumerate(COS_RANKS):
+        theta = (8 - r) * 0.2
+        vecs[f"x{k}"] = np.array([math.cos(theta), math.sin(theta)], np.float32)
+    return vecs
+
+
+def write_pairs(path: Path, pairs, header: str = "# test pairs\n") -> Path:
+    path.write_text(header + "".join(f"{a} {b} {s}\n" for a, b, s in pairs), encoding="utf-8")
+    return path
+
+
+def entry(name, checkpoint, data) -> Entry:
+    return Entry.model_validate(
+        {"name": name, "family": "word2vec", "checkpoint": str(checkpoint), "data": str(data)}
+    )
+
+
+@pytest.fixture
+def hand_case(tmp_path):
+    """A checkpoint of the hand vectors and a pairs file: 7 in-vocabulary pairs (rho = 0.5),
+    plus 3 pairs with an out-of-vocabulary word, one of them in upper case (found: lowercased)."""
+    ckpt = w2v.save(w2v.from_vectors(hand_vectors()), tmp_path / "w2v")
+    pairs = [(f"x{k}", "ref", h) for k, h in enumerate(HUMAN)]
+    pairs[3] = ("X3", "REF", HUMAN[3])  # lookups lowercase: still in the vocabulary
+    pairs += [("zebra", "ref", 9.0), ("x1", "unicorn", 0.5), ("zebra", "unicorn", 3.0)]
+    return ckpt, write_pairs(tmp_path / "pairs.txt", pairs)
+
+
+# ---- the file format ---------------------------------------------------------------------------
+
+
+def test_read_word_pairs(tmp_path):
+    p = tmp_path / "p.txt"
+    p.write_text("# header\n\nlove sex 6.77\ntiger\tcat  7.35\nA b -1e-2\n", encoding="utf-8")
+    assert kind.read_word_pairs(p) == [
+        ("love", "sex", 6.77),
+        ("tiger", "cat", 7.35),
+        ("A", "b", -0.01),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("a b 1\na b\n", r"p.txt:2: expected 'w1 w2 score' \(3 fields\), got 2"),
+        ("a b c d\n", r"p.txt:1: expected 'w1 w2 score' \(3 fields\), got 4"),
+        ("a b high\n", r"p.txt:1: expected a number as the score, got 'high'"),
+        ("a b nan\n", r"p.txt:1: expected a finite score"),
+        ("# only a comment\n", r"p.txt: expected at least one 'w1 w2 score' line"),
+    ],
+)
+def test_read_word_pairs_refuses_bad_lines(tmp_path, text, match):
+    p = tmp_path / "p.txt"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=match):
+        kind.read_word_pairs(p)
+
+
+def test_converted_files_hold_every_pair_of_gensims_data(tmp_path):
+    files = wordsim_files(tmp_path)
+    assert set(files) == {"train", *WORD_PAIR_SOURCES}
+    got = kind.read_word_pairs(files["wordsim353"])
+    assert len(got) == 353 and got[0] == ("love", "sex", 6.77)
+    assert ("stock", "CD", 1.31) in got  # case kept as in the source
+    assert len(kind.read_word_pairs(files["simlex999"])) == 999
+    assert got == gensim_word_pairs("wordsim353")
+
+
+# ---- the score ---------------------------------------------------------------------------------
+
+
+def test_spearman_and_fisher_z_interval_by_hand(hand_case):
+    ckpt, pairs = hand_case
+    row = zoo.score_entry(entry("ws", ckpt, pairs))
+    assert row["status"] == "ok", row["error"]
+    assert row["metric"] == "spearman" and row["interval"] == "fisher_z"
+    assert row["n"] == 7 and row["value"] == pytest.approx(0.5, abs=1e-12)
+    # tanh(atanh(0.5) -+ 1.959964 / sqrt(7 - 3)), by hand: (-0.405886, 0.910303)
+    assert row["lo"] == pytest.approx(-0.405886, abs=1e-6)
+    assert row["hi"] == pytest.approx(0.910303, abs=1e-6)
+    d = row["details"]
+    assert d["pairs"] == 10 and d["oov_pairs"] == 3 and d["coverage"] == pytest.approx(0.7)
+    assert d["oov_words"] == 2  # zebra, unicorn
+    assert row["items"] is None
+
+
+def test_spearman_equals_scipy_on_the_in_vocabulary_pairs(tmp_path):
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(40)]
+    vecs = {w: rng.normal(size=8).astype(np.float32) for w in words}
+    model = w2v.from_vectors(vecs)
+    pairs = [
+        (words[i], words[j], float(rng.integers(0, 5))) for i, j in rng.integers(0, 40, (60, 2))
+    ]
+    pairs += [("w1", "oov", 2.0), ("oov2", "w3", 1.0)]  # ties in the human scores, too
+    path = write_pairs(tmp_path / "p.txt", pairs)
+    scored = kind.score(entry("x", tmp_path, path), model, path, np.random.default_rng(0))
+    cos = [
+        float(vecs[a] @ vecs[b] / (np.linalg.norm(vecs[a]) * np.linalg.norm(vecs[b])))
+        for a, b, _ in pairs[:60]
+    ]
+    want = spearmanr(cos, [s for _, _, s in pairs[:60]]).statistic
+    assert scored.n == 60 and scored.interval.value == pytest.approx(want, abs=1e-9)
+    half = 1.959963984540054 / math.sqrt(60 - 3)
+    assert scored.interval.lo == pytest.approx(math.tanh(math.atanh(want) - half), abs=1e-12)
+
+
+def test_same_spearman_and_oov_as_gensims_evaluate_word_pairs(hand_case, tmp_path):
+    """Differential: gensim reads the vectors back from save_word2vec and evaluates the same
+    pairs file (case-insensitive, as our lookups)."""
+    from gensim.models import KeyedVectors
+
+    ckpt, pairs = hand_case
+    rng = np.random.default_rng(1)
+    vecs = {f"v{i}": rng.normal(size=5).astype(np.float32) for i in range(30)}
+    words = list(vecs)
+    extra = [
+        (words[i], words[j], float(rng.uniform(0, 10)))
+        for i, j in rng.integers(0, 30, (50, 2))
+        if i != j  # a word with itself: cosine 1 in float64 (tied), not always in gensim's float32
+    ]
+    extra += [("V3", "missing", 1.0)]
+    path = write_pairs(tmp_path / "p2.txt", extra)
+    kv = KeyedVectors.load_word2vec_format(
+        str(zoo.save_word2vec(vecs, tmp_path / "v.txt")), binary=False
+    )
+    _, (g_rho, _), g_oov = kv.evaluate_word_pairs(str(path), delimiter=" ")
+    scored = kind.score(entry("x", ckpt, path), w2v.from_vectors(vecs), path, None)
+    assert scored.interval.value == pytest.approx(g_rho, abs=1e-6)
+    assert 100 * scored.details["oov_pairs"] / scored.details["pairs"] == pytest.approx(g_oov)
+
+
+def test_too_few_pairs_in_vocabulary_is_an_error_row(tmp_path):
+    ckpt = w2v.save(w2v.from_vectors(hand_vectors()), tmp_path / "w2v")
+    path = write_pairs(tmp_path / "p.txt", [("x0", "ref", 1), ("x1", "ref", 2), ("x2", "zzz", 3)])
+    row = zoo.score_entry(entry("ws", ckpt, path))
+    assert row["status"] == "error" and row["value"] is None
+    assert "expected at least 4 pairs with both words in the vocabulary" in row["error"]["message"]
+    assert "got 2 of 3" in row["error"]["message"]
+
+
+def test_rng_is_unused_same_row_for_any_seed(hand_case):
+    ckpt, pairs = hand_case
+    a = zoo.score_entry(entry("ws", ckpt, pairs), seed=0)
+    b = zoo.score_entry(entry("ws", ckpt, pairs), seed=123)
+    assert (a["value"], a["lo"], a["hi"], a["n"]) == (b["value"], b["lo"], b["hi"], b["n"])
+
+
+def test_registered_and_the_report_validates(hand_case, tmp_path):
+    assert SCORERS["embeddings"] is kind.score and zoo.METRIC_OF_KIND["embeddings"] == "spearman"
+    ckpt, pairs = hand_case
+    manifest = {
+        "suite": "zoo",
+        "entries": [
+            {"name": "w2v-ws", "family": "word2vec", "checkpoint": str(ckpt), "data": str(pairs)}
+        ],
+    }
+    report = zoo.run_zoo(manifest, seed=0, release="r1")
+    out = zoo.write_report(report, tmp_path / "rep" / "report.json")  # schema-validated
+    doc = zoo.read_report(out).to_json()
+    row = doc["rows"][0]
+    assert row["status"] == "ok" and row["items"] is None and row["kind"] == "embeddings"
+
+
+def test_compare_calls_spearman_rows_not_comparable_and_says_why(hand_case):
+    """No per-item scores for spearman (module docstring): compare names the reason."""
+    ckpt, pairs = hand_case
+    row = zoo.score_entry(entry("ws", ckpt, pairs))
+
+    def rep(release):
+        return {
+            "schema_version": 1, "suite": "zoo", "release": release,
+            "created_at": "2026-11-30T00:00:00Z", "seed": 0, "tinyllm_version": "0",
+            "manifest_sha256": "0" * 64, "rows": [dict(row)],
+        }  # fmt: skip
+
+    def no_items(name):
+        raise AssertionError("compare must not load items for a spearman row")
+
+    cmp = compare_reports(rep("r1"), rep("r2"), no_items, no_items)
+    (r,) = cmp["rows"]
+    assert r["verdict"] == "not comparable" and "no per-item scores" in r["reason"]
+    assert r["previous_value"] == r["current_value"] == pytest.approx(0.5)
