@@ -95,3 +95,81 @@ def test_token_nlls_reveal_the_context_of_each_token(ncs, batch_size):
     # the model saw exactly the windows, in order, each once
     assert m.calls == [list(ids[a:e]) for a, e, _ in lm.windows(n, C, s)]
     assert np.all(nlls[C - 1 :] >= math.log(C - s + 1) - 1e-12)  # >= C - s tokens of context
+
+
+# ------------------------------------------------------------ multiple choice (SPEC.md section 3)
+
+
+class IdTok:
+    def encode(self, text: str) -> list[int]:
+        return [int(t) for t in text.split()]
+
+
+def _gpt(seed: int = 0):
+    from tinyllm.models import gpt
+
+    torch.manual_seed(seed)
+    m = gpt.Model(gpt.Config(vocab_size=V, block_size=12, n_layer=1, n_head=2, n_embd=16))
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    return m.eval()
+
+
+GPT = _gpt()
+
+
+@st.composite
+def mc_items(draw):
+    n = draw(st.integers(1, 5))
+    ids = st.lists(st.integers(0, V - 1), min_size=1, max_size=14)
+    items = []
+    for _ in range(n):
+        ctx = draw(ids)
+        k = draw(st.integers(1, 4))
+        choices = [draw(st.lists(st.integers(0, V - 1), min_size=1, max_size=6)) for _ in range(k)]
+        items.append((ctx, choices))
+    return items
+
+
+def _oracle(model, ctx: list[int], cont: list[int], L: int) -> float:
+    fed = (ctx + cont)[-(L + 1) :][:-1]
+    with torch.inference_mode():
+        lp = torch.log_softmax(model(torch.tensor([fed]))[0][0].double(), dim=-1)
+    pos = torch.arange(len(fed) - len(cont), len(fed))
+    return float(lp[pos, torch.tensor(cont)].sum())
+
+
+@settings(max_examples=40, deadline=None)
+@given(mc_items(), st.integers(1, 200), st.integers(6, 12))
+def test_choice_lls_equal_lm_evals_rule_for_any_items_budget_and_length(items, budget, L):
+    """Any contexts (1-14 tokens), choices (1-6 tokens), token budget and context length L:
+    the cached, packed, budget-batched scores equal one plain forward of lm-eval's
+    ``(ctx + cont)[-(L+1):][:-1]`` per choice."""
+    data = [
+        {"context": " ".join(map(str, c)), "choices": [" ".join(map(str, x)) for x in ch]}
+        for c, ch in items
+    ]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # truncation warnings are expected here
+        got = lm.choice_lls(GPT, IdTok(), data, max_len=L, token_budget=budget)
+    for (ctx, choices), g in zip(items, got, strict=True):
+        want = [_oracle(GPT, ctx, c, L) for c in choices]
+        np.testing.assert_allclose(g, want, rtol=0, atol=1e-4)
+    assert lm._CACHE_OK[GPT] is True  # the cached path ran (its probe agreed)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 50), min_size=1, max_size=40), st.integers(1, 300), st.integers(0, 20)
+)
+def test_budget_batches_cover_in_order_within_the_budget(lengths, budget, extra):
+    lengths = sorted(lengths, reverse=True)
+    sl = list(lm._budget_batches(lengths, budget, extra))
+    assert [i for s in sl for i in range(s.start, s.stop)] == list(range(len(lengths)))
+    for s in sl:
+        rows = s.stop - s.start
+        assert rows == 1 or rows * (lengths[s.start] + extra) <= budget
