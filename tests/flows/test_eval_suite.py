@@ -369,7 +369,7 @@ def test_publish_is_retried_when_the_store_is_down_for_the_first_attempt(zoo_dir
     endpoint = ResettingEndpoint()
     try:
         s3_env(monkeypatch, endpoint)
-        boto3.client("s3").create_bucket(Bucket="evals")
+        boto3.client("s3").create_bucket(Bucket="evals-retry")  # moto keeps buckets per process
 
         class DownAfterScoring(CountingLoader):
             def __call__(self, path):
@@ -380,11 +380,11 @@ def test_publish_is_retried_when_the_store_is_down_for_the_first_attempt(zoo_dir
 
         loader = DownAfterScoring(monkeypatch)
         m = write_manifest(zoo_dir, HEALTHY)
-        out = eval_suite(manifest=m, release="r1", store="s3://evals/tinyllm")
+        out = eval_suite(manifest=m, release="r1", store="s3://evals-retry/tinyllm")
         assert endpoint.back.is_set() and endpoint.resets == 1  # the first publish was refused
         assert set(loader.calls) == {"bigram", "bigram2", "kn3.safetensors"}
         assert all(r["status"] == "ok" for r in out["report"]["rows"])
-        st = open_store("s3://evals/tinyllm")
+        st = open_store("s3://evals-retry/tinyllm")
         assert st.read_report("r1")["rows"] == out["report"]["rows"]
         assert st.runs("r1") == [out["run_id"]]  # the retry wrote the same run file, once
     finally:
