@@ -205,6 +205,39 @@ def _run_tinyllm(args: list[str], monkeypatch, checkout_env) -> None:
     assert res.exit_code == 0, f"exit {res.exit_code}\n{res.output[-3000:]}\n{res.exception!r}"
 
 
+def yaml_manifests() -> list[tuple[str, int, str]]:
+    """``(file, line, text)`` of every ```yaml block in formats/*.md that is a zoo manifest."""
+    out = []
+    for path in DOCS:
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"^```yaml\n(.*?)^```", text, flags=re.S | re.M):
+            if re.search(r"^entries:", m.group(1), flags=re.M):
+                line = text[: m.start()].count("\n") + 1
+                out.append((str(path.relative_to(ROOT)), line, m.group(1)))
+    return out
+
+
+MANIFESTS = yaml_manifests()
+
+
+@pytest.mark.parametrize(
+    ("doc", "line", "text"), MANIFESTS, ids=[f"{f}:{n}" for f, n, _ in MANIFESTS]
+)
+def test_doc_manifest_is_valid_and_fits_the_demo_gpt(doc, line, text):
+    """A manifest shown in the docs is one the zoo accepts; a gpt entry's window fits the demo
+    GPT's context (the zoo's own recipe)."""
+    import yaml
+
+    from tinyllm import train
+    from tinyllm.report import parse_manifest
+
+    m = parse_manifest(yaml.safe_load(text))
+    block = train.default_recipes()["gpt"].config["block_size"]
+    for e in m.entries:
+        if e.family == "gpt" and e.options.ctx_len is not None:
+            assert e.options.ctx_len <= block, f"{doc}:{line}: {e.name} ctx_len > {block}"
+
+
 @pytest.mark.parametrize(
     ("doc", "line", "command"), COMMANDS, ids=[f"{f}:{n}" for f, n, _ in COMMANDS]
 )
