@@ -256,7 +256,10 @@ def start_prefect_server(
     returns once ``/api/health`` answers (migrations included), raises PgError otherwise."""
     api = f"http://{HOST}:{port}/api"
     if healthy(api):
-        raise PgError(f"expected port {port} to be free for a Prefect server, got one answering")
+        raise PgError(
+            f"expected port {port} to be free for a Prefect server, got one answering at {api} "
+            "(`make stop` stops the project's server; or pass another --port)"
+        )
     prefect = str(Path(sys.executable).with_name("prefect"))
     home.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
