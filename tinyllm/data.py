@@ -154,10 +154,25 @@ def build_lee(out_dir: str | os.PathLike, path: str | os.PathLike | None = None)
     )
 
 
-# ---- splits by hash ---------------------------------------------------------------------------
+# ---- rows: labelled sentences (formats/rows.md) ------------------------------------------------
 
+POLARITY_FILE = "pang_lee_polarity.cor"
+POLARITY_ENCODING = "cp1252"  # the file is Windows-1252 (0x97 em dash, 0xe9 e-acute), not UTF-8
+POLARITY_NAME = "polarity.jsonl"
+LANGID_NAME = "langid.jsonl"
+LANGID_LANGUAGES = ("en", "fr", "de", "es", "it")
+LANGID_CATEGORIES = ("territories", "languages", "currencies")  # babel.Locale attributes
 ROW_SPLITS = ("train", "val")
 VAL_BUCKETS = 5  # a row goes to val when hash_bucket(sentence) == 0: 1 in 5, an 80/20 split
+
+
+@dataclass(frozen=True)
+class Row:
+    """One labelled sentence of a rows file: its split ("train" or "val"), text and label."""
+
+    split: str
+    sentence: str
+    label: str
 
 
 def hash_split(sentence: str) -> str:
@@ -166,6 +181,137 @@ def hash_split(sentence: str) -> str:
     seed and keeps a sentence in the same split whatever else is in the file."""
     h = int.from_bytes(hashlib.sha256(sentence.encode("utf-8")).digest()[:8], "little")
     return "val" if h % VAL_BUCKETS == 0 else "train"
+
+
+def write_rows(path: str | os.PathLike, rows: list[Row]) -> Path:
+    """Write ``rows`` as a rows file (JSONL, formats/rows.md), atomically (temp file + rename)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(
+        json.dumps({"split": r.split, "sentence": r.sentence, "label": r.label}, ensure_ascii=False)
+        + "\n"
+        for r in rows
+    )
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, p)
+    return p
+
+
+def read_rows(path: str | os.PathLike) -> list[Row]:
+    """Read a rows file (formats/rows.md): one JSON object per line with string ``split``,
+    ``sentence`` and ``label`` (other keys ignored; blank lines skipped). Every problem is a
+    ValueError naming the file and line; a file without rows is refused."""
+    p = Path(path)
+    rows = []
+    with open(p, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+            except ValueError as e:
+                raise ValueError(f"{p}:{i}: expected a JSON object, got a parse error: {e}") from None
+            if not isinstance(doc, dict):
+                raise ValueError(f"{p}:{i}: expected a JSON object, got {type(doc).__name__}")
+            for key in ("split", "sentence", "label"):
+                if not isinstance(doc.get(key), str):
+                    raise ValueError(f"{p}:{i}: expected a string {key!r}, got {doc.get(key)!r}")
+            if not doc["split"] or not doc["label"]:
+                raise ValueError(f"{p}:{i}: expected a non-empty split and label, got {doc!r}")
+            rows.append(Row(doc["split"], doc["sentence"], doc["label"]))
+    if not rows:
+        raise ValueError(f"{p}: expected at least one row, got none")
+    return rows
+
+
+def rows_of_split(rows: list[Row], split: str, path: str | os.PathLike = "rows") -> list[Row]:
+    """The rows of ``split`` in file order; a ValueError naming ``path`` when there are none."""
+    out = [r for r in rows if r.split == split]
+    if not out:
+        got = sorted({r.split for r in rows})
+        raise ValueError(f"{path}: expected rows of split {split!r}, got only splits {got}")
+    return out
+
+
+def read_train_rows(path: str | os.PathLike) -> list[Row]:
+    """The ``train`` rows of a rows file (what a classifier's ``train`` receives)."""
+    return rows_of_split(read_rows(path), "train", path)
+
+
+def polarity_rows(path: str | os.PathLike | None = None) -> list[Row]:
+    """gensim's ``pang_lee_polarity.cor`` (200 movie-review snippets, ``__label__neg`` /
+    ``__label__pos`` then the text) as rows: label "neg"/"pos", the text stripped, exact
+    duplicate sentences dropped (first kept), split by :func:`hash_split`; file order kept."""
+    p = Path(path) if path is not None else gensim_test_data_dir() / POLARITY_FILE
+    try:
+        text = p.read_bytes().decode(POLARITY_ENCODING)
+    except FileNotFoundError:
+        raise DataError(f"{p}: expected gensim's test data file {POLARITY_FILE}, got none") from None
+    rows, seen = [], set()
+    for i, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        tag, _, sentence = line.strip().partition(" ")
+        if tag not in ("__label__neg", "__label__pos") or not sentence.strip():
+            raise DataError(f"{p}:{i}: expected '__label__neg|pos <text>', got {line[:60]!r}")
+        sentence = sentence.strip()
+        if sentence in seen:
+            continue
+        seen.add(sentence)
+        rows.append(Row(hash_split(sentence), sentence, tag.removeprefix("__label__")))
+    return rows
+
+
+def langid_rows() -> list[Row]:
+    """CLDR display names through babel, labelled by their language: for each language of
+    ``LANGID_LANGUAGES`` (en, fr, de, es, it), its names of territories, languages and currencies
+    (``babel.Locale(lang).territories`` etc., codes in sorted order). A name that occurs in more
+    than one language ("Zimbabwe", "Uruguay") has no single label and is dropped everywhere; a
+    name repeated within one language is kept once. Split by :func:`hash_split`."""
+    from babel import Locale
+
+    found: list[tuple[str, str]] = []
+    langs_of: dict[str, set[str]] = {}
+    for lang in LANGID_LANGUAGES:
+        loc = Locale.parse(lang)
+        for cat in LANGID_CATEGORIES:
+            names = getattr(loc, cat)
+            for code in sorted(names):
+                name = str(names[code]).strip()
+                if name:
+                    found.append((lang, name))
+                    langs_of.setdefault(name, set()).add(lang)
+    rows, seen = [], set()
+    for lang, name in found:
+        if len(langs_of[name]) == 1 and name not in seen:
+            seen.add(name)
+            rows.append(Row(hash_split(name), name, lang))
+    return rows
+
+
+def polarity_files(out_dir: str | os.PathLike) -> dict[str, Path]:
+    """The polarity rows as a corpus: ``polarity.jsonl`` as ``train`` (read: its train rows)
+    and as ``rows`` (scored: its val rows)."""
+    p = write_rows(Path(out_dir) / POLARITY_NAME, polarity_rows())
+    return {"train": p, "rows": p}
+
+
+def langid_files(out_dir: str | os.PathLike) -> dict[str, Path]:
+    """The langid rows as a corpus: ``langid.jsonl`` as ``train`` and as ``rows``."""
+    p = write_rows(Path(out_dir) / LANGID_NAME, langid_rows())
+    return {"train": p, "rows": p}
+
+
+def encoder_files(out_dir: str | os.PathLike) -> dict[str, Path]:
+    """What the encoders (bert, electra) need: the lee training bytes as ``train`` (they pretrain
+    on them) and both rows files, ``polarity`` and ``langid`` (they are scored on their val
+    rows)."""
+    return {
+        "train": lee_files(out_dir)["train"],
+        "polarity": polarity_files(out_dir)["rows"],
+        "langid": langid_files(out_dir)["rows"],
+    }
 
 
 # ---- cldr: English -> French pairs (formats/seq2seq-jsonl.md) ----------------------------------
@@ -361,6 +507,9 @@ def read_lee_train(path: str | os.PathLike) -> np.ndarray:
 
 CORPORA: dict[str, Corpus] = {
     "lee": Corpus(build=lee_files, read_train=read_lee_train),
+    "encoder": Corpus(build=encoder_files, read_train=read_lee_train),
+    "polarity": Corpus(build=polarity_files, read_train=read_train_rows),
+    "langid": Corpus(build=langid_files, read_train=read_train_rows),
     "cldr": Corpus(build=cldr_files, read_train=read_cldr_train),
     "wordsim": Corpus(build=wordsim_files, read_train=read_wordsim_train),
 }

@@ -132,3 +132,17 @@ def test_config_is_checked():
         electra.Config(gen_n_embd=10, gen_n_head=4)
     with pytest.raises(ValueError, match="disc_weight"):
         electra.Config(disc_weight=0)
+
+
+def test_shared_encoder_is_one_network_with_two_heads(tmp_path):
+    cfg = electra.Config(max_len=24, n_layer=1, n_head=2, n_embd=32, share_encoder=True)
+    m = electra.train(cfg, IDS, seed=0, steps=3, batch_size=4)
+    assert m.disc_encoder() is m.generator.encoder
+    assert m.generator.cfg.n_embd == 32 and m.generator.cfg.n_layer == 1  # gen_* not used
+    names = set(electra.Model(cfg).state_dict())
+    assert not any(n.startswith("discriminator.") for n in names)
+    loaded = electra.load(electra.save(m, tmp_path / "shared"))
+    a = electra.rtd_accuracy(m, TEXTS, np.random.default_rng(2))
+    b = electra.rtd_accuracy(loaded, TEXTS, np.random.default_rng(2))
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])

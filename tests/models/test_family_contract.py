@@ -51,6 +51,17 @@ SMALL = {
         {},
     ),
     "copy": ({"max_len": 24}, 0, {}),
+    "bert": ({"max_len": 24, "n_layer": 1, "n_head": 2, "n_embd": 32}, 60, {"lr": 3e-3}),
+    "electra": (
+        {"max_len": 24, "n_layer": 1, "n_head": 2, "n_embd": 32, "gen_n_embd": 16},
+        40,
+        {"lr": 3e-3},
+    ),
+    "classifier": (
+        {"max_len": 24, "n_layer": 1, "n_head": 2, "n_embd": 32, "dropout": 0.0},
+        40,
+        {"batch_size": 8, "lr": 3e-3},
+    ),
     "word2vec": (
         {"dim": 16, "window": 2, "negative": 3, "min_count": 1, "sample": 0.0, "lr": 0.2}
         | {"batch_size": 64},
@@ -323,3 +334,79 @@ def test_embeddings_loss_falls_on_a_tiny_batch(name, trained_emb):
     assert [c[0] for c in calls] == list(range(1, len(calls) + 1)) and len(calls) > 1
     first, last = calls[0][2], calls[-1][2]
     assert last < first - 0.5, f"{name}: loss {first:.3f} -> {last:.3f}"
+
+
+# ---- encoder kinds (mlm, rtd, classifier): bytes or rows in, [CLS] bytes batches -------------
+
+ENCODER_KINDS = ("mlm", "rtd", "classifier")
+ENCODER_FAMILIES = sorted(
+    n for n, f in FAMILIES.items() if getattr(f, "KIND", None) in ENCODER_KINDS
+)
+# classifier rows from TEXT's words: short (<= 3 bytes) or long
+ROWS = [(w, "short" if len(w) <= 3 else "long") for w in TEXT.split()]
+
+
+@pytest.fixture(scope="module")
+def trained_enc():
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            fam, cfg, steps, train_kw = _small(name)
+            data = ROWS if fam.KIND == "classifier" else IDS
+            calls = []
+            model = fam.train(
+                cfg, data, seed=0, steps=steps, progress=lambda *a: calls.append(a), **train_kw
+            )
+            cache[name] = (model, calls)
+        return cache[name]
+
+    return get
+
+
+def _enc_batch(cfg) -> torch.Tensor:
+    from tinyllm.tokens import encode_batch
+
+    ids, _ = encode_batch(["the fox", "a bushfire burns near the town"], cls=True, max_len=24)
+    return torch.from_numpy(ids)
+
+
+def test_encoder_families_are_registered():
+    assert {"bert", "electra", "classifier"} <= set(ENCODER_FAMILIES)
+
+
+@pytest.mark.parametrize("name", ENCODER_FAMILIES)
+def test_encoder_output_shapes(name, trained_enc):
+    fam = FAMILIES[name]
+    model, _ = trained_enc(name)
+    ids = _enc_batch(model.cfg)
+    with torch.inference_mode():
+        out = model(ids)
+    if fam.KIND == "classifier":
+        want = (2, len(model.labels))  # one logit per label
+    else:  # mlm: byte logits at every position; rtd: one "replaced" logit per position
+        want = (2, ids.shape[1], 256) if fam.KIND == "mlm" else (2, ids.shape[1])
+    assert tuple(out.shape) == want
+    assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", ENCODER_FAMILIES)
+def test_encoder_save_load_gives_identical_outputs(name, trained_enc, tmp_path: Path):
+    fam = FAMILIES[name]
+    model, _ = trained_enc(name)
+    path = fam.save(model, tmp_path / "ckpt")
+    assert read_config(path)["tl_arch"] == fam.ARCH
+    loaded = fam.load(path)
+    assert loaded.cfg == model.cfg
+    ids = _enc_batch(model.cfg)
+    with torch.inference_mode():
+        torch.testing.assert_close(loaded(ids), model(ids), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", ENCODER_FAMILIES)
+def test_encoder_loss_falls_on_a_tiny_batch(name, trained_enc):
+    _, calls = trained_enc(name)
+    assert [c[0] for c in calls] == list(range(1, len(calls) + 1)) and len(calls) > 10
+    first = float(np.mean([c[2] for c in calls[:5]]))
+    last = float(np.mean([c[2] for c in calls[-5:]]))
+    assert last < 0.8 * first, f"{name}: loss {first:.3f} -> {last:.3f}"

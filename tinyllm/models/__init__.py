@@ -9,8 +9,11 @@ Every family module exposes the same names (DESIGN.md, "The family contract"): `
 from __future__ import annotations
 
 from tinyllm.models import (
+    bert,
     bigram,
+    classifier,
     copy_baseline,
+    electra,
     gpt,
     ngram,
     nplm,
@@ -27,6 +30,9 @@ FAMILIES: dict = {
     "word2vec": word2vec,
     "rnnlm": rnnlm,
     "gpt": gpt,
+    "bert": bert,
+    "electra": electra,
+    "classifier": classifier,
     "seq2seq": seq2seq,
     "transformer": transformer,
     "copy": copy_baseline,

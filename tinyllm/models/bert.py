@@ -87,6 +87,7 @@ class Config:
 ZOO_CONFIG = Config(max_len=64, n_layer=2, n_head=4, n_embd=64)
 ZOO_STEPS = 1500
 ZOO_TRAIN_KWARGS: dict = {"batch_size": 32, "lr": 2e-3}
+ZOO_COST_S = 62.0  # single-thread CPU seconds of ZOO_STEPS
 
 
 class Encoder(nn.Module):

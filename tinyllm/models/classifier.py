@@ -74,10 +74,26 @@ class Config:
         bert.check_encoder_shape(self, "classifier.Config")
 
 
-# The demo zoo's classifiers, fine-tuned from the zoo's BERT (tinyllm/train.py reads these).
+# The demo zoo's classifiers, fine-tuned from the zoo's BERT (tinyllm/train.py reads these);
+# steps and single-thread CPU seconds per task (measurements: tinyllm/train.py's encoder notes).
 ZOO_HEAD = "cls"
-ZOO_STEPS = 400
+ZOO_STEPS = {"polarity": 300, "langid": 400}
+ZOO_COST_S = {"polarity": 12.0, "langid": 12.0}
 ZOO_TRAIN_KWARGS: dict = {"batch_size": 32, "lr": 1e-3}
+
+
+def zoo_config() -> Config:
+    """The zoo classifiers' config: head ``ZOO_HEAD`` on a backbone of the zoo BERT's shape."""
+    b = bert.ZOO_CONFIG
+    return Config(
+        tl_head=ZOO_HEAD,
+        backbone="bert",
+        max_len=b.max_len,
+        n_layer=b.n_layer,
+        n_head=b.n_head,
+        n_embd=b.n_embd,
+        dropout=0.1,
+    )
 
 
 def _check_labels(labels, who: str) -> tuple[str, ...]:

@@ -58,6 +58,9 @@ class Config:
     dropout: float = 0.0
     mask_prob: float = 0.15
     disc_weight: float = 50.0  # lambda of the paper
+    # one encoder for both networks (the paper's "tying all weights", section 3.2): the
+    # generator is then the discriminator's size and the gen_* fields are not used
+    share_encoder: bool = False
 
     def __post_init__(self) -> None:
         bert.check_encoder_shape(self, "electra.Config")
@@ -72,11 +75,12 @@ class Config:
             )
 
     def generator_config(self) -> bert.Config:
+        share = self.share_encoder
         return bert.Config(
             max_len=self.max_len,
-            n_layer=self.gen_n_layer,
-            n_head=self.gen_n_head,
-            n_embd=self.gen_n_embd,
+            n_layer=self.n_layer if share else self.gen_n_layer,
+            n_head=self.n_head if share else self.gen_n_head,
+            n_embd=self.n_embd if share else self.gen_n_embd,
             dropout=self.dropout,
             mask_prob=self.mask_prob,
         )
@@ -86,6 +90,7 @@ class Config:
 ZOO_CONFIG = Config(max_len=64, n_layer=2, n_head=4, n_embd=64, gen_n_layer=1, gen_n_embd=32)
 ZOO_STEPS = 1200
 ZOO_TRAIN_KWARGS: dict = {"batch_size": 32, "lr": 2e-3}
+ZOO_COST_S = 66.0  # single-thread CPU seconds of ZOO_STEPS
 
 
 class Model(nn.Module):
@@ -96,17 +101,22 @@ class Model(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.generator = bert.Model(cfg.generator_config())
-        self.discriminator = bert.Encoder(
-            cfg.max_len, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.dropout
-        )
+        if not cfg.share_encoder:
+            self.discriminator = bert.Encoder(
+                cfg.max_len, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.dropout
+            )
+            init_gpt_weights(self.discriminator, cfg.n_layer, std=bert.INIT_STD)
         self.disc_head = nn.Sequential(
             nn.Linear(cfg.n_embd, cfg.n_embd), nn.GELU(), nn.Linear(cfg.n_embd, 1)
         )
-        init_gpt_weights(self.discriminator, cfg.n_layer, std=bert.INIT_STD)
         init_gpt_weights(self.disc_head, cfg.n_layer, std=bert.INIT_STD)
 
+    def disc_encoder(self) -> bert.Encoder:
+        """The discriminator's encoder: its own, or the generator's when ``share_encoder``."""
+        return self.generator.encoder if self.cfg.share_encoder else self.discriminator
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        h = self.discriminator(ids)  # [B, T, D]
+        h = self.disc_encoder()(ids)  # [B, T, D]
         return self.disc_head(h).squeeze(-1)  # [B, T]: > 0 means "replaced"
 
 

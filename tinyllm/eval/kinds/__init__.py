@@ -12,11 +12,11 @@ from it. Adding a kind: write the module, add it to that list.
 
 from __future__ import annotations
 
-from tinyllm.eval.kinds import embeddings, lm
+from tinyllm.eval.kinds import classifier, embeddings, lm, mlm, rtd
 from tinyllm.eval.kinds import seq2seq as seq2seq_kind
 from tinyllm.eval.kinds.common import Scored, proportion_scored
 
-KIND_MODULES = (lm, seq2seq_kind, embeddings)
+KIND_MODULES = (lm, seq2seq_kind, classifier, mlm, rtd, embeddings)
 
 SCORERS = {m.KIND: m.score for m in KIND_MODULES}
 """kind -> scoring function. A kind without one is reported as a skipped row."""
