@@ -257,7 +257,7 @@ def eval_ppl_cmd(
         None,
         "--batch-size",
         min=1,
-        help="Windows per forward pass (default: 1024 // C, a budget of 1024 tokens).",
+        help="Windows per forward pass (default: 2048 // C, a budget of 2048 tokens).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON for machines."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),

@@ -288,7 +288,8 @@ def test_results_do_not_depend_on_batch_size(gpt2):
 
 def test_default_batch_follows_the_token_budget():
     """No batch_size: windows per pass = DEFAULT_TOKEN_BUDGET // ctx_len (the zoo GPT's ctx 32
-    gets many windows per pass, ctx 1024 one); the NLLs equal batch 1's; batch_size= overrides."""
+    gets many windows per pass, a context above the budget one); the NLLs equal batch 1's;
+    batch_size= overrides."""
     m = RevealingModel()
     seq = np.arange(4000) % 11
     one = lm.token_nlls(m, seq, 32, 16, batch_size=1)
@@ -304,7 +305,7 @@ def test_default_batch_follows_the_token_budget():
     got = lm.token_nlls(Counting(), seq, 32, 16)
     np.testing.assert_array_equal(got, one)
     assert max(sizes) == lm.DEFAULT_TOKEN_BUDGET // 32 == lm.default_batch_size(32)
-    assert lm.default_batch_size(1024) == 1 and lm.default_batch_size(4096) == 1
+    assert lm.default_batch_size(4096) == 1 and lm.default_batch_size(33, 64) == 1
     sizes.clear()
     lm.token_nlls(Counting(), seq, 32, 16, batch_size=3)
     assert max(sizes) == 3

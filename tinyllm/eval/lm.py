@@ -41,13 +41,14 @@ from torch import nn
 
 from tinyllm import stats
 
-DEFAULT_TOKEN_BUDGET = 1024
+DEFAULT_TOKEN_BUDGET = 2048
 """Tokens per forward pass (windows x ctx_len) in :func:`token_nlls` when no ``batch_size`` is
 given: ``batch_size = max(1, DEFAULT_TOKEN_BUDGET // ctx_len)``. Measured on this machine
-(``python bench/bench_ppl.py --budget``, docs/benchmarks.md "Token budget"): per-call overhead
-dominates short windows (the zoo GPT at ctx 32 runs several times faster with dozens of windows
-per pass), while at ctx 1024 one window per pass is already the fastest (more windows only grow
-the working set)."""
+(``python bench/bench_ppl.py --budget``, docs/benchmarks.md "Token budget"), tokens per CPU
+second at ctx 32, 128, 256, 1024 on the zoo GPT's width, the tiny HF shape and GPT-2-small:
+2048 kept every row within 0.94 of its best batch (1024: 0.89, 4096: 0.83). Short windows
+gain most (zoo GPT at ctx 32: 2.5x over one window per pass); at ctx 1024 it is 2 windows, as
+fast as 1 on GPT-2-small (1.03x)."""
 
 DEFAULT_BATCH_SIZE = None
 """Kept for callers of the old constant: ``None`` means "from :data:`DEFAULT_TOKEN_BUDGET`"."""
@@ -56,8 +57,8 @@ DEFAULT_BATCH_SIZE = None
 def default_batch_size(ctx_len: int, token_budget: int = DEFAULT_TOKEN_BUDGET) -> int:
     """Windows per forward pass for windows of ``ctx_len`` tokens: ``max(1, budget // ctx_len)``.
 
-    Example: ``default_batch_size(32)`` -> 32 with the default budget of 1024 tokens;
-    ``default_batch_size(1024)`` -> 1.
+    Example: ``default_batch_size(32)`` -> 64 with the default budget of 2048 tokens;
+    ``default_batch_size(1024)`` -> 2.
     """
     return max(1, int(token_budget) // max(1, int(ctx_len)))
 
