@@ -326,3 +326,13 @@ def test_zoo_build_shows_training_progress_when_piped(tmp_path, monkeypatch):
     assert "training nplm: step 3/3" in res.stderr
     res = run("zoo", "build", "--out", tmp_path / "z2", "--quiet")
     assert res.exit_code == 0 and "training" not in res.stderr
+
+
+def test_eval_task_shows_progress_when_piped(tiny):
+    items = [{"context": "the cat", "choices": [" sat", " dog"], "gold": 0}] * 3
+    (tiny / "t.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
+    base = ["eval", "task", "--task", tiny / "t.jsonl", "--model", tiny / "bigram", "--json"]
+    res = run(*base)
+    assert res.exit_code == 0, res.output
+    assert "scoring items: 0/3" in res.stderr and "scoring items: 3/3 (100%" in res.stderr
+    assert run(*base, "-q").stderr == ""
