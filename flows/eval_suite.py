@@ -297,7 +297,7 @@ def lost_task(fut) -> BaseException:
     wrapped = getattr(fut, "wrapped_future", None)
     if wrapped is not None:
         try:
-            exc = wrapped.exception(timeout=0) or exc
+            exc = wrapped.exception(timeout=30) or exc  # done: wait() saw it fail
         except Exception as e:  # noqa: BLE001 - the runner's own error is the best message
             exc = e
     try:  # best effort: a killed process may not have reported the run at all (404)

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from standing import BIN, ROOT, build_zoo, client_env
+from standing import BIN, ROOT, build_zoo, client_env, strip
 
 from tinyllm import pgserver
 
@@ -94,7 +94,9 @@ def test_postgres_server_from_scratch_four_flow_runs_at_once(tmp_path):
         procs = [
             subprocess.Popen(
                 [tinyllm, "eval", "--suite", "zoo", "--manifest", manifest, "--release", r]
-                + ["--store", str(store), "--json"],
+                + ["--store", str(store), "--json"]
+                # one of them fans out to a local Dask cluster (1 process) reporting here too
+                + (["--workers", "1"] if r == "pg3" else []),
                 cwd=ROOT,
                 env=client_env(api, PREFECT_HOME=str(home)),
                 stdout=subprocess.PIPE,
@@ -110,6 +112,8 @@ def test_postgres_server_from_scratch_four_flow_runs_at_once(tmp_path):
             assert p.returncode == 0, e[-3000:]
         results = {json.loads(o)["report"]["release"]: json.loads(o) for o, _ in outs}
         assert sorted(results) == releases
+        # the Dask run scored the same rows as the thread runs
+        assert strip(results["pg3"]["report"]["rows"]) == strip(results["pg0"]["report"]["rows"])
         for r in releases:  # all 4 reports landed in the one store
             report = json.loads((store / "releases" / r / "report.json").read_text())
             assert [row["status"] for row in report["rows"]] == ["ok", "ok", "ok"]
@@ -155,3 +159,15 @@ def test_postgres_server_from_scratch_four_flow_runs_at_once(tmp_path):
     )
     assert again.returncode == 0 and again.stdout.strip() == ""  # quiet when nothing runs
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.skipif(
+    not list(Path("/usr/lib/postgresql").glob("*/bin/initdb")),
+    reason="no PostgreSQL under /usr/lib/postgresql (the binaries are only on PATH here)",
+)
+def test_binaries_are_found_under_usr_lib_when_not_on_path(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    initdb = pgserver.find_pg_bin("initdb")
+    assert initdb.parent.match("/usr/lib/postgresql/*/bin") and initdb.is_file()
+    with pytest.raises(pgserver.PgError, match="expected PostgreSQL's no-such-tool on PATH"):
+        pgserver.find_pg_bin("no-such-tool")
