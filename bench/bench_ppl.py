@@ -285,11 +285,9 @@ one that a long file converges to (the FLOP ratios above give the expected speed
 recipe's loss copies are counted). On the tiny model (vocab 256) the head is a small part of the
 work, so the two should about tie.
 
-Batch size: `DEFAULT_BATCH_SIZE = 1`. Batching windows gave no reliable gain on either shape here
-(the b2/b4 columns; the differences are inside the run-to-run noise), and the issue's measurements
-on this machine found 8-window batches about 15% slower per token on GPT-2-small shape (the GELU
-intermediates spill the cache) with the memory growing with the batch. Batch 1 keeps the working
-set smallest.
+Batch size: this table times explicit batch sizes (b1, b2, b4). The default is no longer one
+window per pass: `token_nlls` takes `DEFAULT_TOKEN_BUDGET // ctx_len` windows (2048 tokens per
+pass), chosen from the sweep in "Token budget for strided perplexity" below (issue 14 item 1).
 
 Honesty about the numbers: the 2 cores were shared with other jobs during this run (load average
 in the header line). Under that load 2 torch threads stall in OpenMP spin-waits (a tiny-model
