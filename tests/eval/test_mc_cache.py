@@ -228,3 +228,10 @@ def test_target_delimiter_is_scored_and_left_out_of_acc_norm():
     norm_r = lm.run_task(model, tok, items, "acc_norm", np.random.default_rng(0), n_boot=10)
     # acc: -1.0217-0.105 < -0.9039 -> "c"; acc_norm: -0.564 > -0.904 -> "bb" (gold)
     assert (acc.per_item[0], norm_r.per_item[0]) == (0.0, 1.0)
+
+
+def test_ids_outside_the_vocabulary_are_a_clear_error():
+    model = our_gpt()  # vocab 256
+    items = [{"context": "1 2", "choices": ["3", "300"], "gold": 0}]
+    with pytest.raises(ValueError, match=r"expected token ids in \[0, 256\).*got ids in \[1, 300\]"):
+        lm.choice_lls(model, IdTok(), items)

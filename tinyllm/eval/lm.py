@@ -820,9 +820,16 @@ def _score_requests(
         return ll
     if not reqs:
         return ll
-    for k in range(len(reqs)):
-        if reqs[k].ctx.min() < 0 or reqs[k].cont.min() < 0:
-            raise ValueError("expected non-negative token ids")
+    lo = min(min(int(r.ctx.min()), int(r.cont.min())) for r in reqs)
+    hi = max(max(int(r.ctx.max()), int(r.cont.max())) for r in reqs)
+    vocab = getattr(getattr(model, "cfg", None), "vocab_size", None) or getattr(
+        getattr(model, "config", None), "vocab_size", None
+    )
+    if lo < 0 or (isinstance(vocab, int) and hi >= vocab):
+        raise ValueError(
+            f"expected token ids in [0, {vocab if isinstance(vocab, int) else 'V'}) "
+            f"(the model's vocabulary), got ids in [{lo}, {hi}]"
+        )
     engine = _cache_engine(model, reqs)
     if engine is None:
         _plain_lls(model, reqs, range(len(reqs)), budget, ll, finished)
