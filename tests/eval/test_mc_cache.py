@@ -233,5 +233,7 @@ def test_target_delimiter_is_scored_and_left_out_of_acc_norm():
 def test_ids_outside_the_vocabulary_are_a_clear_error():
     model = our_gpt()  # vocab 256
     items = [{"context": "1 2", "choices": ["3", "300"], "gold": 0}]
-    with pytest.raises(ValueError, match=r"expected token ids in \[0, 256\).*got ids in \[1, 300\]"):
+    with pytest.raises(
+        ValueError, match=r"expected token ids in \[0, 256\).*got ids in \[1, 300\]"
+    ):
         lm.choice_lls(model, IdTok(), items)
