@@ -62,9 +62,12 @@ class KillInLoad(WorkerPlugin):
 @pytest.fixture(scope="module")
 def cluster():
     """A local Dask cluster of 2 single-threaded worker processes, shared by this module."""
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-    ) as cl, Client(cl) as client:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cl,
+        Client(cl) as client,
+    ):
         yield cl, client
 
 
@@ -153,3 +156,15 @@ def test_entry_whose_worker_dies_every_time_becomes_an_error_row(cluster, manife
     assert "died while running it" in rows["kn3"]["error"]["message"]
     assert rows["bigram"]["status"] == "ok" and rows["bigram2"]["status"] == "ok"
     assert len(out["report"]["rows"]) == 3  # the flow completed and published every row
+
+
+def test_cli_dask_options_need_the_flow_and_exclude_each_other(manifest):
+    from typer.testing import CliRunner
+
+    from tinyllm.cli import app
+
+    base = ["eval", "--suite", "zoo", "--manifest", manifest]
+    r = CliRunner().invoke(app, [*base, "--workers", "2"])
+    assert r.exit_code == 2 and "need --release without --out" in r.output
+    r = CliRunner().invoke(app, [*base, "--release", "x", "--workers", "2", "--dask-address", "a"])
+    assert r.exit_code == 2 and "expected --dask-address or --workers, got both" in r.output
