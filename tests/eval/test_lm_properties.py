@@ -166,10 +166,11 @@ def test_choice_lls_equal_lm_evals_rule_for_any_items_budget_and_length(items, b
 @given(
     st.lists(st.integers(1, 50), min_size=1, max_size=40), st.integers(1, 300), st.integers(0, 20)
 )
-def test_budget_batches_cover_in_order_within_the_budget(lengths, budget, extra):
+def test_budget_batches_cover_in_order_within_the_budget_and_padding(lengths, budget, extra):
     lengths = sorted(lengths, reverse=True)
     sl = list(lm._budget_batches(lengths, budget, extra))
     assert [i for s in sl for i in range(s.start, s.stop)] == list(range(len(lengths)))
     for s in sl:
         rows = s.stop - s.start
         assert rows == 1 or rows * (lengths[s.start] + extra) <= budget
+        assert all(lengths[i] >= 0.75 * lengths[s.start] for i in range(s.start, s.stop))

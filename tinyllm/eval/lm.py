@@ -847,14 +847,24 @@ def _pad(seqs: Sequence[np.ndarray]) -> torch.Tensor:
     return torch.from_numpy(xs)
 
 
-def _budget_batches(lengths: Sequence[int], budget: int, extra: int = 0) -> Iterator[slice]:
+_MAX_PAD = 0.25  # a row joins a batch only if it is at least 75% of the batch's longest row
+
+
+def _budget_batches(
+    lengths: Sequence[int], budget: int, extra: int = 0, max_pad: float = _MAX_PAD
+) -> Iterator[slice]:
     """Consecutive slices of a length-sorted (longest first) list: rows x (longest + extra)
-    stays within ``budget`` tokens, at least one row each."""
+    stays within ``budget`` tokens, and no row is padded by more than ``max_pad`` of the
+    longest (padding is computed and thrown away); at least one row each."""
     lo = 0
     while lo < len(lengths):
         hi = lo + 1
         width = lengths[lo] + extra
-        while hi < len(lengths) and (hi - lo + 1) * width <= budget:
+        while (
+            hi < len(lengths)
+            and (hi - lo + 1) * width <= budget
+            and lengths[hi] >= (1.0 - max_pad) * lengths[lo]
+        ):
             hi += 1
         yield slice(lo, hi)
         lo = hi
