@@ -1,20 +1,23 @@
 """Shared by the multi-machine tests: one PostgreSQL-backed Prefect server per pytest process,
 a tiny zoo trained in milliseconds, and helpers to run the `prefect` / `tinyllm` commands.
 
-The server is started on first use (PostgreSQL cluster from scratch under a temporary folder,
-a Prefect server on a free port) and stopped when the pytest process exits, so the test modules
-that need it (test_postgres_server.py, test_workers.py) share one: it costs 20-30 s to start on
-this 2-core machine.
+The server is started on first use with `tinyllm server start --db postgres` (a PostgreSQL
+cluster from scratch under a temporary folder, a Prefect server on a free port) and stopped when
+the pytest process exits, so the test modules that need it (test_postgres_server.py,
+test_workers.py, in that order; the last test of test_workers.py stops it with `tinyllm server
+stop`) share one: it costs 20-40 s to start on this 2-core machine.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,11 +59,31 @@ def strip(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
 
 
-_SERVER: pgserver.Server | None = None
+@dataclass
+class Standing:
+    """The shared server, as `tinyllm server start` left it (``<home>/server.json``)."""
+
+    api_url: str
+    pid: int
+    pg_port: int
+    home: Path
+    start_output: str
 
 
-def pg_server() -> pgserver.Server:
-    """The process-wide PostgreSQL-backed Prefect server, started from scratch on first use.
+_SERVER: Standing | None = None
+
+
+def server_cli_env(home: Path) -> dict[str, str]:
+    """Environment of `tinyllm server start/stop` for the server whose state is in ``home``."""
+    env = client_env("", PREFECT_HOME=str(home))
+    env.pop("PREFECT_API_URL")
+    return env
+
+
+def pg_server() -> Standing:
+    """The process-wide PostgreSQL-backed Prefect server, started from scratch on first use with
+    `tinyllm server start --db postgres --port 0` (a new cluster in a temporary folder) and
+    stopped when the pytest process exits (or earlier by a test: see test_workers.py).
 
     Skips (with the reason) only when PostgreSQL's binaries are absent from this machine.
     """
@@ -74,15 +97,30 @@ def pg_server() -> pgserver.Server:
     base = Path(tempfile.mkdtemp(prefix="tinyllm-pg-"))
     base.chmod(0o755)
     home = base / "prefect-home"
-    server = pgserver.start(db="postgres", home=home, port=0, pg_dir=base / "pg", fast=True)
-    _SERVER = server
+    start = subprocess.run(
+        [str(BIN / "tinyllm"), "server", "start", "--db", "postgres", "--port", "0"],
+        cwd=ROOT,
+        env=server_cli_env(home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert start.returncode == 0, start.stdout + start.stderr
 
     def _stop() -> None:
         pgserver.stop(home)
         shutil.rmtree(base, ignore_errors=True)
 
     atexit.register(_stop)
-    return server
+    state = json.loads((home / "server.json").read_text())
+    _SERVER = Standing(state["api_url"], state["pid"], state["pg_port"], home, start.stdout)
+    return _SERVER
+
+
+def forget_server() -> None:
+    """After a test stopped the shared server: the next pg_server() starts a new one."""
+    global _SERVER
+    _SERVER = None
 
 
 def client_env(api_url: str, **extra: str) -> dict[str, str]:

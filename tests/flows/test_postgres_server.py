@@ -1,19 +1,17 @@
-"""The PostgreSQL-backed Prefect server, from scratch through the CLI: `tinyllm server start --db
-postgres`, 4 EvalSuite flow runs at once against it, their states and artifacts read back through
-the API, `tinyllm server stop`."""
+"""The PostgreSQL-backed Prefect server, from scratch through the CLI (`tinyllm server start --db
+postgres`, in standing.py: the server is shared with test_workers.py, whose last test stops it
+with `tinyllm server stop`), 4 EvalSuite flow runs at once against it, their states, task runs
+and artifacts read back through the API."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import socket
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
-from standing import BIN, ROOT, build_zoo, client_env, strip
+from standing import BIN, ROOT, build_zoo, client_env, pg_server, strip
 
 from tinyllm import pgserver
 
@@ -21,20 +19,6 @@ pytestmark = pytest.mark.skipif(
     pgserver.pg_available() is not None,
     reason=f"PostgreSQL server binaries are not installed: {pgserver.pg_available()}",
 )
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
 async def _read_back(api_url: str, releases: list[str]):
@@ -67,98 +51,67 @@ async def _read_back(api_url: str, releases: list[str]):
 
 
 def test_postgres_server_from_scratch_four_flow_runs_at_once(tmp_path):
-    base = Path(tempfile.mkdtemp(prefix="tinyllm-pgtest-"))  # reachable by the postgres user
-    base.chmod(0o755)
-    home = base / "prefect-home"
-    env = client_env("unused", PREFECT_HOME=str(home))
-    env.pop("PREFECT_API_URL")
+    server = pg_server()  # `tinyllm server start --db postgres` in a new temporary folder
+    api, pg_port, home = server.api_url, server.pg_port, server.home
     tinyllm = str(BIN / "tinyllm")
-    try:
-        start = subprocess.run(
-            [tinyllm, "server", "start", "--db", "postgres", "--port", "0"],
+    assert f"export PREFECT_API_URL={api}" in server.start_output
+    assert (home / "pg" / "PG_VERSION").is_file()  # a cluster created from scratch
+    manifest = build_zoo(tmp_path / "zoo")
+    store = tmp_path / "store"
+    releases = [f"pg{k}" for k in range(4)]
+    procs = [
+        subprocess.Popen(
+            [tinyllm, "eval", "--suite", "zoo", "--manifest", manifest, "--release", r]
+            + ["--store", str(store), "--json"]
+            # one of them fans out to a local Dask cluster (1 process) reporting here too
+            + (["--workers", "1"] if r == "pg3" else []),
             cwd=ROOT,
-            env=env,
-            capture_output=True,
+            env=client_env(api, PREFECT_HOME=str(home)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=300,
         )
-        assert start.returncode == 0, start.stdout + start.stderr
-        state = json.loads((home / "server.json").read_text())
-        api, pg_port, pid = state["api_url"], state["pg_port"], state["pid"]
-        assert f"export PREFECT_API_URL={api}" in start.stdout
-        assert (home / "pg" / "PG_VERSION").is_file()  # a cluster created from scratch
+        for r in releases
+    ]
+    outs = [p.communicate(timeout=400) for p in procs]
+    logs = "".join(o + e for o, e in outs) + (home / "server.log").read_text()
+    assert "database is locked" not in logs
+    for p, (_, e) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, e[-3000:]
+    results = {json.loads(o)["report"]["release"]: json.loads(o) for o, _ in outs}
+    assert sorted(results) == releases
+    # the Dask run scored the same rows as the thread runs
+    assert strip(results["pg3"]["report"]["rows"]) == strip(results["pg0"]["report"]["rows"])
+    for r in releases:  # all 4 reports landed in the one store
+        report = json.loads((store / "releases" / r / "report.json").read_text())
+        assert [row["status"] for row in report["rows"]] == ["ok", "ok", "ok"]
 
-        manifest = build_zoo(tmp_path / "zoo")
-        store = tmp_path / "store"
-        releases = [f"pg{k}" for k in range(4)]
-        procs = [
-            subprocess.Popen(
-                [tinyllm, "eval", "--suite", "zoo", "--manifest", manifest, "--release", r]
-                + ["--store", str(store), "--json"]
-                # one of them fans out to a local Dask cluster (1 process) reporting here too
-                + (["--workers", "1"] if r == "pg3" else []),
-                cwd=ROOT,
-                env=client_env(api, PREFECT_HOME=str(home)),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for r in releases
-        ]
-        outs = [p.communicate(timeout=400) for p in procs]
-        logs = "".join(o + e for o, e in outs) + (home / "server.log").read_text()
-        assert "database is locked" not in logs
-        for p, (_, e) in zip(procs, outs, strict=True):
-            assert p.returncode == 0, e[-3000:]
-        results = {json.loads(o)["report"]["release"]: json.loads(o) for o, _ in outs}
-        assert sorted(results) == releases
-        # the Dask run scored the same rows as the thread runs
-        assert strip(results["pg3"]["report"]["rows"]) == strip(results["pg0"]["report"]["rows"])
-        for r in releases:  # all 4 reports landed in the one store
-            report = json.loads((store / "releases" / r / "report.json").read_text())
-            assert [row["status"] for row in report["rows"]] == ["ok", "ok", "ok"]
+    back = asyncio.run(_read_back(api, releases))
+    assert sorted(back) == [f"eval-{r}" for r in releases]
+    for r in releases:
+        run, tasks, arts = back[f"eval-{r}"]
+        assert run.state.is_completed(), run.state
+        scored = sorted(t.name for t in tasks if t.name.startswith("score-"))
+        assert scored == ["score-bigram", "score-bigram2", "score-kn3"]
+        assert all(t.state.is_completed() for t in tasks)
+        table = arts["eval-suite-rows"].data
+        table = json.loads(table) if isinstance(table, str) else table
+        report = results[r]["report"]
+        assert [row["name"] for row in table] == ["bigram", "bigram2", "kn3"]
+        assert [row["value"] for row in table] == [round(row["value"], 4) for row in report["rows"]]
+        assert "eval-suite-compare" in arts
 
-        back = asyncio.run(_read_back(api, releases))
-        assert sorted(back) == [f"eval-{r}" for r in releases]
-        for r in releases:
-            run, tasks, arts = back[f"eval-{r}"]
-            assert run.state.is_completed(), run.state
-            scored = sorted(t.name for t in tasks if t.name.startswith("score-"))
-            assert scored == ["score-bigram", "score-bigram2", "score-kn3"]
-            assert all(t.state.is_completed() for t in tasks)
-            table = arts["eval-suite-rows"].data
-            table = json.loads(table) if isinstance(table, str) else table
-            report = results[r]["report"]
-            assert [row["name"] for row in table] == ["bigram", "bigram2", "kn3"]
-            assert [row["value"] for row in table] == [
-                round(row["value"], 4) for row in report["rows"]
-            ]
-            assert "eval-suite-compare" in arts
-
-        # the runs are in PostgreSQL's tables, not in a SQLite file
-        psql = [str(pgserver.find_pg_bin("psql")), "-h", "127.0.0.1", "-p", str(pg_port)]
-        count = subprocess.run(
-            [*psql, "-U", "postgres", "-d", "prefect", "-tAc", "select count(*) from flow_run"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert count.returncode == 0, count.stderr
-        assert int(count.stdout) >= 4
-        assert not list(home.glob("*.db"))
-    finally:
-        stop = subprocess.run(
-            [tinyllm, "server", "stop"], env=env, capture_output=True, text=True, timeout=120
-        )
-    assert stop.returncode == 0, stop.stderr
-    assert "stopped Prefect server" in stop.stdout and "stopped PostgreSQL" in stop.stdout
-    assert not _alive(pid)
-    assert not _listening(pg_port) and not _listening(int(api.rsplit(":", 1)[1].split("/")[0]))
-    again = subprocess.run(
-        [tinyllm, "server", "stop"], env=env, capture_output=True, text=True, timeout=120
+    # the runs are in PostgreSQL's tables, not in a SQLite file
+    psql = [str(pgserver.find_pg_bin("psql")), "-h", "127.0.0.1", "-p", str(pg_port)]
+    count = subprocess.run(
+        [*psql, "-U", "postgres", "-d", "prefect", "-tAc", "select count(*) from flow_run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
-    assert again.returncode == 0 and again.stdout.strip() == ""  # quiet when nothing runs
-    shutil.rmtree(base, ignore_errors=True)
+    assert count.returncode == 0, count.stderr
+    assert int(count.stdout) >= 4
+    assert not list(home.glob("*.db"))
 
 
 @pytest.mark.skipif(

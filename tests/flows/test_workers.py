@@ -8,11 +8,22 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
-from standing import BIN, ROOT, build_zoo, client_env, pg_server, prefect
+from standing import (
+    BIN,
+    ROOT,
+    build_zoo,
+    client_env,
+    forget_server,
+    pg_server,
+    prefect,
+    server_cli_env,
+)
 
 from tinyllm import pgserver
 
@@ -113,3 +124,36 @@ def test_two_workers_share_four_deployment_runs_into_one_store(tmp_path):
     }
     assert began[1] and began[2], began
     assert sorted(began[1] + began[2]) == releases
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_server_stop_stops_prefect_and_postgres():
+    """Last in this module: `tinyllm server stop` (what `make stop` runs) stops the shared server
+    (test_postgres_server.py and the test above ran on it), then PostgreSQL; quiet after."""
+    server = pg_server()
+    api_port = int(server.api_url.rsplit(":", 1)[1].split("/")[0])
+    assert _alive(server.pid) and _listening(api_port) and _listening(server.pg_port)
+    stop = [str(BIN / "tinyllm"), "server", "stop"]
+    env = server_cli_env(server.home)
+    r = subprocess.run(stop, env=env, capture_output=True, text=True, timeout=120)
+    forget_server()
+    assert r.returncode == 0, r.stderr
+    assert f"stopped Prefect server (pid {server.pid})" in r.stdout
+    assert f"stopped PostgreSQL ({server.home / 'pg'})" in r.stdout
+    assert not _alive(server.pid)
+    assert not _listening(api_port) and not _listening(server.pg_port)
+    assert not (server.home / "server.pid").exists()
+    again = subprocess.run(stop, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and again.stdout.strip() == ""  # quiet when nothing runs
