@@ -94,6 +94,41 @@ def _gpt_recipe() -> Recipe:
     )
 
 
+def _encoder_recipe(family: str) -> Recipe:
+    """bert's or electra's zoo recipe (``ZOO_CONFIG``, ``ZOO_STEPS``, ``ZOO_TRAIN_KWARGS``,
+    ``ZOO_COST_S`` in tinyllm/models/<family>.py): pretrained on the lee training bytes (corpus
+    ``encoder``), scored on the val rows of both rows files."""
+    from tinyllm.models import FAMILIES
+
+    fam = FAMILIES[family]
+    return Recipe(
+        config=dataclasses.asdict(fam.ZOO_CONFIG),
+        steps=fam.ZOO_STEPS,
+        train_kwargs=dict(fam.ZOO_TRAIN_KWARGS),
+        data="encoder",
+        entries={f"{family}-polarity": "polarity", f"{family}-langid": "langid"},
+        cost_s=fam.ZOO_COST_S,
+    )
+
+
+def _classifier_recipe(task: str) -> Recipe:
+    """A classifier fine-tuned from the zoo's BERT on the train rows of ``task`` (a rows corpus:
+    polarity or langid) and scored on its val rows; ``classifier.zoo_config()`` has the BERT's
+    shape."""
+    from tinyllm.models import classifier
+
+    return Recipe(
+        config=dataclasses.asdict(classifier.zoo_config()),
+        steps=classifier.ZOO_STEPS[task],
+        train_kwargs=dict(classifier.ZOO_TRAIN_KWARGS),
+        family="classifier",
+        data=task,
+        entries={f"classifier-{task}": "rows"},
+        init_from="bert",
+        cost_s=classifier.ZOO_COST_S[task],
+    )
+
+
 def _seq2seq_recipe(family: str) -> Recipe:
     """A seq2seq family's zoo recipe: its ``ZOO_CONFIG``, ``ZOO_STEPS`` and ``ZOO_COST_S`` (the
     measurements are beside them in tinyllm/models/<family>.py), trained once on both cldr tasks
@@ -171,6 +206,10 @@ def default_recipes() -> dict[str, Recipe]:
             data="cldr",
             entries={"copy-names": "names_val", "copy-dates": "dates_val"},
         ),
+        "bert": _encoder_recipe("bert"),
+        "electra": _encoder_recipe("electra"),
+        "classifier-polarity": _classifier_recipe("polarity"),
+        "classifier-langid": _classifier_recipe("langid"),
     }
 
 
