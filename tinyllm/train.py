@@ -91,6 +91,7 @@ def _gpt_recipe() -> Recipe:
         steps=gpt.ZOO_STEPS,
         train_kwargs=dict(gpt.ZOO_TRAIN_KWARGS),
         options={"ctx_len": cfg.block_size, "stride": cfg.block_size // 2},
+        cost_s=75,
     )
 
 
@@ -161,29 +162,17 @@ def _word2vec_recipe() -> Recipe:
     )
 
 
-def _word2vec_recipe() -> Recipe:
-    """word2vec's zoo recipe: ``word2vec.ZOO_CONFIG``, ``ZOO_STEPS``, ``ZOO_COST_S`` (the sweep
-    behind them is beside them in tinyllm/models/word2vec.py), trained on the lee training text
-    as words (corpus ``wordsim``) and scored on WordSim-353 and SimLex-999."""
-    from tinyllm.models import word2vec
-
-    return Recipe(
-        config=dataclasses.asdict(word2vec.ZOO_CONFIG),
-        steps=word2vec.ZOO_STEPS,
-        data="wordsim",
-        entries={"word2vec-wordsim353": "wordsim353", "word2vec-simlex999": "simlex999"},
-        cost_s=word2vec.ZOO_COST_S,
-    )
-
-
 def default_recipes() -> dict[str, Recipe]:
-    """The zoo's recipes by family name, sized for about 5 minutes in all on 2 idle cores."""
+    """The zoo's recipes by model name, sized for at most 10 minutes in all on 2 cores (two
+    models side by side, one thread each). ``cost_s``: single-thread CPU seconds measured by
+    ``tinyllm zoo build`` (train_log.json's cpu_seconds), so that the longest start first."""
     return {
         "bigram": Recipe(config={"k": 0.5}),
-        "ngram": Recipe(config={"order": 5}),
+        "ngram": Recipe(config={"order": 5}, cost_s=0.3),
         "nplm": Recipe(
             config={"context": 8, "emb_dim": 32, "hidden": 384, "direct": True, "lr": 0.01},
             steps=300,
+            cost_s=14,
         ),
         "rnnlm": Recipe(
             config={
@@ -195,6 +184,7 @@ def default_recipes() -> dict[str, Recipe]:
                 "lr": 0.006,
             },
             steps=600,
+            cost_s=78,
         ),
         "gpt": _gpt_recipe(),
         "word2vec": _word2vec_recipe(),
