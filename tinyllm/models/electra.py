@@ -97,6 +97,8 @@ class Config:
 #   32       1 x 32   no      2500   68     0.8852 / 0.8859           0.8716 / 0.8704   <- zoo
 #   32       1 x 32   no      4000   106    0.8926 / 0.8946           0.8733 / 0.8721
 #   32       1 x 16   no      4000   99     0.8698 / 0.8812           0.8269 / 0.8695
+#   24       1 x 32   no      4000   76     0.8780 / 0.8807           0.8687 / 0.8685
+#   16       1 x 32   no      6000   88     0.8626 / 0.8639           0.8545 / 0.8674
 # (lr 5e-3 at 600 steps: no change; mask_prob 0.3: 0.7137 / 0.7140.) At this budget the
 # discriminator does NOT beat "always original" by more than noise: its loss leaves the prior
 # (BCE ~0.40 nats) only after ~1000 steps, and a call of "replaced" needs p > 0.5 against a
