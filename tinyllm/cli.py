@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -1008,10 +1009,8 @@ def dashboard_cmd(
         if folder is None:
             _store_error(ValueError("--serve: expected --out DIR for an s3:// store"))
         console.print(f"serving {folder} on http://127.0.0.1:{serve_port}/ (Ctrl-C stops)")
-        try:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how the server is stopped
             dashboard.serve(folder, serve_port)
-        except KeyboardInterrupt:
-            pass
 
 
 # <<< dashboard <<<
