@@ -5,10 +5,8 @@ process killed with SIGKILL in the middle of a task."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
-import cloudpickle
 import pytest
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -17,9 +15,6 @@ from prefect_dask import DaskTaskRunner
 from standing import build_zoo, strip
 
 from flows.eval_suite import configured_suite, eval_suite, make_task_runner
-
-# the plugin below is defined here, in a module the workers cannot import: send it by value
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 class KillInLoad(WorkerPlugin):
