@@ -638,7 +638,8 @@ def test_cli_eval_task_max_len_and_delimiter(tmp_path, hf_dir):
     assert r.exit_code == 2, r.output
     assert "expected at most the model's own context of 64 tokens, got 65" in r.output
     assert "Traceback" not in r.output
-    r = _invoke(base)
+    with pytest.warns(UserWarning, match="cut 113 context tokens"):  # the CLI says so too
+        r = _invoke(base)
     assert r.exit_code == 0, r.output
     model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, use_safetensors=True)
     with pytest.warns(UserWarning, match="cut 113 context tokens from the left of 2 of 10"):
@@ -646,11 +647,18 @@ def test_cli_eval_task_max_len_and_delimiter(tmp_path, hf_dir):
             model.eval(), ByteTokenizer(), long, "acc_norm", np.random.default_rng(0)
         )
     assert json.loads(r.stdout)["per_item"] == want.per_item.tolist()
-    r = _invoke([*base, "--target-delimiter", " ", "--metric", "acc"])
+    with pytest.warns(UserWarning, match="cut 115 context tokens"):
+        r = _invoke([*base, "--target-delimiter", " ", "--metric", "acc"])
     assert r.exit_code == 0, r.output
-    want = lm.run_task(
-        model.eval(), ByteTokenizer(), long, "acc", np.random.default_rng(0), target_delimiter=" "
-    )
+    with pytest.warns(UserWarning, match="cut 115 context tokens"):
+        want = lm.run_task(
+            model.eval(),
+            ByteTokenizer(),
+            long,
+            "acc",
+            np.random.default_rng(0),
+            target_delimiter=" ",
+        )
     assert json.loads(r.stdout)["per_item"] == want.per_item.tolist()
 
 
