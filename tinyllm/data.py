@@ -211,7 +211,9 @@ def read_rows(path: str | os.PathLike) -> list[Row]:
             try:
                 doc = json.loads(line)
             except ValueError as e:
-                raise ValueError(f"{p}:{i}: expected a JSON object, got a parse error: {e}") from None
+                raise ValueError(
+                    f"{p}:{i}: expected a JSON object, got a parse error: {e}"
+                ) from None
             if not isinstance(doc, dict):
                 raise ValueError(f"{p}:{i}: expected a JSON object, got {type(doc).__name__}")
             for key in ("split", "sentence", "label"):
@@ -247,7 +249,9 @@ def polarity_rows(path: str | os.PathLike | None = None) -> list[Row]:
     try:
         text = p.read_bytes().decode(POLARITY_ENCODING)
     except FileNotFoundError:
-        raise DataError(f"{p}: expected gensim's test data file {POLARITY_FILE}, got none") from None
+        raise DataError(
+            f"{p}: expected gensim's test data file {POLARITY_FILE}, got none"
+        ) from None
     rows, seen = [], set()
     for i, line in enumerate(text.split("\n"), 1):
         if not line.strip():

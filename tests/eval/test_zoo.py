@@ -541,6 +541,7 @@ def test_is_transient_separates_retryable_errors_from_deterministic_ones():
     ]
     permanent = [
         FileNotFoundError(errno.ENOENT, "gone"),
+        FileExistsError(errno.EEXIST, "run file already written"),
         PermissionError(errno.EACCES, "no"),
         OSError(errno.ENAMETOOLONG, "File name too long"),
         client_error(404, "NoSuchKey"),

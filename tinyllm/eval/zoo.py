@@ -251,7 +251,13 @@ def error_row(
     return row
 
 
-_PERMANENT_OS_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+_PERMANENT_OS_ERRORS = (
+    FileNotFoundError,
+    FileExistsError,
+    PermissionError,
+    IsADirectoryError,
+    NotADirectoryError,
+)
 _PERMANENT_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP, errno.EINVAL})
 _BOTOCORE_TRANSIENT = frozenset(
     {
@@ -269,7 +275,7 @@ def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` may go away on retry (a workflow's retry condition uses this).
 
     Transient: timeouts and connection errors; any other ``OSError`` except "not found",
-    permission, is-/not-a-directory, name-too-long, symlink-loop and invalid-argument errors
+    "already exists", permission, is-/not-a-directory, name-too-long, symlink-loop and invalid-argument errors
     (those are deterministic); botocore connection errors and ``ClientError`` with an HTTP 5xx
     status or a throttling code. Everything else (a corrupt checkpoint, a bad config, a wrong
     shape) is deterministic: retrying cannot help.

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyllm.eval.kinds.common import Scored
+from tinyllm.models import FAMILIES
 from tinyllm.report import Entry
 from tinyllm.stats import Interval
 
@@ -69,8 +70,6 @@ def lm_token_nlls(model, ids: np.ndarray, entry: Entry) -> np.ndarray:
         with torch.inference_mode():
             nlls = lm.token_nlls(model, ids, ctx, stride)
     else:
-        from tinyllm.models import FAMILIES  # lazily: importing the zoo does not import torch
-
         fn = FAMILIES[entry.family].token_nlls
         if _accepts_window_options(fn):
             nlls = fn(model, ids, ctx_len=opts.ctx_len, stride=opts.stride)
