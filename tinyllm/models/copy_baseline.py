@@ -78,8 +78,12 @@ def train(
     progress: Callable[[int, int, float], None] | None = None,
 ) -> Model:
     """Nothing to learn: checks ``data`` (a list of (src, tgt) pairs) and returns the model
-    (``seed`` and ``steps`` are unused; ``progress`` is never called)."""
-    check_pairs(data, "copy.train")
+    (``seed`` and ``steps`` are unused). ``progress(1, 1, err)`` is called once with its
+    training error: the fraction of pairs whose target is not the source (1 - exact match)."""
+    pairs = check_pairs(data, "copy.train")
+    if progress is not None:
+        err = sum(src != tgt for src, tgt in pairs) / len(pairs) if pairs else 0.0
+        progress(1, 1, float(err))
     return Model(cfg)
 
 
