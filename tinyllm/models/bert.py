@@ -21,7 +21,6 @@ Shapes: ``B`` batch, ``T`` tokens (``<= max_len``), ``D`` = ``n_embd``, ``V`` = 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyllm.checkpoint import expected_from, load_tensors, read_family_config, save_checkpoint
+from tinyllm.models.gpt import lr_at  # the same warmup + cosine schedule as the GPT's
 from tinyllm.models.layers import Block, init_gpt_weights
 from tinyllm.tokens import CLS, MASK, N_BYTES, PAD, VOCAB_WITH_SPECIALS, encode_batch
 
@@ -251,14 +251,6 @@ def check_byte_corpus(data, max_len: int, who: str) -> np.ndarray:
     if lo < 0 or hi >= N_BYTES:
         raise ValueError(f"{who}: expected byte ids in 0..255, got values in {lo}..{hi}")
     return a
-
-
-def lr_at(step: int, steps: int, lr: float, warmup: int, min_ratio: float = 0.1) -> float:
-    """Linear warmup over ``warmup`` steps, then cosine decay from ``lr`` to ``min_ratio * lr``."""
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    frac = (step - warmup) / max(1, steps - warmup)  # 0 -> 1
-    return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
 def adamw(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
