@@ -11,7 +11,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 60
 # GNU OpenMP spin-waits by default: with torch on 2 threads on a busy 2-core box that is 10x slower
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: demo test lint format bench stop clean chromium server-pg
+.PHONY: demo test lint format bench mutate stop clean chromium server-pg
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,12 @@ format: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(PY) bench/bench_ppl.py
 	$(PY) bench/bench_dashboard.py
+
+# mutation testing of the core with mutmut (docs/mutation.md); one file: make mutate MODULE=tinyllm/stats.py
+# (never part of make test; installs the `mutation` extra)
+mutate: $(VENV)/.installed-dev
+	$(PIP) install -e '.[mutation]' 2> >(grep -v 'is ignored: it is neither' >&2)
+	nice $(PY) tools/mutate.py $(if $(MODULE),--module '$(MODULE)')
 
 # stop the Prefect server that `make demo` started
 stop:

@@ -1,0 +1,135 @@
+"""Mutation testing of tinyllm's core with mutmut (issue 15; results in docs/mutation.md).
+
+    .venv/bin/python tools/mutate.py                          # every module of the core, in turn
+    .venv/bin/python tools/mutate.py --module tinyllm/stats.py  # one module (repeatable)
+    make mutate MODULE=tinyllm/stats.py                       # the same through make
+
+Each module is mutated against ONLY its own fast unit tests (MODULES below: no Prefect flow
+tests, no browser tests), so that a mutant's verdict says what those tests catch. mutmut 3 reads
+its settings from [tool.mutmut] in pyproject.toml; this script passes a per-module configuration
+instead (only_mutate + the test selection) by replacing mutmut's config reader in a child process,
+so pyproject.toml's [tool.mutmut] only holds the shared settings. mutmut copies the tree to
+mutants/ (git-ignored) and runs there; each module starts from a fresh mutants/ and its summary
+(`mutmut results --all true`) is kept in mutants-results/<module>.txt (git-ignored).
+
+Needs the `mutation` extra: `.venv/bin/pip install -e '.[mutation]'`. Never run by `make test`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# module -> its fast unit tests (pytest node ids or files); no flows/, no browser tests
+MODULES: dict[str, list[str]] = {
+    "tinyllm/stats.py": ["tests/test_stats.py"],
+    "tinyllm/compare.py": ["tests/test_compare.py"],
+    "tinyllm/eval/lm.py": ["tests/eval/test_lm.py", "tests/eval/test_lm_properties.py"],
+    "tinyllm/eval/zoo.py": ["tests/eval/test_zoo.py"],
+    "tinyllm/eval/kinds/*.py": [
+        "tests/eval/test_kind_classifier.py",
+        "tests/eval/test_kind_embeddings.py",
+        "tests/eval/test_kind_mlm.py",
+        "tests/eval/test_kind_rtd.py",
+        "tests/eval/test_kind_seq2seq.py",
+        "tests/eval/test_mc_cache.py",
+    ],
+    "tinyllm/store.py": ["tests/test_store.py"],
+    "tinyllm/report.py": ["tests/eval/test_report.py"],
+}
+
+
+def _child(module: str, max_children: int) -> int:
+    """Run mutmut on one module in this process (mutmut forks its workers from here)."""
+    import mutmut.configuration as mc
+
+    base = _pyproject_mutmut()
+    overrides = {
+        "source_paths": ["tinyllm"],
+        "only_mutate": [module],
+        "pytest_add_cli_args_test_selection": MODULES[module],
+    }
+
+    def reader():
+        def get(key, default):
+            if key in overrides:
+                return overrides[key]
+            return base.get(key, default)
+
+        return get
+
+    mc._config_reader = reader  # mutmut's only entry to its settings (mutmut 3.8)
+    from mutmut.__main__ import cli
+
+    args = ["run", "--max-children", str(max_children)]
+    try:
+        cli(args, standalone_mode=False)
+    except SystemExit as e:  # click may exit; the results are read by the parent
+        return int(e.code or 0)
+    return 0
+
+
+def _pyproject_mutmut() -> dict:
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
+    return data.get("tool", {}).get("mutmut", {})
+
+
+def _summary(results: str) -> dict[str, int]:
+    """Count mutmut's verdicts from `mutmut results --all true` lines ("name: status")."""
+    counts: dict[str, int] = {}
+    for line in results.splitlines():
+        m = re.match(r"\s*(\S+): (.+)$", line)
+        if m and "__mutmut_" in m.group(1):
+            counts[m.group(2).strip()] = counts.get(m.group(2).strip(), 0) + 1
+    return counts
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--module", action="append", help="a key of MODULES (repeatable); default all")
+    ap.add_argument("--max-children", type=int, default=2, help="parallel mutant workers")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        return _child(a.child, a.max_children)
+    modules = a.module or list(MODULES)
+    for m in modules:
+        if m not in MODULES:
+            sys.exit(f"tools/mutate.py: expected one of {list(MODULES)}, got {m!r}")
+    out_dir = ROOT / "mutants-results"
+    out_dir.mkdir(exist_ok=True)
+    mutmut = [sys.executable, "-m", "mutmut"]
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS="1")
+    for m in modules:
+        shutil.rmtree(ROOT / "mutants", ignore_errors=True)
+        print(f"== mutmut on {m} with {' '.join(MODULES[m])}", flush=True)
+        rc = subprocess.call(
+            [sys.executable, __file__, "--child", m, "--max-children", str(a.max_children)],
+            cwd=ROOT,
+            env=env,
+        )
+        res = subprocess.run(
+            [*mutmut, "results", "--all", "true"], cwd=ROOT, env=env, capture_output=True, text=True
+        ).stdout
+        counts = _summary(res)
+        killed = counts.get("killed", 0)
+        total = sum(counts.values())
+        name = m.replace("/", "_").replace("*", "all")
+        (out_dir / f"{name}.txt").write_text(res)
+        (out_dir / f"{name}.json").write_text(json.dumps({"module": m, "counts": counts}) + "\n")
+        print(f"== {m}: rc {rc}, killed {killed} / {total}, verdicts {counts}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
