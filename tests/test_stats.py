@@ -272,3 +272,138 @@ def test_accumulator_refuses_nonfinite_and_empty_summary():
         acc.add([1.0, float("inf")])
     with pytest.raises(ValueError, match="positive byte count"):
         acc.bpb(0)
+
+
+# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/stats.py` ----------
+# (docs/mutation.md lists each mutant and the test here that kills it)
+
+
+def test_errors_name_the_argument():
+    with pytest.raises(ValueError, match=r"^x: expected finite values, got nan at index 1"):
+        stats.mean_ci([1.0, float("nan"), 2.0])
+    with pytest.raises(ValueError, match=r"^x: expected finite"):
+        stats.bootstrap_ci([1.0, float("inf")], np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"^x: expected at least 4 values, got 3"):
+        stats.spearman_ci([1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(ValueError, match=r"^y: expected at least 4 values, got 3"):
+        stats.spearman_ci([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"^expected x and y of equal length, got 4 and 5"):
+        stats.spearman_ci([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0, 5.0])
+    with (
+        pytest.raises(ValueError, match=r"^spearman: expected x and y that both vary"),
+        pytest.warns(sps.ConstantInputWarning),
+    ):
+        stats.spearman_ci([1.0, 1.0, 1.0, 1.0], [1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(ValueError, match=r"^a: expected finite"):
+        stats.paired_permutation_test([float("nan"), 1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match=r"^b: expected finite"):
+        stats.paired_permutation_test([1.0, 2.0], [1.0, float("inf")])
+    with pytest.raises(ValueError, match=r"^n_perm: expected >= 1, got 0"):
+        stats.paired_permutation_test([1.0, 2.0], [0.0, 0.0], n_perm=0)
+    with pytest.raises(ValueError, match=r"^n_boot: expected >= 1, got 0"):
+        stats.bootstrap_ci([1.0, 2.0], np.random.default_rng(0), n_boot=0)
+    with pytest.raises(TypeError, match=r"got int$"):
+        stats.bootstrap_ci([1.0, 2.0], 0)
+    with pytest.raises(ValueError, match=r"^NLLAccumulator.add: expected finite NLLs"):
+        stats.NLLAccumulator().add([float("nan")])
+
+
+def test_smallest_valid_inputs_are_accepted():
+    # the boundaries of each guard: one value for a bootstrap, four pairs for Fisher z
+    assert stats.bootstrap_ci([5.0], np.random.default_rng(0)) == stats.Interval(5.0, 5.0, 5.0)
+    with pytest.warns(RuntimeWarning):  # scipy's standard error of one resample divides by 0
+        one = stats.bootstrap_ci([1.0, 3.0], np.random.default_rng(0), n_boot=1)
+    assert one.value == 2.0 and one.lo == one.hi and one.lo in (1.0, 2.0, 3.0)
+    assert stats.paired_permutation_test([1.0], [0.0], n_perm=1, rng=np.random.default_rng(0)) in (
+        0.5,
+        1.0,
+    )
+    # n = 4: se = 1/sqrt(1) = 1, z_0.975 = 1.959964
+    fz = stats.fisher_z_interval(0.5, 4)
+    assert fz.lo == pytest.approx(math.tanh(math.atanh(0.5) - 1.959963984540054), abs=1e-12)
+    assert fz.hi == pytest.approx(math.tanh(math.atanh(0.5) + 1.959963984540054), abs=1e-12)
+    assert stats.fisher_z_interval(-1.0, 10) == stats.Interval(-1.0, -1.0, -1.0)
+    with pytest.raises(ValueError, match="rho"):
+        stats.fisher_z_interval(-1.5, 10)
+    sp = stats.spearman_ci([1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 4.0])  # rho = 0.8 on 4 pairs
+    assert sp.value == pytest.approx(0.8)
+    assert sp.lo == pytest.approx(math.tanh(math.atanh(0.8) - 1.959963984540054))
+    with pytest.raises(ValueError, match="integer counts"):
+        stats.wilson_interval(True, 10)
+
+
+def test_confidence_reaches_every_interval():
+    # c = 0.5: z = 0.674490, the t/percentile ends move in accordingly
+    x = [0.3, 1.1, 2.5, 0.7, 1.9, 1.4, 0.2, 2.2]
+    sp = stats.spearman_ci(x, [0.1, 1.0, 2.0, 0.9, 1.5, 1.6, 0.0, 2.4], confidence=0.5)
+    rho = sps.spearmanr(x, [0.1, 1.0, 2.0, 0.9, 1.5, 1.6, 0.0, 2.4]).statistic
+    assert sp.hi == pytest.approx(math.tanh(math.atanh(rho) + 0.6744897501960817 / math.sqrt(5)))
+    ours = stats.bootstrap_ci(x, np.random.default_rng(5), n_boot=400, confidence=0.5)
+    ref = sps.bootstrap(
+        (np.asarray(x),),
+        np.mean,
+        n_resamples=400,
+        confidence_level=0.5,
+        method="percentile",
+        rng=np.random.default_rng(5),
+    ).confidence_interval
+    assert (ours.lo, ours.hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
+
+
+def test_wilson_all_successes_upper_end_is_one():
+    for n in (1, 3, 7, 10, 49, 1000):
+        iv = stats.wilson_interval(n, n)
+        assert iv.hi <= 1.0 and iv.hi == pytest.approx(1.0, abs=1e-15)
+
+
+def test_permutation_exact_or_monte_carlo_by_the_documented_rule():
+    # d = all ones: exactly two of the 2**n sign patterns reach |sum| = n, so the exact p = 2 / 2**n;
+    # the Monte Carlo p is (1 + count) / (n_perm + 1) and is never that
+    rng = np.random.default_rng(0)
+    assert (
+        stats.paired_permutation_test(np.ones(3), np.zeros(3), n_perm=8) == 2 / 8
+    )  # 2**n == n_perm
+    p = stats.paired_permutation_test(np.ones(3), np.zeros(3), n_perm=7, rng=rng)
+    assert p * 8 == round(p * 8)  # Monte Carlo below 2**n
+    p10 = stats.paired_permutation_test(np.ones(10), np.zeros(10), n_perm=100, rng=rng)
+    assert p10 * 101 == pytest.approx(round(p10 * 101))  # 2**10 > 100: Monte Carlo, not 2/1024
+    assert stats.paired_permutation_test(np.ones(20), np.zeros(20), n_perm=2**20) == 2 / 2**20
+
+
+def test_permutation_monte_carlo_when_every_flip_ties():
+    # one nonzero difference: every sign pattern gives |sum| = 1 = observed, so count = n_perm and
+    # p = (1 + n_perm) / (n_perm + 1) = 1 exactly; the nonzero item sits in the LAST group of 8
+    for n, n_perm in ((21, 1000), (160_000, 500)):  # the second needs 3 batches of <= 200 draws
+        d = np.zeros(n)
+        d[-1] = 1.0
+        rng = np.random.default_rng(1)
+        assert stats.paired_permutation_test(d, np.zeros(n), n_perm=n_perm, rng=rng) == 1.0
+
+
+def test_permutation_monte_carlo_sign_bytes_are_uniform():
+    # d = eight ones then 13 zeros (n = 21, Monte Carlo): |sum| = 8 iff the first byte is 0 or 255,
+    # p = 2/256 = 0.0078; with 20000 draws the standard error is 0.00062
+    d = np.concatenate([np.ones(8), np.zeros(13)])
+    p = stats.paired_permutation_test(d, np.zeros(21), n_perm=20_000, rng=np.random.default_rng(2))
+    assert abs(p - 2 / 256) < 0.0025
+
+
+def test_accumulator_neumaier_keeps_small_terms_next_to_huge_ones():
+    # Neumaier (unlike Kahan) gets 1 + 1e100 + 1 - 1e100 = 2 exactly, in either order of size
+    for chunks in ([1.0], [1e100], [1.0], [-1e100]), ([1e100], [1.0], [-1e100], [1.0]):
+        acc = stats.NLLAccumulator()
+        for c in chunks:
+            acc.add(c)
+        assert acc.total == 2.0 and acc.n == 4
+        assert acc.mean == 0.5
+
+
+def test_accumulator_first_chunk_mean_and_interval_point():
+    acc = stats.NLLAccumulator()
+    acc.add(np.array([[1.0, 2.0], [3.0, 6.0]]))  # any shape: flattened to 4 tokens
+    assert acc.n == 4 and acc.mean == 3.0
+    assert acc.std() == pytest.approx(math.sqrt(14 / 3))  # squared deviations 4+1+0+9 over n-1
+    iv = acc.mean_ci()
+    assert iv.value == 3.0
+    assert iv.hi - 3.0 == pytest.approx(3.182446305284263 * math.sqrt(14 / 3) / 2)
+    assert acc.bpb(1) == pytest.approx(12.0 / math.log(2))
