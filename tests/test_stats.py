@@ -351,7 +351,7 @@ def test_confidence_reaches_every_interval():
 
 
 def test_wilson_all_successes_upper_end_is_one():
-    for n in (1, 3, 7, 10, 49, 1000):
+    for n in (1, 3, 7, 10, 16, 40, 49, 1000):  # 16/16 and 40/40 overshoot 1 by 2e-16 unclipped
         iv = stats.wilson_interval(n, n)
         assert iv.hi <= 1.0 and iv.hi == pytest.approx(1.0, abs=1e-15)
 
@@ -407,3 +407,46 @@ def test_accumulator_first_chunk_mean_and_interval_point():
     assert iv.value == 3.0
     assert iv.hi - 3.0 == pytest.approx(3.182446305284263 * math.sqrt(14 / 3) / 2)
     assert acc.bpb(1) == pytest.approx(12.0 / math.log(2))
+
+
+def test_bootstrap_default_is_1000_resamples():
+    x = [0.3, 1.1, 2.5, 0.7, 1.9, 1.4, 0.2, 2.2]
+    ours = stats.bootstrap_ci(x, np.random.default_rng(9))
+    ref = sps.bootstrap(
+        (np.asarray(x),),
+        np.mean,
+        n_resamples=1000,
+        method="percentile",
+        rng=np.random.default_rng(9),
+    ).confidence_interval
+    assert (ours.lo, ours.hi) == pytest.approx((ref.low, ref.high), abs=1e-12)
+
+
+def test_permutation_defaults_and_boolean_scores():
+    # without an rng and with the default n_perm = 10000: n = 30 equal differences reach
+    # |sum| = 30 only at all-plus / all-minus (2 in 2**30), so count = 0 and p = 1 / 10001
+    assert stats.paired_permutation_test(np.ones(30), np.zeros(30)) == 1 / 10_001
+    # 0/1 correctness as booleans: converted to floats, d = [1, 1, 1], exact p = 2/8
+    t, f = np.ones(3, dtype=bool), np.zeros(3, dtype=bool)
+    assert stats.paired_permutation_test(t, f) == 0.25
+    # n = 21 is past the exact limit of 20 even with n_perm >= 2**21: Monte Carlo
+    p = stats.paired_permutation_test(np.ones(21), np.zeros(21), 2**21, np.random.default_rng(4))
+    assert p != 2 / 2**21 and p * (2**21 + 1) == pytest.approx(round(p * (2**21 + 1)))
+
+
+def test_permutation_tie_tolerance_scales_with_the_data():
+    # differences of about 5e5: the float sums of the two tied sign patterns (all + / all -)
+    # differ from fsum's observed |sum| by rounding (~1e-10), inside the 1e-9 * sum|d| tolerance:
+    # p is the exact 2 / 2**12, not 0
+    d = [600000.8968012322, 100000.58332004692, 400000.0402182209, 100000.71148682412,
+         500000.5690258543, 400000.82595722214, 400000.53216047346, 600000.8132440954,
+         100000.99701029307, 900000.3505548114, 700000.1710214401, 800000.3916747995]  # fmt: skip
+    assert stats.paired_permutation_test(d, np.zeros(12)) == 2 / 2**12
+
+
+def test_accumulator_sums_float32_chunks_in_float64():
+    # NLLs often arrive as float32 (torch); the total must be the float64 sum of those values
+    x = np.full(100_000, 0.1, dtype=np.float32)
+    acc = stats.NLLAccumulator()
+    acc.add(x)
+    assert acc.total == pytest.approx(math.fsum(x.astype(np.float64).tolist()), rel=1e-13)
