@@ -410,7 +410,7 @@ def test_accumulator_first_chunk_mean_and_interval_point():
 
 
 def test_bootstrap_default_is_1000_resamples():
-    x = [0.3, 1.1, 2.5, 0.7, 1.9, 1.4, 0.2, 2.2]
+    x = np.random.default_rng(8).normal(size=40)  # continuous: 1000 vs 1001 resamples differ
     ours = stats.bootstrap_ci(x, np.random.default_rng(9))
     ref = sps.bootstrap(
         (np.asarray(x),),
@@ -450,3 +450,12 @@ def test_accumulator_sums_float32_chunks_in_float64():
     acc = stats.NLLAccumulator()
     acc.add(x)
     assert acc.total == pytest.approx(math.fsum(x.astype(np.float64).tolist()), rel=1e-13)
+
+
+def test_accumulator_two_tokens_are_enough_for_std_and_interval():
+    acc = stats.NLLAccumulator()
+    acc.add([1.0, 3.0])  # mean 2, s = sqrt(2), t_{0.975, 1} = 12.7062
+    assert acc.std() == pytest.approx(math.sqrt(2.0))
+    assert acc.mean_ci().hi == pytest.approx(
+        2.0 + 12.706204736174698 * math.sqrt(2.0) / math.sqrt(2)
+    )
