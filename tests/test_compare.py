@@ -371,3 +371,55 @@ def test_store_compare_and_cli(tmp_path, nll):
     assert out.index("r1") < out.index("r2") < out.index("r3")
     assert "(first release)" in out and "r2 vs r1: 1 unchanged" in out
     assert "regressed r3 gpt: bpb" in out and "vs r2" in out
+
+
+# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/compare.py` --------
+# (docs/mutation.md)
+
+
+def test_accuracy_interval_is_the_t_interval_of_0_1_differences():
+    # acc rows are in item units already (no 1/ln 2): delta ± t_{0.975, n-1} * sd(d) / sqrt(n)
+    rng = np.random.default_rng(3)
+    prev = (rng.random(400) < 0.6).astype(float)
+    cur = np.where(rng.random(400) < 0.2, 1.0 - prev, prev)
+    r = run([acc_row("clf", prev)], [acc_row("clf", cur)], {"clf": prev}, {"clf": cur})["rows"][0]
+    d = cur - prev
+    half = sps.t.ppf(0.975, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size)
+    assert r["delta"] == pytest.approx(d.mean(), abs=1e-12)
+    assert r["lo"] == pytest.approx(r["delta"] - half, rel=1e-9)
+    assert r["hi"] == pytest.approx(r["delta"] + half, rel=1e-9)
+
+
+def test_one_sided_defects_make_a_row_not_comparable(nll):
+    cur = nll + 0.05
+    items = ({"gpt": nll}, {"gpt": cur})
+    only_cur_value = run([lm_row("gpt", nll)], [lm_row("gpt", cur, value=None)], *items)
+    assert only_cur_value["rows"][0]["verdict"] == "not comparable"
+    assert only_cur_value["rows"][0]["reason"] == "a value is missing or not finite"
+    only_cur_sha = run([lm_row("gpt", nll)], [lm_row("gpt", cur, data_sha256=None)], *items)
+    assert only_cur_sha["rows"][0]["reason"].startswith("no data_sha256")
+    bad = cur.copy()
+    bad[5] = np.nan
+    only_cur_nan = run([lm_row("gpt", nll)], [lm_row("gpt", cur)], {"gpt": nll}, {"gpt": bad})
+    assert only_cur_nan["rows"][0]["reason"] == "non-finite per-item scores"
+    no_cur_items = run([lm_row("gpt", nll)], [lm_row("gpt", cur, items=None)], *items)
+    assert (
+        no_cur_items["rows"][0]["reason"]
+        == "no per-item scores in the current release (items is null)"
+    )
+
+
+def test_two_paired_items_are_enough_and_a_delta_of_exactly_one_is_tested():
+    prev, cur = np.array([1.0, 2.0]), np.array([1.5, 2.5])  # d = [0.5, 0.5]: exact p = 2/4
+    r = run([lm_row("m", prev)], [lm_row("m", cur)], {"m": prev}, {"m": cur})["rows"][0]
+    assert r["verdict"] == "unchanged" and r["p"] == 0.5 and r["n"] == 2
+    # values 1.5 -> 2.5 bpb: delta = 1.0 exactly, items clearly worse: regressed
+    nll = np.random.default_rng(5).gamma(2.0, 0.8, 300)
+    worse = nll + 0.3
+    r = run(
+        [lm_row("m", nll, value=1.5)],
+        [lm_row("m", worse, value=2.5)],
+        {"m": nll},
+        {"m": worse},
+    )["rows"][0]
+    assert r["delta"] == 1.0 and r["verdict"] == "regressed"
