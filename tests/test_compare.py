@@ -423,3 +423,38 @@ def test_two_paired_items_are_enough_and_a_delta_of_exactly_one_is_tested():
         {"m": worse},
     )["rows"][0]
     assert r["delta"] == 1.0 and r["verdict"] == "regressed"
+
+
+def test_rows_without_a_verdict_keep_their_metric_and_values(nll):
+    prev_rows = [lm_row("gpt", nll), lm_row("old", nll)]
+    cur_rows = [lm_row("gpt", nll + 0.05, data_sha256=SHA_B), acc_row("new", np.ones(4))]
+    rows = by_name(run(prev_rows, cur_rows, {"gpt": nll}, {"gpt": nll + 0.05}))
+    v_prev, v_cur = float(np.mean(nll)) / LN2, float(np.mean(nll + 0.05)) / LN2
+    nc = rows["gpt"]  # different data: no test, but both values and the metric are reported
+    assert nc["verdict"] == "not comparable" and nc["metric"] == "bpb"
+    assert nc["direction"] == "lower"
+    assert nc["previous_value"] == v_prev and nc["current_value"] == v_cur
+    assert nc["delta"] is None and nc["p"] is None
+    added, removed = rows["new"], rows["old"]
+    assert (added["verdict"], added["metric"], added["direction"]) == ("added", "acc", "higher")
+    assert added["current_value"] == 1.0 and added["previous_value"] is None
+    assert (removed["verdict"], removed["metric"], removed["direction"]) == (
+        "removed",
+        "bpb",
+        "lower",
+    )
+    assert removed["previous_value"] == v_prev and removed["current_value"] is None
+    assert added["reason"] == "only in the current release r2"
+    assert removed["reason"] == "only in the previous release r1"
+
+
+def test_alpha_and_n_perm_guards_at_their_boundaries(nll):
+    rows = [lm_row("gpt", nll)]
+    items = {"gpt": nll}
+    for alpha in (0.0, 1.0):
+        with pytest.raises(ValueError, match=r"^alpha: expected a level in \(0, 1\)"):
+            run(rows, rows, items, items, alpha=alpha)
+    for n_perm in (0, True, 2.0):
+        with pytest.raises(ValueError, match=r"^n_perm: expected an integer >= 1"):
+            run(rows, rows, items, items, n_perm=n_perm)
+    assert run(rows, rows, items, items, n_perm=1)["rows"][0]["verdict"] == "unchanged"
