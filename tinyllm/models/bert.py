@@ -32,8 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyllm.checkpoint import expected_from, load_tensors, read_family_config, save_checkpoint
-from tinyllm.models.gpt import lr_at  # the same warmup + cosine schedule as the GPT's
 from tinyllm.models.layers import Block, init_gpt_weights
+from tinyllm.models.training import lr_at, optimizer_step
 from tinyllm.tokens import CLS, MASK, N_BYTES, PAD, VOCAB_WITH_SPECIALS, encode_batch
 
 ARCH = "bert"
@@ -319,11 +319,7 @@ def train(
             sel[0, 1] = True
         logits = model.logits_at(torch.from_numpy(inputs), torch.from_numpy(sel))  # [N, 256]
         loss = F.cross_entropy(logits, torch.from_numpy(win[sel]))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if grad_clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        opt.step()
+        optimizer_step(model, opt, loss, grad_clip)
         if progress is not None:
             progress(step + 1, steps, loss.item())
     model.eval()

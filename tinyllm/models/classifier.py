@@ -41,6 +41,7 @@ from tinyllm.checkpoint import (
 )
 from tinyllm.models import bert
 from tinyllm.models.layers import init_gpt_weights
+from tinyllm.models.training import lr_at, optimizer_step
 from tinyllm.tokens import N_BYTES, PAD
 
 ARCH = "classifier"
@@ -204,16 +205,12 @@ def train(
     warmup = max(1, steps // 10) if warmup is None else warmup
     for step in range(steps):
         for g in opt.param_groups:
-            g["lr"] = bert.lr_at(step, steps, lr, warmup)
+            g["lr"] = lr_at(step, steps, lr, warmup)
         pick = rng.integers(0, len(texts), size=batch_size)  # [B]
         T = int(lengths[pick].max())
         ids = torch.from_numpy(ids_all[pick, :T])  # [B, T]: cut the batch's common padding
         loss = F.cross_entropy(model(ids), torch.from_numpy(y_all[pick]))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if grad_clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        opt.step()
+        optimizer_step(model, opt, loss, grad_clip)
         if progress is not None:
             progress(step + 1, steps, loss.item())
     model.eval()

@@ -39,6 +39,7 @@ from torch import nn
 from tinyllm.checkpoint import expected_from, load_tensors, read_family_config, save_checkpoint
 from tinyllm.models import bert
 from tinyllm.models.layers import init_gpt_weights
+from tinyllm.models.training import lr_at, optimizer_step
 from tinyllm.tokens import MASK, N_BYTES, PAD
 
 ARCH = "electra"
@@ -177,7 +178,7 @@ def train(
     warmup = max(1, steps // 20) if warmup is None else warmup
     for step in range(steps):
         for g in opt.param_groups:
-            g["lr"] = bert.lr_at(step, steps, lr, warmup)
+            g["lr"] = lr_at(step, steps, lr, warmup)
         win = bert.cls_windows(a, rng, batch_size, cfg.max_len)  # [B, T]
         inputs, sel = bert.mlm_mask(win, rng, cfg.mask_prob, mask_frac=1.0, random_frac=0.0)
         if not sel.any():
@@ -195,11 +196,7 @@ def train(
         disc_logits = model(corrupted)  # [B, T]
         bce = F.binary_cross_entropy_with_logits(disc_logits[counted], replaced[counted])
         loss = mlm_loss + cfg.disc_weight * bce
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if grad_clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        opt.step()
+        optimizer_step(model, opt, loss, grad_clip)
         if progress is not None:
             progress(step + 1, steps, loss.item())
     model.eval()

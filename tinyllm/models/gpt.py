@@ -15,7 +15,6 @@ Shapes: ``B`` batch, ``T`` tokens (``<= block_size``), ``D`` = ``n_embd``, ``V``
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from tinyllm.checkpoint import (
     save_checkpoint,
 )
 from tinyllm.models.layers import ACTIVATIONS, Block, init_gpt_weights
+from tinyllm.models.training import lr_at, optimizer_step
 
 ARCH = "gpt"
 KIND = "lm"
@@ -286,14 +286,6 @@ def _check_data(data, cfg: Config) -> np.ndarray:
     return a
 
 
-def lr_at(step: int, steps: int, lr: float, warmup: int, min_ratio: float = 0.1) -> float:
-    """Linear warmup over ``warmup`` steps, then cosine decay from ``lr`` to ``min_ratio * lr``."""
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    frac = (step - warmup) / max(1, steps - warmup)  # 0 -> 1
-    return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
-
-
 def train(
     cfg: Config,
     data,
@@ -345,11 +337,7 @@ def train(
         starts = torch.from_numpy(rng.integers(0, a.size - cfg.block_size - 1, size=batch_size))
         win = tokens[starts[:, None] + offsets]  # [B, T+1]
         _, loss = model(win[:, :-1], win[:, 1:])  # predict token t+1 from tokens <= t
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if grad_clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        opt.step()
+        optimizer_step(model, opt, loss, grad_clip)
         if progress is not None:
             progress(step + 1, steps, loss.item())
     model.eval()

@@ -32,6 +32,7 @@ from tinyllm.checkpoint import (
     read_family_config,
     save_checkpoint,
 )
+from tinyllm.models.training import optimizer_step
 from tinyllm.tokens import check_byte_ids, check_byte_range
 
 ARCH = "rnnlm"
@@ -136,11 +137,7 @@ def train(cfg: Config, data, *, seed: int, steps: int, progress=None) -> Model:
             pos, state = 0, None
         _, state, loss = model(inputs[:, pos : pos + T], _detach(state), targets[:, pos : pos + T])
         pos += T
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-        opt.step()
+        optimizer_step(model, opt, loss, cfg.clip)
         if progress is not None:
             progress(step, steps, loss.item())
     model.eval()

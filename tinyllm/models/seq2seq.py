@@ -43,7 +43,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from tinyllm.checkpoint import expected_from, load_tensors, read_family_config, save_checkpoint
 from tinyllm.models.beam import beam_search, strip_hypothesis
-from tinyllm.models.gpt import lr_at  # the same warmup + cosine schedule as the GPT's
+from tinyllm.models.training import lr_at, optimizer_step
 from tinyllm.tokens import (
     BOS,
     CLS,
@@ -235,7 +235,7 @@ def fit(
 ) -> None:
     """Teacher-forced training of ``model(src, tgt_in) -> logits [B, T, V]``, in place: Adam,
     ``cfg.batch_size`` pairs per step drawn uniformly with ``numpy.random.default_rng(seed)``,
-    mean cross entropy (nats) over the non-PAD targets, lr by :func:`tinyllm.models.gpt.lr_at`
+    mean cross entropy (nats) over the non-PAD targets, lr by :func:`tinyllm.models.training.lr_at`
     (warmup ``cfg.warmup``, cosine to ``cfg.lr / 10``), gradient-norm clipping at ``cfg.clip``.
     ``progress(step, steps, loss)`` after each step (1-based)."""
     rng = np.random.default_rng(seed)
@@ -251,11 +251,7 @@ def fit(
         tgt_in, tgt_out = encode_targets([tgts[i] for i in pick], cfg.max_len)
         logits = model(src, tgt_in)  # [B, T, V]
         loss = F.cross_entropy(logits.reshape(-1, VOCAB), tgt_out.reshape(-1), ignore_index=PAD)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.clip > 0:
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-        opt.step()
+        optimizer_step(model, opt, loss, cfg.clip)
         if progress is not None:
             progress(step + 1, steps, loss.item())
     model.eval()
