@@ -336,3 +336,69 @@ def test_eval_task_shows_progress_when_piped(tiny):
     assert res.exit_code == 0, res.output
     assert "scoring items: 0/3" in res.stderr and "scoring items: 3/3 (100%" in res.stderr
     assert run(*base, "-q").stderr == ""
+
+
+# --- history: an unreadable release is listed with its reason, the rest is still shown -----------
+
+
+def _lm_report(release: str, nll: np.ndarray, day: int) -> dict:
+    value = float(np.mean(nll)) / np.log(2)
+    row = {
+        "name": "gpt",
+        "family": "gpt",
+        "kind": "lm",
+        "metric": "bpb",
+        "value": value,
+        "lo": value - 0.01,
+        "hi": value + 0.01,
+        "interval": "student_t",
+        "n": int(nll.size),
+        "status": "ok",
+        "error": None,
+        "reason": None,
+        "checkpoint_sha256": "a" * 64,
+        "data_sha256": "a" * 64,
+        "seconds": 1.0,
+        "items": "items/gpt.npy",
+    }
+    return {
+        "schema_version": 1,
+        "suite": "zoo",
+        "release": release,
+        "created_at": f"2026-11-{day:02d}T18:00:00Z",
+        "seed": 0,
+        "tinyllm_version": "0.1.0",
+        "manifest_sha256": "a" * 64,
+        "rows": [row],
+    }
+
+
+def test_history_lists_an_unreadable_release_and_still_shows_the_others(
+    monkeypatch, capsys, tmp_path
+):
+    root = tmp_path / "evalstore"
+    store = open_store(root)
+    nll = np.random.default_rng(7).gamma(2.0, 0.8, 500)
+    for release, items, day in (("r1", nll, 1), ("r2", nll, 2), ("r3", nll + 0.05, 3)):
+        store.write_report(release, _lm_report(release, items, day))
+        store.write_items(release, "gpt", items)
+    # run files as the flow writes them (run ids sort by time): they place r2 and r4 in time
+    for release, day in (("r2", 2), ("r4", 4)):
+        run_file = root / "releases" / release / "runs" / f"202611{day:02d}T180000Z-0001.json"
+        run_file.parent.mkdir(parents=True, exist_ok=True)
+        run_file.write_text(json.dumps(_lm_report(release, nll, day)))
+    (root / "releases" / "r2" / "report.json").write_text("{not json")  # corrupted after the fact
+    # r4: a run that never finished (a run file, no report.json)
+    code, out, err = run_main(monkeypatch, capsys, "history", "--store", root, "--n-perm", "200")
+    assert code == 1
+    assert err.strip() == f"error: 1 of 4 release(s) in {root} unreadable: r2"
+    lines = out.splitlines()
+    bad = [ln for ln in lines if ln.startswith("r2  unreadable: ")]
+    assert len(bad) == 1 and "releases/r2/report.json" in bad[0], out
+    # r3 is compared with the last READABLE release before it, r1: every NLL +0.05 nats
+    assert "r3  (2026-11-03T18:00:00Z)  r3 vs r1: 1 regressed" in out, out
+    assert "regressed r3 gpt: bpb" in out and "(delta +0.0721" in out
+    assert "r1  (2026-11-01T18:00:00Z)  (first release)" in out
+    assert "r4  no report.json" in out
+    assert out.index("r1  (") < out.index("r2  unreadable") < out.index("r3  (")
+    assert out.index("r3  (") < out.index("r4  no report.json")

@@ -886,41 +886,70 @@ def history_cmd(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed, for releases without compare.json."),
 ) -> None:
-    """Every release in the store, oldest first: its rows and its regressions."""
+    """Every release in the store, oldest first: its rows and its regressions.
+
+    A release whose report.json cannot be read is listed in its place with the reason (the
+    others are still shown, each compared with the last readable release before it), and the
+    command then exits with 1. A release folder without a report (a run that never finished, or
+    one in progress) is listed as such and is not an error.
+    """
     from rich import box
     from rich.table import Table
 
     from tinyllm.compare import compare_reports, regressions, summary_line
+    from tinyllm.dashboard import load_history
     from tinyllm.store import StoreError
 
     st = _store_or_exit(store)
     try:
-        names = st.releases()
+        views = load_history(st)
     except StoreError as e:
         _store_error(e)
-    if not names:
+    if not views:
         console.print(f"no releases in {st.uri}")
         return
+    unreadable: list[str] = []
     try:
-        previous = None
-        for name in names:
-            report = st.read_report(name)
+        previous: tuple[str, dict] | None = None  # (name, report) of the last readable one
+        for v in views:
+            if v.report is None:
+                if st.has_report(v.name):
+                    unreadable.append(v.name)
+                    console.print(
+                        f"{v.name}  unreadable: {v.error}",
+                        style="bold red",
+                        highlight=False,
+                        markup=False,
+                        soft_wrap=True,
+                    )
+                else:
+                    console.print(
+                        f"{v.name}  {v.error}", style="dim", highlight=False, markup=False
+                    )
+                continue
+            report = v.report
             verdicts: dict[str, str] = {}
-            cmp = None
-            if st.exists(st.compare_key(name)):
-                cmp = st.read_compare(name)
-            elif previous is not None:  # no stored comparison: compute one (not written)
+            cmp = v.compare
+            if v.compare_error is not None:
+                console.print(
+                    f"{v.name}: compare.json unreadable ({v.compare_error}); compared here instead",
+                    style="yellow",
+                    highlight=False,
+                    markup=False,
+                    soft_wrap=True,
+                )
+            if cmp is None and previous is not None:  # no stored comparison: compute one
                 cmp = compare_reports(
-                    st.read_report(previous),
+                    previous[1],
                     report,
-                    st.items_loader(previous),
-                    st.items_loader(name),
+                    st.items_loader(previous[0]),
+                    st.items_loader(v.name),
                     n_perm=n_perm,
                     seed=seed,
                 )
             if cmp is not None:
                 verdicts = {r["name"]: r["verdict"] for r in cmp["rows"]}
-            title = f"{name}  ({report['created_at']})"
+            title = f"{v.name}  ({report['created_at']})"
             title += f"  {summary_line(cmp)}" if cmp is not None else "  (first release)"
             console.print(title, style="bold", highlight=False, markup=False, soft_wrap=True)
             table = Table(
@@ -950,16 +979,28 @@ def history_cmd(
             if cmp is not None:
                 for r in regressions(cmp):
                     console.print(
-                        f"[bold red]regressed[/] {name} {r['name']}: {r['metric']} "
+                        f"[bold red]regressed[/] {v.name} {r['name']}: {r['metric']} "
                         f"{r['previous_value']:.4f} -> {r['current_value']:.4f} "
                         f"(delta {r['delta']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}], "
                         f"p {r['p']:.2g}) vs {cmp['previous']}",
                         highlight=False,
                         soft_wrap=True,
                     )
-            previous = name
+            previous = (v.name, report)
     except (StoreError, ValueError) as e:
         _store_error(e)
+    if unreadable:
+        from rich.text import Text
+
+        Console(stderr=True).print(
+            Text.assemble(
+                ("error: ", "red"),
+                f"{len(unreadable)} of {len(views)} release(s) in {st.uri} unreadable: "
+                + ", ".join(unreadable),
+            ),
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
 
 
 # <<< compare / history <<<
