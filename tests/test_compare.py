@@ -13,8 +13,10 @@ from tinyllm.compare import (
     SCHEMA_PATH,
     compare_markdown,
     compare_reports,
+    compare_row,
     compare_table,
     regressions,
+    summary_line,
     validate_compare,
 )
 from tinyllm.stats import paired_permutation_test
@@ -458,3 +460,354 @@ def test_alpha_and_n_perm_guards_at_their_boundaries(nll):
         with pytest.raises(ValueError, match=r"^n_perm: expected an integer >= 1"):
             run(rows, rows, items, items, n_perm=n_perm)
     assert run(rows, rows, items, items, n_perm=1)["rows"][0]["verdict"] == "unchanged"
+
+
+# ---- the rendering a user reads: compare_markdown, compare_table, summary_line -----------------
+# One hand-built compare.json with every kind of row, and its expected rendering written out by
+# hand (column by column: 4 decimals, signed deltas, p as 3 decimals or 1.0e-04 below 0.001, the
+# verdict word, the reason, '-' for a missing number, '|' escaped in Markdown).
+
+
+def hand_cmp() -> dict:
+    def row(name, verdict, metric, direction, prev, cur, **kw):
+        r = {
+            "name": name,
+            "verdict": verdict,
+            "reason": None,
+            "metric": metric,
+            "direction": direction,
+            "previous_value": prev,
+            "current_value": cur,
+            "delta": None,
+            "lo": None,
+            "hi": None,
+            "p": None,
+            "n": None,
+        }
+        r.update(kw)
+        return r
+
+    rows = [
+        row(
+            "gpt",
+            "regressed",
+            "bpb",
+            "lower",
+            1.23456,
+            1.3067,
+            delta=0.07214,
+            lo=0.0651,
+            hi=0.07918,
+            p=0.0004998,
+            n=2000,
+        ),
+        row(
+            "clf",
+            "improved",
+            "acc",
+            "higher",
+            0.5,
+            0.65,
+            delta=0.15,
+            lo=0.1,
+            hi=0.2,
+            p=0.001,
+            n=400,
+        ),
+        row(
+            "mlm",
+            "unchanged",
+            "acc",
+            "higher",
+            0.81234,
+            0.80001,
+            delta=-0.01233,
+            lo=-0.04,
+            hi=0.01534,
+            p=0.5,
+            n=100,
+        ),
+        row(
+            "w2v",
+            "not comparable",
+            "spearman",
+            "higher",
+            0.7,
+            0.71,
+            reason="no per-item scores in either release (items is null)",
+        ),
+        row(
+            "pipe",
+            "not comparable",
+            None,
+            None,
+            None,
+            None,
+            reason="current status is error (ValueError: a|b)",
+        ),
+        row("new", "added", "acc", "higher", None, 0.9, reason="only in the current release r2"),
+        row("old", "removed", "bpb", "lower", 2.0, None, reason="only in the previous release r1"),
+    ]
+    summary = {"improved": 1, "regressed": 1, "unchanged": 1, "not comparable": 2, "added": 1}
+    summary["removed"] = 1
+    cmp = {
+        "schema_version": 1,
+        "previous": "r1",
+        "current": "r2",
+        "previous_created_at": "2026-11-01T18:00:00Z",
+        "current_created_at": "2026-11-02T18:00:00Z",
+        "test": "paired_sign_flip_permutation",
+        "interval": "student_t_paired",
+        "confidence": 0.9,
+        "alpha": 0.1,
+        "n_perm": 2000,
+        "seed": 3,
+        "rows": rows,
+        "summary": summary,
+    }
+    validate_compare(cmp)
+    return cmp
+
+
+SUMMARY = "r2 vs r1: 1 improved, 1 regressed, 1 unchanged, 2 not comparable, 1 added, 1 removed"
+
+MARKDOWN = f"""\
+### {SUMMARY}
+
+Paired sign-flip permutation test (2000 permutations, seed 3) at alpha = 0.1; delta = r2 - r1 \
+with its 90% t interval. ↓ lower is better, ↑ higher is better.
+
+| entry | metric | r1 | r2 | delta [90% CI] | p | n | verdict |
+|---|---|---:|---:|---|---:|---:|---|
+| `gpt` | bpb ↓ | 1.2346 | 1.3067 | +0.0721 [+0.0651, +0.0792] | 5.0e-04 | 2000 | **regressed** |
+| `clf` | acc ↑ | 0.5000 | 0.6500 | +0.1500 [+0.1000, +0.2000] | 0.001 | 400 | **improved** |
+| `mlm` | acc ↑ | 0.8123 | 0.8000 | -0.0123 [-0.0400, +0.0153] | 0.500 | 100 | unchanged |
+| `w2v` | spearman ↑ | 0.7000 | 0.7100 | - | - | - | \
+not comparable: no per-item scores in either release (items is null) |
+| `pipe` | - | - | - | - | - | - | not comparable: current status is error (ValueError: a\\|b) |
+| `new` | acc ↑ | - | 0.9000 | - | - | - | added: only in the current release r2 |
+| `old` | bpb ↓ | 2.0000 | - | - | - | - | removed: only in the previous release r1 |
+"""
+
+
+def test_summary_line_counts_every_verdict_and_leaves_zeros_out():
+    cmp = hand_cmp()
+    assert summary_line(cmp) == SUMMARY
+    cmp["summary"] = dict.fromkeys(cmp["summary"], 0) | {"regressed": 2}
+    assert summary_line(cmp) == "r2 vs r1: 2 regressed"
+    cmp["summary"] = dict.fromkeys(cmp["summary"], 0)
+    assert summary_line(cmp) == "r2 vs r1: no rows"
+
+
+def test_markdown_rendering_is_exactly_the_hand_written_one():
+    assert compare_markdown(hand_cmp()) == MARKDOWN
+
+
+# the terminal table at 80 columns: delta +- the half-width of the symmetric interval, numbers
+# right-aligned, reasons in the caption below (trailing blanks of each line are not compared)
+TABLE = """\
+r2 vs r1: 1 improved, 1 regressed, 1 unchanged, 2 not comparable, 1 added, 1
+removed
+
+ entry  verdict         metric          r1      r2    delta ± 90% CI        p
+ ────────────────────────────────────────────────────────────────────────────
+ gpt    regressed       bpb ↓       1.2346  1.3067  +0.0721 ± 0.0070  5.0e-04
+ clf    improved        acc ↑       0.5000  0.6500  +0.1500 ± 0.0500    0.001
+ mlm    unchanged       acc ↑       0.8123  0.8000  -0.0123 ± 0.0277    0.500
+ w2v    not comparable  spearman ↑  0.7000  0.7100                 -        -
+ pipe   not comparable  -                -       -                 -        -
+ new    added           acc ↑            -  0.9000                 -        -
+ old    removed         bpb ↓       2.0000       -                 -        -
+
+w2v: not comparable: no per-item scores in either release (items is null)
+pipe: not comparable: current status is error (ValueError: a|b)
+new: added: only in the current release r2
+old: removed: only in the previous release r1
+"""
+
+
+def render_table(cmp: dict, *, styles: bool = False) -> str:
+    import io
+
+    from rich.console import Console
+
+    kw = {"force_terminal": True, "color_system": "standard"} if styles else {}
+    console = Console(width=80, record=True, file=io.StringIO(), **kw)
+    console.print(compare_table(cmp))
+    text = console.export_text(styles=styles)
+    return "".join(line.rstrip() + "\n" for line in text.splitlines())
+
+
+def test_table_rendering_is_exactly_the_hand_written_one():
+    assert render_table(hand_cmp()) == TABLE
+
+
+def test_table_colours_the_verdicts_a_reader_must_notice():
+    import re
+
+    text = render_table(hand_cmp(), styles=True)
+    # the verdict cell (padded to the column) in its colour; ESC[0m ends the style
+    assert re.search(r" gpt    \x1b\[1;31mregressed +\x1b\[0m  bpb", text)  # bold red
+    assert re.search(r" clf    \x1b\[32mimproved +\x1b\[0m  acc", text)  # green
+    assert len(re.findall(r"\x1b\[33mnot comparable\x1b\[0m", text)) == 2  # yellow
+    # unchanged / added / removed are plain text
+    for name, word in (("mlm", "unchanged"), ("new", "added"), ("old", "removed")):
+        assert re.search(rf"\n {name} +{word} +[a-z]", text)
+
+
+# ---- the reasons and errors a user reads, word for word ---------------------------------------
+
+
+def test_status_reasons_name_the_side_and_the_cause(nll):
+    items = {"gpt": nll}
+
+    def reason(prev_kw, cur_kw):
+        return run([lm_row("gpt", nll, **prev_kw)], [lm_row("gpt", nll, **cur_kw)], items, items)[
+            "rows"
+        ][0]["reason"]
+
+    skipped = {"status": "skipped", "value": None, "reason": "unknown family 'mystery'"}
+    assert reason(skipped, {}) == "previous status is skipped (unknown family 'mystery')"
+    assert reason({}, {"status": "skipped", "value": None}) == "current status is skipped"
+
+    def error(message=None, **kw):
+        err = (
+            {"type": "RuntimeError"}
+            if message is None
+            else {"type": "RuntimeError", "message": message}
+        )
+        return {"status": "error", "value": None, "error": err, **kw}
+
+    # a long message is cut after 160 characters; 160 are kept whole
+    assert reason({}, error("x" * 161)) == f"current status is error (RuntimeError: {'x' * 160}...)"
+    assert reason({}, error("y" * 160)) == f"current status is error (RuntimeError: {'y' * 160})"
+    assert reason({}, error()) == "current status is error (RuntimeError: )"
+    # an error without a type: the row's own reason, if any, is what there is to say
+    no_type = {"status": "error", "value": None, "error": {"type": ""}, "reason": "killed"}
+    assert reason({}, no_type) == "current status is error (killed)"
+
+
+def test_not_comparable_reasons_word_for_word(nll):
+    items = {"gpt": nll}
+
+    def reason(prev_row, cur_row, prev_items=items, cur_items=items):
+        return run([prev_row], [cur_row], prev_items, cur_items)["rows"][0]["reason"]
+
+    ppl = lm_row("gpt", nll, metric="ppl")
+    assert reason(ppl, ppl) == (
+        "unknown metric 'ppl' (known: bpb, acc, acc_norm, exact_match, spearman)"
+    )
+    # short or non-string hashes are shown as they are, long ones cut to 12 hex digits
+    assert reason(
+        lm_row("gpt", nll, data_sha256="abc"), lm_row("gpt", nll, data_sha256="abcd")
+    ) == ("different data (data_sha256 'abc' vs 'abcd')")
+    twelve, thirteen = "0123456789ab", "0123456789abc"
+    assert reason(
+        lm_row("gpt", nll, data_sha256=twelve), lm_row("gpt", nll, data_sha256=thirteen)
+    ) == ("different data (data_sha256 '0123456789ab' vs 0123456789ab...)")
+    assert reason(lm_row("gpt", nll, data_sha256=12345), lm_row("gpt", nll)) == (
+        f"different data (data_sha256 12345 vs {SHA_A[:12]}...)"
+    )
+    row = lm_row("gpt", nll)
+    assert reason(lm_row("gpt", nll, items=None), row) == (
+        "no per-item scores in the previous release (items is null)"
+    )
+    assert reason(row, row, items, {}) == "current per-item scores unreadable: 'gpt'"
+    flat = {"gpt": np.zeros((2, 2))}
+    assert reason(row, row, flat, items) == (
+        "previous per-item scores: expected a 1-d array, got shape (2, 2)"
+    )
+    one = np.array([0.5])
+    one_row = lm_row("gpt", one)
+    assert reason(one_row, one_row, {"gpt": one}, {"gpt": one}) == "fewer than 2 paired items (1)"
+
+
+def test_malformed_reports_are_refused_with_the_place(nll):
+    good = report("r1", [lm_row("gpt", nll)])
+    cases = [
+        (([], good), "previous report: expected an object with a 'rows' list, got []"),
+        (
+            ({"release": "r0"}, good),
+            "previous report: expected an object with a 'rows' list, got {'release': 'r0'}",
+        ),
+        ((good, report("", [])), "current report: expected a 'release' name, got ''"),
+        (
+            (report("r0", [{"name": "a"}, 5]), good),
+            "previous report rows[1]: expected an object with a 'name', got 5",
+        ),
+        (
+            (report("r0", [{"name": 7}]), good),
+            "previous report rows[0]: expected an object with a 'name', got {'name': 7}",
+        ),
+    ]
+    for (prev, cur), message in cases:
+        with pytest.raises(ValueError) as ei:
+            compare_reports(prev, cur, loader({}), loader({}))
+        assert str(ei.value) == message
+
+
+def test_a_malformed_metric_is_dropped_not_passed_on(nll):
+    # a report whose metric is not a string: the comparison says so and stays a valid compare.json
+    rows = by_name(
+        run(
+            [lm_row("gpt", nll, metric=5)],
+            [lm_row("gpt", nll, metric=5), lm_row("x", nll, metric=[1])],
+            {},
+            {},
+        )
+    )
+    assert rows["gpt"]["verdict"] == "not comparable"
+    assert (rows["gpt"]["metric"], rows["gpt"]["direction"]) == (None, None)
+    assert (rows["x"]["verdict"], rows["x"]["metric"], rows["x"]["direction"]) == (
+        "added",
+        None,
+        None,
+    )
+
+
+def test_validation_errors_say_where_and_how_many(nll):
+    cmp = run([lm_row("gpt", nll)], [lm_row("gpt", nll)], {"gpt": nll}, {"gpt": nll})
+    one = json.loads(json.dumps(cmp))
+    del one["seed"]
+    with pytest.raises(ValueError) as ei:
+        validate_compare(one)
+    assert str(ei.value) == (
+        "compare.json: expected an object matching compare.schema.json, got at (top level): "
+        "'seed' is a required property"
+    )
+    two = json.loads(json.dumps(cmp))
+    del two["seed"], two["alpha"]
+    with pytest.raises(ValueError) as ei:
+        validate_compare(two)
+    assert str(ei.value).endswith(" is a required property (and 1 more errors)")
+
+
+def test_defaults_are_recorded_and_reproducible(nll):
+    # the documented defaults: 10000 sign patterns from default_rng(0), alpha 0.05
+    cur = nll + np.random.default_rng(3).normal(0.004, 0.3, nll.size)
+    prev_r, cur_r = report("r1", [lm_row("gpt", nll)]), report("r2", [lm_row("gpt", cur)], 2)
+    cmp = compare_reports(prev_r, cur_r, loader({"gpt": nll}), loader({"gpt": cur}))
+    assert (cmp["n_perm"], cmp["seed"], cmp["alpha"], cmp["confidence"]) == (10_000, 0, 0.05, 0.95)
+    assert cmp["previous_created_at"] == "2026-11-01T18:00:00Z"
+    assert cmp["current_created_at"] == "2026-11-02T18:00:00Z"
+    p = paired_permutation_test(cur, nll, n_perm=10_000, rng=np.random.default_rng(0))
+    assert cmp["rows"][0]["p"] == p
+    # compare_row, public too, has the same defaults
+    row = compare_row(
+        prev_r["rows"][0], cur_r["rows"][0], loader({"gpt": nll}), loader({"gpt": cur})
+    )
+    assert row == cmp["rows"][0]
+
+
+def test_boolean_per_item_scores_compare_like_0_1(nll):
+    # a loader may hand back booleans (hit / miss); they count as 0/1
+    prev = np.arange(200) % 2 == 0
+    cur = prev | (np.arange(200) % 5 == 1)
+    f = run(
+        [acc_row("clf", prev)],
+        [acc_row("clf", cur)],
+        {"clf": prev.astype(float)},
+        {"clf": cur.astype(float)},
+    )
+    b = run([acc_row("clf", prev)], [acc_row("clf", cur)], {"clf": prev}, {"clf": cur})
+    assert b["rows"] == f["rows"] and b["rows"][0]["verdict"] == "improved"
