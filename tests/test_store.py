@@ -478,3 +478,32 @@ def test_items_are_content_addressed_and_old_stores_still_read(tmp_path):
     assert np.array_equal(store.items_loader("r1")("gpt"), a)
     with pytest.raises(StoreError, match="expected a reference like"):
         store.read_items("r1", "gpt", "../../x.npy")
+
+
+def test_one_corrupt_old_report_does_not_stop_later_releases_from_being_compared(tmp_path):
+    # r2's report.json is corrupted after it was published: r3 is still published and compared,
+    # against r1 (the last readable release, named in compare.json), with a warning naming r2
+    from tinyllm.store import publish_run
+
+    store = open_store(tmp_path / "s")
+    nll = np.random.default_rng(0).gamma(2.0, 0.8, 300)
+
+    def run(release: str, day: int, items: np.ndarray) -> dict:
+        row = make_row("gpt", float(items.mean()), checkpoint="c", data="d", options={})
+        rep = make_report(release, f"2026-11-{day:02d}T18:00:00Z", [row])
+        return publish_run(store, release, rep, {"gpt": items})
+
+    run("r1", 1, nll)
+    run("r2", 2, nll)
+    (tmp_path / "s" / "releases" / "r2" / "report.json").write_text("{not json")
+    with pytest.raises(StoreError, match="releases/r2/report.json: malformed report"):
+        store.history()
+    with pytest.warns(UserWarning, match="left out of the history: .*releases/r2/report.json"):
+        assert [n for n, _ in store.history(skip_unreadable=True)] == ["r1"]
+    with pytest.warns(UserWarning, match="releases/r2/report.json"):
+        out = run("r3", 3, nll + 0.05)
+    assert out["compare"]["previous"] == "r1"
+    assert out["compare"]["rows"][0]["verdict"] == "regressed"
+    assert store.read_compare("r3") == out["compare"]
+    with pytest.warns(UserWarning):
+        assert store.previous_release("r4") == "r3"

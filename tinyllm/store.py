@@ -42,6 +42,7 @@ import re
 import secrets
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -493,18 +494,26 @@ class Store:
                 names.append(parts[1])
         return names
 
-    def history(self) -> list[tuple[str, datetime]]:
+    def history(self, *, skip_unreadable: bool = False) -> list[tuple[str, datetime]]:
         """``(release, created_at)`` of every release with a report, oldest first.
 
         Order: ``created_at``, then the release name for equal times. A release folder without
-        a ``report.json`` (a run that never finished) is not part of the history.
+        a ``report.json`` (a run that never finished) is not part of the history. A report that
+        cannot be read (malformed JSON, no ``created_at``: a :class:`StoreError`) raises, or with
+        ``skip_unreadable`` is left out with a warning naming it; errors of the backend itself
+        (an unreachable endpoint) always raise.
         """
         out = []
         for name in self._release_names():
             key = self.report_key(name)
-            out.append(
-                (name, parse_created_at(self.read_report(name)["created_at"], self.where(key)))
-            )
+            try:
+                created = parse_created_at(self.read_report(name)["created_at"], self.where(key))
+            except StoreError as e:
+                if not skip_unreadable:
+                    raise
+                warnings.warn(f"left out of the history: {e}", stacklevel=2)
+                continue
+            out.append((name, created))
         out.sort(key=lambda t: (t[1], t[0]))
         return out
 
@@ -516,10 +525,12 @@ class Store:
         """The latest release evaluated before ``release`` (by ``created_at``), or None.
 
         When ``release`` has no report yet (it is being evaluated now) it counts as the newest,
-        so its previous release is the latest one in the store.
+        so its previous release is the latest one in the store. Releases whose report cannot be
+        read are skipped with a warning (one corrupt old report must not stop every later
+        release from being compared): the comparison names the release it was made against.
         """
         _check_name(release, "release")
-        hist = self.history()
+        hist = self.history(skip_unreadable=True)
         names = [n for n, _ in hist]
         if release not in names:
             return names[-1] if names else None
