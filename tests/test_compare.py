@@ -811,3 +811,51 @@ def test_boolean_per_item_scores_compare_like_0_1(nll):
     )
     b = run([acc_row("clf", prev)], [acc_row("clf", cur)], {"clf": prev}, {"clf": cur})
     assert b["rows"] == f["rows"] and b["rows"][0]["verdict"] == "improved"
+
+
+def test_table_keeps_every_number_whole_when_a_name_is_long():
+    # entry names may have 64 characters: at 80 columns the text columns fold, the numbers stay
+    # (before the fix every number column shrank to "…")
+    cmp = hand_cmp()
+    long = "gpt-" + "x" * 60
+    cmp["rows"][0]["name"] = long
+    lines = render_table(cmp).splitlines()
+    assert max(len(line) for line in lines) <= 80
+    header = next(line for line in lines if line.startswith(" entry"))
+    for col in ("r1", "r2", "delta ± 90% CI", "p"):
+        assert f" {col}" in header
+    first = next(i for i, line in enumerate(lines) if line.startswith(" gpt-"))
+    assert lines[first].split()[1:] == [
+        "regressed",
+        "bpb",
+        "↓",
+        "1.2346",
+        "1.3067",
+        "+0.0721",
+        "±",
+        "0.0070",
+        "5.0e-04",
+    ]
+    # the rest of the name on the lines below, nothing cut
+    name = lines[first].split()[0]
+    for line in lines[first + 1 :]:
+        if line.startswith(" clf"):
+            break
+        name += line.strip()
+    assert name == long
+    for number in ("0.6500", "+0.1500 ± 0.0500", "0.001", "-0.0123 ± 0.0277", "0.500", "2.0000"):
+        assert number in "\n".join(lines)
+
+
+def test_verdict_needs_p_strictly_below_alpha():
+    # exact test, 4 items all 0.5 worse: p = 2/16 = 0.125 exactly; at alpha = 0.125 not enough
+    prev = np.array([1.0, 2.0, 3.0, 4.0])
+    cur = prev + 0.5
+    args = ([lm_row("m", prev)], [lm_row("m", cur)], {"m": prev}, {"m": cur})
+    at = run(*args, alpha=0.125)["rows"][0]
+    assert at["p"] == 0.125 and at["verdict"] == "unchanged"
+    assert run(*args, alpha=0.126)["rows"][0]["verdict"] == "regressed"
+    # Monte Carlo, 19 draws: p = (1 + 0) / (19 + 1) = 0.05 = alpha exactly -> unchanged
+    nll = np.random.default_rng(7).gamma(2.0, 0.8, 2000)
+    r = run([lm_row("m", nll)], [lm_row("m", nll + 0.05)], {"m": nll}, {"m": nll + 0.05}, n_perm=19)
+    assert r["rows"][0]["p"] == 0.05 and r["rows"][0]["verdict"] == "unchanged"

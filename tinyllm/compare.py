@@ -413,16 +413,20 @@ def compare_table(cmp: dict) -> Any:
         pad_edge=False,
         collapse_padding=True,
     )
-    for col, justify in (
-        ("entry", "left"),
-        ("verdict", "left"),
-        ("metric", "left"),
-        (cmp["previous"], "right"),
-        (cmp["current"], "right"),
-        (f"delta ± {conf}% CI", "right"),
-        ("p", "right"),
+    # the numbers never wrap or shrink; when the table is too wide (a long entry name), the
+    # text columns fold onto more lines instead of every number becoming "…"
+    for col, justify, number in (
+        ("entry", "left", False),
+        ("verdict", "left", False),
+        ("metric", "left", False),
+        (cmp["previous"], "right", True),
+        (cmp["current"], "right", True),
+        (f"delta ± {conf}% CI", "right", True),
+        ("p", "right", True),
     ):
-        table.add_column(col, justify=justify, no_wrap=True)
+        table.add_column(
+            col, justify=justify, no_wrap=number, overflow="ellipsis" if number else "fold"
+        )
     for r in cmp["rows"]:
         delta = "-"
         if r["delta"] is not None:
