@@ -163,3 +163,35 @@ def test_config_is_checked():
         bert.Config(n_embd=10, n_head=4)
     with pytest.raises(ValueError, match="mask_prob"):
         bert.Config(mask_prob=0.0)
+
+
+# ---- the optimizer's weight-decay groups -------------------------------------------------------
+
+
+def test_adamw_decays_linear_matrices_only():
+    m = bert.Model(TINY)
+    opt = bert.adamw(m, 1e-3, 0.01)
+    decayed = {id(p) for g in opt.param_groups if g["weight_decay"] > 0 for p in g["params"]}
+    names = {n for n, p in m.named_parameters() if id(p) in decayed}
+    # the attention bias is 2-d but no Linear matrix: decay would pull it back to uniform attention
+    assert "encoder.rel_bias" not in names
+    assert "encoder.wte.weight" not in names and "encoder.wpe.weight" not in names
+    assert not any(n.endswith(".bias") or ".ln" in n for n in names)
+    linear = {n + ".weight" for n, mod in m.named_modules() if isinstance(mod, torch.nn.Linear)}
+    assert names == linear
+    assert all(g["weight_decay"] in (0.0, 0.01) for g in opt.param_groups)
+    assert sum(len(g["params"]) for g in opt.param_groups) == len(list(m.parameters()))
+
+
+def test_adamw_lr_scale_groups():
+    m = bert.Model(TINY)
+    opt = bert.adamw(m, 1e-3, 0.01, lr_scale=lambda n: 0.5 if n.startswith("head.") else 1.0)
+    for g in opt.param_groups:
+        want = {
+            id(p)
+            for n, p in m.named_parameters()
+            if n.startswith("head.") == (g["lr_scale"] == 0.5)
+        }
+        assert {id(p) for p in g["params"]} <= want
+    assert {g["lr_scale"] for g in opt.param_groups} == {0.5, 1.0}
+    assert {g["lr_scale"] for g in bert.adamw(m, 1e-3, 0.01).param_groups} == {1.0}

@@ -253,16 +253,37 @@ def check_byte_corpus(data, max_len: int, who: str) -> np.ndarray:
     return a
 
 
-def adamw(model: nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
-    """AdamW with weight decay on Linear matrices only (not embeddings, biases, LayerNorms)."""
-    decay, no_decay = [], []
+# Parameters that are 2-d but are not Linear matrices, so never weight-decayed: the token and
+# position embeddings, and the relative-position attention bias (decay would pull it to zero,
+# i.e. towards uniform attention, which is its init, not a prior worth keeping).
+NO_DECAY_SUFFIXES = ("wte.weight", "wpe.weight", "rel_bias")
+
+
+def decays(name: str, prm: torch.Tensor) -> bool:
+    """Whether AdamW decays parameter ``name``: the Linear matrices only (2-d, not an embedding,
+    not ``rel_bias``); biases and LayerNorm gains and shifts (1-d) never."""
+    return prm.dim() == 2 and not name.endswith(NO_DECAY_SUFFIXES)
+
+
+def adamw(
+    model: nn.Module,
+    lr: float,
+    weight_decay: float,
+    *,
+    lr_scale: Callable[[str], float] | None = None,
+) -> torch.optim.AdamW:
+    """AdamW with weight decay on Linear matrices only (:func:`decays`: not embeddings,
+    ``rel_bias``, biases, LayerNorms). ``lr_scale(name)`` (default 1.0 for every parameter)
+    puts parameters into groups whose ``"lr_scale"`` entry multiplies the schedule's learning
+    rate (the train loops set ``g["lr"] = lr_at(...) * g["lr_scale"]``)."""
+    groups: dict[tuple[bool, float], list] = {}
     for name, prm in model.named_parameters():
-        is_emb = name.endswith(("wte.weight", "wpe.weight"))
-        (decay if prm.dim() == 2 and not is_emb else no_decay).append(prm)
+        scale = 1.0 if lr_scale is None else float(lr_scale(name))
+        groups.setdefault((decays(name, prm), scale), []).append(prm)
     return torch.optim.AdamW(
         [
-            {"params": decay, "weight_decay": weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
+            {"params": ps, "weight_decay": weight_decay if d else 0.0, "lr_scale": sc}
+            for (d, sc), ps in groups.items()
         ],
         lr=lr,
         betas=(0.9, 0.98),
