@@ -79,3 +79,24 @@ def test_missing_file_error_names_the_path(tmp_path):
 def test_bad_split_name_is_refused():
     with pytest.raises(ValueError, match="train"):
         data.lee_bytes("test")
+
+
+# ---- the encoder corpus: lee train text + the rows files' train sentences ----------------------
+
+
+def test_encoder_pretraining_text_is_train_splits_only(tmp_path):
+    files = data.CORPORA["encoder"].build(tmp_path)
+    got = bytes(data.CORPORA["encoder"].read_train(files["train"])).decode("utf-8")
+    lee_train, lee_val = data.lee_split()
+    pol, lang = data.polarity_rows(), data.langid_rows()
+    rows_train = [r.sentence for r in pol + lang if r.split == "train"]
+    assert got == "".join(d + "\n" for d in lee_train + rows_train)
+    lines = set(got.split("\n"))
+    # no val sentence of either rows file (nor a lee val document) is a line of the pretraining
+    # text, and no polarity val snippet occurs in it at all
+    for r in pol + lang:
+        assert (r.sentence in lines) == (r.split == "train"), r
+    assert not lines & set(lee_val)
+    assert not any(r.sentence in got for r in pol if r.split == "val")
+    # the labels are not in it: no row's label token is glued to its sentence
+    assert "__label__" not in got

@@ -307,15 +307,34 @@ def langid_files(out_dir: str | os.PathLike) -> dict[str, Path]:
     return {"train": p, "rows": p}
 
 
+ENCODER_TRAIN_NAME = "encoder_train.bin"
+
+
+def encoder_train_documents() -> list[str]:
+    """The encoders' pretraining text, in order: the 264 lee training documents, then the
+    sentences of the TRAIN rows of polarity, then of langid (file order; never a val row)."""
+    lee_train, _ = lee_split()
+    rows = [r.sentence for r in polarity_rows() if r.split == "train"]
+    rows += [r.sentence for r in langid_rows() if r.split == "train"]
+    return lee_train + rows
+
+
 def encoder_files(out_dir: str | os.PathLike) -> dict[str, Path]:
-    """What the encoders (bert, electra) need: the lee training bytes as ``train`` (they pretrain
-    on them) and both rows files, ``polarity`` and ``langid`` (they are scored on their val
-    rows)."""
-    return {
-        "train": lee_files(out_dir)["train"],
-        "polarity": polarity_files(out_dir)["rows"],
-        "langid": langid_files(out_dir)["rows"],
+    """What the encoders (bert, electra) need: ``train`` = ``encoder_train.bin``, the bytes of
+    :func:`encoder_train_documents` (each followed by a newline, as the lee files), which they
+    pretrain on; and both rows files, ``polarity`` and ``langid`` (they are scored on their val
+    rows). The rows files' train sentences are in the pretraining text so that the encoders have
+    seen text like the val rows (movie-review snippets, names in five languages), not only
+    English news; their labels are not, and no val sentence is."""
+    out = Path(out_dir)
+    files = {
+        "polarity": polarity_files(out)["rows"],
+        "langid": langid_files(out)["rows"],
     }
+    train = write_tokens(
+        out / ENCODER_TRAIN_NAME, encode_documents(encoder_train_documents()), dtype="uint8"
+    )
+    return {"train": train, **files}
 
 
 # ---- cldr: English -> French pairs (formats/seq2seq-jsonl.md) ----------------------------------
@@ -509,9 +528,14 @@ def read_lee_train(path: str | os.PathLike) -> np.ndarray:
     return np.array(read_tokens(path))
 
 
+def read_byte_train(path: str | os.PathLike) -> np.ndarray:
+    """A byte token file in memory (uint8): the encoders' pretraining bytes (about 384 KB)."""
+    return np.array(read_tokens(path))
+
+
 CORPORA: dict[str, Corpus] = {
     "lee": Corpus(build=lee_files, read_train=read_lee_train),
-    "encoder": Corpus(build=encoder_files, read_train=read_lee_train),
+    "encoder": Corpus(build=encoder_files, read_train=read_byte_train),
     "polarity": Corpus(build=polarity_files, read_train=read_train_rows),
     "langid": Corpus(build=langid_files, read_train=read_train_rows),
     "cldr": Corpus(build=cldr_files, read_train=read_cldr_train),
