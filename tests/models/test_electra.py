@@ -146,3 +146,41 @@ def test_shared_encoder_is_one_network_with_two_heads(tmp_path):
     b = electra.rtd_accuracy(loaded, TEXTS, np.random.default_rng(2))
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_gen_lr_scales_the_generator_only():
+    # gen_lr ~ 0: after a few steps the generator still holds its initial weights (AdamW moves a
+    # weight by at most ~lr per step, decay included), while the discriminator has moved
+    torch.manual_seed(0)
+    init = electra.Model(TINY).state_dict()
+    m = electra.train(TINY, IDS, seed=0, steps=5, batch_size=4, lr=3e-3, gen_lr=3e-12)
+    moved = {n: float((p - init[n]).abs().max()) for n, p in m.state_dict().items()}
+    assert max(v for n, v in moved.items() if n.startswith("generator.")) < 1e-9
+    assert max(v for n, v in moved.items() if n.startswith("discriminator.")) > 1e-3
+    # gen_lr = lr is the default: the same weights
+    a = electra.train(TINY, IDS, seed=0, steps=3, batch_size=4, lr=3e-3)
+    b = electra.train(TINY, IDS, seed=0, steps=3, batch_size=4, lr=3e-3, gen_lr=3e-3)
+    for (n, p), (_, q) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
+        assert torch.equal(p, q), n
+
+
+def test_gen_lr_is_checked():
+    shared = electra.Config(max_len=24, n_layer=1, n_head=2, n_embd=32, share_encoder=True)
+    with pytest.raises(ValueError, match="gen_lr"):
+        electra.train(shared, IDS, seed=0, steps=1, gen_lr=1e-3)
+    with pytest.raises(ValueError, match="gen_lr"):
+        electra.train(TINY, IDS, seed=0, steps=1, gen_lr=0.0)
+
+
+def test_local_bias_hand_values_and_init():
+    want = torch.tensor([[-2.0, -1.0, 0.0, -1.0, -2.0], [-1.0, -0.5, 0.0, -0.5, -1.0]])
+    torch.testing.assert_close(electra.local_bias(2, 3, 1.0), want)
+    cfg = electra.Config(
+        max_len=3, n_layer=1, n_head=2, n_embd=8, gen_n_embd=8, disc_local_bias=1.0
+    )
+    m = electra.Model(cfg)
+    torch.testing.assert_close(m.discriminator.rel_bias.detach(), want)
+    assert not m.generator.encoder.rel_bias.any()  # the generator starts uniform, as before
+    assert not electra.Model(TINY).discriminator.rel_bias.any()  # default 0: uniform
+    with pytest.raises(ValueError, match="disc_local_bias"):
+        electra.Config(disc_local_bias=-1.0)

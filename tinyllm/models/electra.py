@@ -64,10 +64,20 @@ class Config:
     # one encoder for both networks (the paper's "tying all weights", section 3.2): the
     # generator is then the discriminator's size and the gen_* fields are not used
     share_encoder: bool = False
+    # initial slope of the discriminator's relative-position attention bias: head h starts at
+    # -disc_local_bias / 2**h * |j - i| (ALiBi-like: head 0 looks at its neighbours, the last
+    # one almost uniformly); 0 = the encoder's uniform start. Learned from there on. Whether a
+    # byte was replaced is mostly a question about its neighbours.
+    disc_local_bias: float = 0.0
 
     def __post_init__(self) -> None:
         bert.check_encoder_shape(self, "electra.Config")
         self.generator_config()  # validates the gen_* fields
+        if not isinstance(self.disc_local_bias, int | float) or not self.disc_local_bias >= 0:
+            raise ValueError(
+                "electra.Config.disc_local_bias: expected a number >= 0, "
+                f"got {self.disc_local_bias!r}"
+            )
         if not isinstance(self.mask_prob, int | float) or not 0.0 < self.mask_prob < 1.0:
             raise ValueError(
                 f"electra.Config.mask_prob: expected a float in (0, 1), got {self.mask_prob!r}"
@@ -128,6 +138,11 @@ class Model(nn.Module):
             nn.Linear(cfg.n_embd, cfg.n_embd), nn.GELU(), nn.Linear(cfg.n_embd, 1)
         )
         init_gpt_weights(self.disc_head, cfg.n_layer, std=bert.INIT_STD)
+        if cfg.disc_local_bias > 0:
+            with torch.no_grad():
+                self.disc_encoder().rel_bias.copy_(
+                    local_bias(cfg.n_head, cfg.max_len, cfg.disc_local_bias)
+                )
 
     def disc_encoder(self) -> bert.Encoder:
         """The discriminator's encoder: its own, or the generator's when ``share_encoder``."""
@@ -136,6 +151,15 @@ class Model(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         h = self.disc_encoder()(ids)  # [B, T, D]
         return self.disc_head(h).squeeze(-1)  # [B, T]: > 0 means "replaced"
+
+
+def local_bias(n_head: int, max_len: int, slope: float) -> torch.Tensor:
+    """``[n_head, 2 * max_len - 1]`` attention logits ``-slope / 2**h * |offset|`` for head
+    ``h`` and offset ``j - i`` in ``[-(max_len - 1), max_len - 1]`` (index ``offset + max_len -
+    1``, as :class:`bert.Encoder`'s ``rel_bias``)."""
+    off = torch.arange(-(max_len - 1), max_len, dtype=torch.float32).abs()  # [2*max_len - 1]
+    slopes = slope / 2.0 ** torch.arange(n_head, dtype=torch.float32)  # [H]
+    return -slopes[:, None] * off[None, :]
 
 
 def _sample_torch(logits: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
@@ -155,8 +179,15 @@ def train(
     weight_decay: float = 0.01,
     warmup: int | None = None,
     grad_clip: float = 1.0,
+    gen_lr: float | None = None,
 ) -> Model:
     """Train generator and discriminator jointly on ``data`` (1-d byte ids) with one AdamW.
+
+    ``lr`` is the discriminator's (and its head's) peak learning rate, ``gen_lr`` the generator's
+    (default: ``lr``); both follow the same warmup + cosine schedule. A generator that learns
+    more slowly than the discriminator keeps its replacements easier to detect while the
+    discriminator learns (the paper's generator is smaller than the discriminator for the same
+    reason). With ``share_encoder`` there is one encoder, so ``gen_lr`` must be None.
 
     Each step: ``batch_size`` random windows ``[CLS] + (max_len - 1) bytes``; :func:`bert.mlm_mask`
     with ``p = mask_prob`` and every selected position MASK; the generator's MLM loss (cross
@@ -168,17 +199,30 @@ def train(
     """
     if steps < 1:
         raise ValueError(f"electra.train: expected steps >= 1, got {steps}")
+    if gen_lr is not None and (
+        cfg.share_encoder or not isinstance(gen_lr, int | float) or not gen_lr > 0
+    ):
+        raise ValueError(
+            "electra.train: expected gen_lr None, or a positive number without share_encoder, "
+            f"got gen_lr={gen_lr!r} with share_encoder={cfg.share_encoder}"
+        )
     a = bert.check_byte_corpus(data, cfg.max_len, "electra.train")
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = Model(cfg)
     model.train()
-    opt = bert.adamw(model, lr, weight_decay)
+    gen_scale = 1.0 if gen_lr is None else gen_lr / lr
+    opt = bert.adamw(
+        model,
+        lr,
+        weight_decay,
+        lr_scale=lambda name: gen_scale if name.startswith("generator.") else 1.0,
+    )
     warmup = max(1, steps // 20) if warmup is None else warmup
     for step in range(steps):
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, lr, warmup)
+            g["lr"] = lr_at(step, steps, lr, warmup) * g["lr_scale"]
         win = bert.cls_windows(a, rng, batch_size, cfg.max_len)  # [B, T]
         inputs, sel = bert.mlm_mask(win, rng, cfg.mask_prob, mask_frac=1.0, random_frac=0.0)
         if not sel.any():
