@@ -305,6 +305,11 @@ def moto_endpoint():
 
 @pytest.fixture
 def s3_env(moto_endpoint, monkeypatch, tmp_path):
+    # every test starts from an empty S3: moto keeps its buckets in the process, across servers
+    # and across pytest sessions in one process (mutmut runs the suite more than once)
+    import urllib.request
+
+    urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST"))
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
