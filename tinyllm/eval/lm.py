@@ -221,8 +221,10 @@ class _Head:
             if isinstance(base, nn.Module) and base is not model and isinstance(head, nn.Module):
                 self.kind, self.head = "hf", head
                 self.hidden = lambda ids: _hf_hidden(base, ids)
+        # our GPT's hidden(idx, keep=slice) runs the last block at the kept positions only
+        self.keep = self.kind == "hook" and _takes_keep(model.hidden)
         if self.kind != "full" and not self._verified(probe):
-            self.kind, self.hidden, self.head = "full", None, None
+            self.kind, self.hidden, self.head, self.keep = "full", None, None, False
 
     def _verified(self, probe: torch.Tensor) -> bool:
         try:
@@ -237,6 +239,12 @@ class _Head:
             mine = self.head(self.hidden(x)).float()
         ok = mine.shape == full.shape
         diff = float((mine - full).abs().max()) if ok else math.inf
+        if ok and self.keep and x.shape[1] >= 3:  # the kept span alone, as nlls() asks for it
+            lo, hi = x.shape[1] // 2, x.shape[1] - 1
+            with torch.inference_mode():
+                kept = self.head(self.hidden(x, keep=slice(lo, hi))).float()
+            ok = kept.shape == full[:, lo:hi].shape
+            diff = max(diff, float((kept - full[:, lo:hi]).abs().max()) if ok else math.inf)
         ok = ok and diff <= _VERIFY_TOL * max(1.0, float(full.abs().max()))
         if not ok:
             warnings.warn(
@@ -249,16 +257,37 @@ class _Head:
         return ok
 
     def nlls(
-        self, x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, targets: torch.Tensor
+        self,
+        x: torch.Tensor,
+        rows: torch.Tensor,
+        cols: torch.Tensor,
+        targets: torch.Tensor,
+        span: tuple[int, int] | None = None,
     ) -> np.ndarray:
-        """NLLs (nats, float64 ``[M]``) of ``targets`` read at positions ``(rows, cols)`` of x."""
+        """NLLs (nats, float64 ``[M]``) of ``targets`` read at positions ``(rows, cols)`` of x;
+        ``span = (lo, hi)``, when the caller knows it, bounds the columns: ``lo <= cols < hi``."""
         if self.kind == "full":
             logits = _call_logits(self.model, x)  # [B, T, V]
             sel = logits[rows, cols]  # [M, V]: only the scored positions go on
             return _nll_blocks(lambda lo, hi: sel[lo:hi], sel.shape[0], sel.shape[1], targets)
-        h = self.hidden(x)[rows, cols]  # [M, D] hidden states at the scored positions only
+        if self.keep:
+            # only the span of scored positions leaves the last block (our GPT's ``keep``)
+            lo, hi = (int(cols.min()), int(cols.max()) + 1) if span is None else span
+            h = self.hidden(x, keep=slice(lo, hi))[rows, cols - lo]  # [M, D]
+        else:
+            h = self.hidden(x)[rows, cols]  # [M, D] hidden states at the scored positions only
         v = _out_features(self.head)
         return _nll_blocks(lambda lo, hi: self.head(h[lo:hi]), h.shape[0], v, targets)
+
+
+def _takes_keep(hidden: Callable) -> bool:
+    """Whether ``hidden`` accepts ``keep=`` (our GPT's: return only a span of positions)."""
+    import inspect
+
+    try:
+        return "keep" in inspect.signature(hidden).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
 
 
 def _out_features(head: nn.Module) -> int:
@@ -347,10 +376,16 @@ def _check_batch_size(batch_size: int) -> None:
 def _window_groups(
     n: int, ctx_len: int, stride: int, batch_size: int
 ) -> Iterator[list[tuple[int, int, int]]]:
-    """Consecutive windows of equal length, at most ``batch_size`` of them per group."""
+    """Consecutive windows of equal length that score equally many tokens (so the same span of
+    positions in each: the first window, which scores all but its first token, goes alone), at
+    most ``batch_size`` of them per group."""
     group: list[tuple[int, int, int]] = []
     for w in _iter_windows(n, ctx_len, stride):
-        if group and (len(group) == batch_size or w[1] - w[0] != group[0][1] - group[0][0]):
+        if group and (
+            len(group) == batch_size
+            or w[1] - w[0] != group[0][1] - group[0][0]
+            or w[1] - w[2] != group[0][1] - group[0][2]
+        ):
             yield group
             group = []
         group.append(w)
@@ -382,10 +417,11 @@ def _iter_nll_chunks(
         )
         x = torch.from_numpy(xs)
         r, c = torch.from_numpy(rows), torch.from_numpy(cols)
+        w0, w1, f = group[0]  # every window of the group reads positions [f-1-w0, w1-1-w0)
         with torch.inference_mode():
             if head is None:
                 head = _Head(model, x)
-            nll = head.nlls(x, r, c, x[r, c + 1])
+            nll = head.nlls(x, r, c, x[r, c + 1], span=(f - 1 - w0, w1 - 1 - w0))
         t0 = group[0][2]
         assert nll.shape[0] == group[-1][1] - t0  # the batch covers [first_0, e_last) exactly
         done += nll.shape[0]

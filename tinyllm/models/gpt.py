@@ -93,6 +93,17 @@ ZOO_STEPS = 4000
 ZOO_TRAIN_KWARGS: dict = {"batch_size": 32, "lr": 1e-2}
 
 
+def _check_keep(keep: slice, n_tok: int) -> tuple[int, int]:
+    if not isinstance(keep, slice) or keep.step not in (None, 1):
+        raise ValueError(f"gpt: expected keep to be a slice with step 1, got {keep!r}")
+    lo, hi, _ = keep.indices(n_tok)
+    if hi <= lo:
+        raise ValueError(
+            f"gpt: expected keep to select at least one of {n_tok} positions, got {keep!r}"
+        )
+    return lo, hi
+
+
 @dataclass(frozen=True)
 class KVCache:
     """Keys and values of the tokens read so far, for incremental decoding
@@ -146,8 +157,16 @@ class Model(nn.Module):
             # one Parameter, two names: the head scores a byte by its embedding's dot product
             self.lm_head.weight = self.wte.weight
 
-    def hidden(self, idx: torch.Tensor) -> torch.Tensor:
-        """Final-LayerNorm output ``[B, T, D]`` for token ids ``idx`` ``[B, T]``."""
+    def hidden(self, idx: torch.Tensor, keep: slice | None = None) -> torch.Tensor:
+        """Final-LayerNorm output ``[B, T, D]`` for token ids ``idx`` ``[B, T]``.
+
+        ``keep = slice(lo, hi)`` returns positions ``lo .. hi-1`` only, ``[B, hi - lo, D]``, equal
+        to ``hidden(idx)[:, lo:hi]``: every position still runs through the blocks before the last
+        (their keys and values are read), but the last block computes its queries' attention
+        output and its MLP at the kept positions only. Strided perplexity keeps the positions it
+        scores (half of each window at stride ctx/2), so that block does half the work. The
+        result agrees with the full pass to float32 rounding (the matrices have fewer rows).
+        """
         if idx.dim() != 2:
             raise ValueError(f"gpt: expected idx of shape [B, T], got {list(idx.shape)}")
         n_tok = idx.shape[1]  # T
@@ -155,11 +174,48 @@ class Model(nn.Module):
             raise ValueError(
                 f"gpt: expected at most block_size={self.cfg.block_size} tokens, got {n_tok}"
             )
+        lo, hi = (0, n_tok) if keep is None else _check_keep(keep, n_tok)
         pos = torch.arange(n_tok, device=idx.device)  # [T]
         x = self.drop(self.wte(idx) + self.wpe(pos))  # [B, T, D] + [T, D] -> [B, T, D]
-        for block in self.h:
-            x = block(x)  # [B, T, D], causal: position t reads tokens 0..t only
-        return self.ln_f(x)  # [B, T, D]
+        if self.training or torch.is_grad_enabled():  # training: the modules, with autograd
+            for block in self.h:
+                x = block(x)  # [B, T, D], causal: position t reads tokens 0..t only
+            return self.ln_f(x[:, lo:hi])  # [B, hi - lo, D]
+        for block in self.h[:-1]:
+            x = self._block(block, x)  # [B, T, D]
+        return self.ln_f(self._block(self.h[-1], x, lo, hi))  # [B, hi - lo, D]
+
+    def _block(
+        self, block: Block, x: torch.Tensor, lo: int = 0, hi: int | None = None
+    ) -> torch.Tensor:
+        """``block(x)[:, lo:hi]`` in inference, with the same modules and kernels as
+        ``Block.forward`` (so the same numbers at full span): keys and values from positions
+        ``0 .. hi-1`` of ``x`` ``[B, T, D]``, queries, attention output and MLP at ``lo .. hi-1``
+        only. Why not just call the module: the GELU and the residual additions run in place,
+        which saves a fresh ``[B, T, 4D]`` and two ``[B, T, D]`` tensors per block (at 2048
+        tokens a fresh 2 MB tensor costs page faults). No dropout: inference only; ``x`` may be
+        overwritten."""
+        B, T, D = x.shape
+        hi = T if hi is None else hi
+        H = self.cfg.n_head
+        attn, mlp = block.attn, block.mlp
+        q, k, v = attn.c_attn(block.ln_1(x[:, :hi])).split(D, dim=2)  # 3 x [B, hi, D]
+        k, v = (t.view(B, hi, H, D // H).transpose(1, 2) for t in (k, v))  # [B, H, hi, Dh]
+        if lo == 0:
+            q = q.view(B, hi, H, D // H).transpose(1, 2)  # [B, H, hi, Dh]
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            q = q[:, lo:].reshape(B, hi - lo, H, D // H).transpose(1, 2)  # [B, H, Tq, Dh]
+            # positions >= hi are read by no kept query. The query at position lo + i reads
+            # keys 0 .. lo + i: the triangle aligned to the bottom right corner (is_causal
+            # would align it to the top left, i.e. to position 0)
+            mask = torch.ones(hi - lo, hi, dtype=torch.bool, device=x.device).tril(lo)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [B, H, Tq, Dh]
+        y = y.transpose(1, 2).reshape(B, hi - lo, D)  # [B, Tq, D]
+        x = x[:, lo:hi] + attn.c_proj(y) if (lo, hi) != (0, T) else x.add_(attn.c_proj(y))
+        h = mlp.c_fc(block.ln_2(x))  # [B, Tq, 4D]
+        h = torch._C._nn.gelu_(h, approximate=mlp.act.approximate)  # in place: = mlp.act(h)
+        return x.add_(mlp.c_proj(h))  # [B, Tq, D]
 
     def hidden_cached(
         self,
