@@ -283,3 +283,161 @@ def test_sha256_path_of_a_folder_follows_the_definition(tmp_path):
     assert rp.sha256_path(d) != before
     with pytest.raises(FileNotFoundError, match="nothing"):
         rp.sha256_path(tmp_path / "nothing")
+
+
+# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/report.py` ---------
+# (docs/mutation.md)
+
+
+def test_manifest_sha256_is_the_sha256_of_the_canonical_json_written_by_hand():
+    doc = {
+        "entries": [
+            {"name": "zeta", "family": "gpt", "checkpoint": "m/é", "data": "d.tok"},
+        ],
+    }
+    # sorted keys, no spaces, non-ASCII escaped, every option spelled out (defaults included)
+    canon = (
+        '{"entries":[{"checkpoint":"m/\\u00e9","data":"d.tok","family":"gpt","name":"zeta",'
+        '"options":{"beam":null,"ctx_len":null,"split":null,"stride":null}}],"suite":"zoo"}'
+    )
+    assert rp.parse_manifest(doc).sha256() == hashlib.sha256(canon.encode("ascii")).hexdigest()
+
+
+def test_manifest_error_messages_word_for_word():
+    dup = _bad(lambda d: d["entries"][1].update(name="gpt"))
+    with pytest.raises(rp.ManifestError) as ei:
+        rp.parse_manifest(dup)  # the default source
+    assert str(ei.value) == (
+        "<manifest>: invalid manifest (1 problem):\n"
+        "  <top>: expected unique entry names, got duplicates ['gpt']"
+    )
+    stride = _bad(lambda d: d["entries"][0]["options"].update(stride=64))
+    with pytest.raises(rp.ManifestError) as ei:
+        rp.parse_manifest(stride, "zoo.yaml")
+    assert str(ei.value) == (
+        "zoo.yaml: invalid manifest (1 problem):\n"
+        "  entries.0.options: expected stride < ctx_len (a window must keep some context), "
+        "got stride=64, ctx_len=64 (got {'ctx_len': 64, 'stride': 64})"
+    )
+    # a field error hides pydantic's duplicate check: the duplicates are still reported, once
+    both = _bad(lambda d: (d["entries"][1].update(name="gpt"), d["entries"][0].pop("data")))
+    with pytest.raises(rp.ManifestError) as ei:
+        rp.parse_manifest(both, "zoo.yaml")
+    assert str(ei.value) == (
+        "zoo.yaml: invalid manifest (2 problems):\n"
+        "  entries.0.data: required field missing\n"
+        "  entries: expected unique entry names, got duplicates ['gpt']"
+    )
+    with pytest.raises(rp.ManifestError) as ei:
+        rp.parse_manifest([GOOD], "zoo.yaml")
+    assert str(ei.value) == "zoo.yaml: expected a mapping with 'suite' and 'entries', got list"
+    with pytest.raises(rp.ManifestError, match=r"^zoo.yaml: invalid manifest \(1 problem\):\n"):
+        rp.parse_manifest({"entries": 5}, "zoo.yaml")  # not a list: no duplicate hunt
+
+
+def test_manifest_problem_lines_are_cut_at_300_characters():
+    long = _bad(lambda d: d["entries"][0].update(name="x" * 400))
+    with pytest.raises(rp.ManifestError) as ei:
+        rp.parse_manifest(long, "zoo.yaml")
+    line = str(ei.value).splitlines()[1]
+    assert (
+        line.startswith("  entries.0.name: String should have at most 64 characters (got 'xxx")
+        and len(line) == 300
+    )
+
+
+def test_a_manifest_that_is_already_validated_is_returned_as_is():
+    m = rp.parse_manifest(GOOD)
+    assert rp.parse_manifest(m) is m
+
+
+def test_load_manifest_reads_utf8_and_names_the_file_in_every_error(tmp_path):
+    import yaml
+
+    good = _bad(lambda d: d["entries"][1].update(data="données/val.tok"))
+    f = tmp_path / "zoo.yaml"
+    f.write_bytes(yaml.safe_dump(good, allow_unicode=True).encode("utf-8"))
+    assert rp.load_manifest(f).entries[1].data == "données/val.tok"
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("suite: zoo\nentries: [{name: a, data: donn\xe9es}]\n".encode("latin-1"))
+    with pytest.raises(rp.ManifestError) as ei:
+        rp.load_manifest(latin)
+    assert str(ei.value).startswith(f"{latin}: expected a readable UTF-8 manifest, got: 'utf-8'")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(_bad(lambda d: d.update(extra=1))))
+    with pytest.raises(rp.ManifestError) as ei:
+        rp.load_manifest(bad)
+    assert str(ei.value) == f"{bad}: invalid manifest (1 problem):\n  extra: unknown key (got 1)"
+
+
+def test_write_manifest_schema_writes_the_generated_text(tmp_path):
+    out = rp.write_manifest_schema(tmp_path / "m.schema.json")
+    assert out == tmp_path / "m.schema.json"
+    assert out.read_bytes() == rp.manifest_schema_text().encode("utf-8")
+    assert out.read_bytes() == rp.MANIFEST_SCHEMA_PATH.read_bytes()
+
+
+def test_report_row_lookup_and_json_types():
+    rep = rp.Report.model_validate(report_doc([ok_row(details={"shape": (2, 3)})]))
+    assert rep.row("gpt").value == 2.1
+    with pytest.raises(KeyError, match=r"no row 'bert'; rows are \['gpt'\]"):
+        rep.row("bert")
+    # to_json is the document written to disk: JSON types only (a tuple becomes a list)
+    details = rep.to_json()["rows"][0]["details"]
+    assert details == {"shape": [2, 3]} and type(details["shape"]) is list
+    rp.validate_report(rep)  # a Report object is validated through its JSON
+
+
+def test_validate_report_message_counts_and_cuts(tmp_path):
+    def message(doc) -> str:
+        with pytest.raises(rp.ReportSchemaError) as ei:
+            rp.validate_report(doc)
+        return str(ei.value)
+
+    one = report_doc()
+    one["seed"] = -1
+    assert message(one) == (
+        "report does not match eval-results.schema.json (1 problem):\n"
+        "  seed: -1 is less than the minimum of 0"
+    )
+    two = report_doc()
+    two["seed"] = -1
+    two["suite"] = 5
+    assert message(two) == (
+        "report does not match eval-results.schema.json (2 problems):\n"
+        "  seed: -1 is less than the minimum of 0\n"
+        "  suite: 5 is not of type 'string'"
+    )
+
+    # at most 20 problem lines, then how many more; each line cut at 300 characters
+    def rows(k):
+        return report_doc([ok_row(name=f"r{i:02d}", seconds=-1.0) for i in range(k)])
+
+    assert message(rows(20)).count("\n") == 20 and "more" not in message(rows(20))
+    m21 = message(rows(21)).splitlines()
+    assert m21[0].endswith("(21 problems):") and len(m21) == 22
+    assert m21[-1] == "  ... and 1 more"
+    assert message(rows(25)).splitlines()[-1] == "  ... and 5 more"
+    huge = report_doc([ok_row(kind="k" * 500)])
+    line = message(huge).splitlines()[1]
+    assert line.startswith("  rows/0/kind: 'kkk") and len(line) == 300
+
+
+def test_the_report_validator_is_built_from_the_schema_file(tmp_path, monkeypatch):
+    # a fresh validator (as in a new process) reads formats/eval-results.schema.json
+    monkeypatch.setattr(rp, "_REPORT_VALIDATOR", None)
+    rp.validate_report(report_doc())
+    bad = report_doc()
+    bad["seed"] = -1
+    with pytest.raises(rp.ReportSchemaError, match="seed"):
+        rp.validate_report(bad)
+    # without the file: a clear error naming it
+    missing = tmp_path / "gone.schema.json"
+    monkeypatch.setattr(rp, "_REPORT_VALIDATOR", None)
+    monkeypatch.setattr(rp, "REPORT_SCHEMA_PATH", missing)
+    with pytest.raises(FileNotFoundError) as ei:
+        rp.validate_report(report_doc())
+    assert str(ei.value) == (
+        f"{missing}: the report schema is missing (tinyllm reads it from the source tree's "
+        "formats/ folder; install with `pip install -e .`)"
+    )
