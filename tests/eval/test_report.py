@@ -328,6 +328,14 @@ def test_manifest_error_messages_word_for_word():
         "  entries.0.data: required field missing\n"
         "  entries: expected unique entry names, got duplicates ['gpt']"
     )
+    two = _bad(lambda d: (d["entries"][0].pop("family"), d["entries"][1].update(bogus=True)))
+    with pytest.raises(rp.ManifestError) as ei:
+        rp.parse_manifest(two, "zoo.yaml")
+    assert str(ei.value) == (
+        "zoo.yaml: invalid manifest (2 problems):\n"
+        "  entries.0.family: required field missing\n"
+        "  entries.1.bogus: unknown key (got True)"
+    )
     with pytest.raises(rp.ManifestError) as ei:
         rp.parse_manifest([GOOD], "zoo.yaml")
     assert str(ei.value) == "zoo.yaml: expected a mapping with 'suite' and 'entries', got list"
