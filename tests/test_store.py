@@ -512,3 +512,98 @@ def test_one_corrupt_old_report_does_not_stop_later_releases_from_being_compared
     assert store.read_compare("r3") == out["compare"]
     with pytest.warns(UserWarning):
         assert store.previous_release("r4") == "r3"
+
+
+# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/store.py` ----------
+# (docs/mutation.md)
+
+
+def test_check_publish_args_refuses_before_any_scoring(tmp_path):
+    from tinyllm.store import check_publish_args
+
+    root = tmp_path / "evalstore"
+    with pytest.raises(StoreError, match=r"^release: expected 1-128 characters"):
+        check_publish_args(str(root), "../r1")
+    assert not root.exists()  # a bad release is refused before the store is touched
+    st = check_publish_args(str(root), "r2")
+    assert isinstance(st, LocalStore) and root.is_dir()  # the probe created the folder...
+    assert all_files(root) == []  # ...and left nothing behind
+    with pytest.raises(StoreKeyError) as ei:
+        check_publish_args(str(root), "r2", "r1")
+    assert str(ei.value) == (
+        f"{root}/releases/r1/report.json: previous: expected a release in the store, "
+        "got 'r1' (releases: none)"
+    )
+    st.write_report("r1", make_report("r1", "2026-11-29T18:00:00Z", []))
+    st.write_report("r0", make_report("r0", "2026-11-28T18:00:00Z", []))
+    assert isinstance(check_publish_args(str(root), "r2", "r1"), LocalStore)
+    with pytest.raises(StoreKeyError, match=r"got 'r9' \(releases: r0, r1\)$"):
+        check_publish_args(str(root), "r2", "r9")
+    with pytest.raises(StoreError, match=r"^previous: expected 1-128"):
+        check_publish_args(str(root), "r2", "a b")
+    # a store that cannot be written: the error names the store
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StoreError, match="expected a folder, got the file"):
+        check_publish_args(str(tmp_path / "file"), "r2")
+
+
+def test_iter_reports_walks_the_history_oldest_first(tmp_path):
+    from tinyllm.store import iter_reports
+
+    store = open_store(tmp_path)
+    b = make_report("b", "2026-11-29T18:00:00Z", [make_row("gpt")])
+    a = make_report("a", "2026-11-30T18:00:00Z", [make_row("gpt", 2.0)])
+    store.write_report("a", a)
+    store.write_report("b", b)
+    assert list(iter_reports(store)) == [("b", b), ("a", a)]
+    assert list(iter_reports(store, ["a"])) == [("a", a)]
+
+
+def test_site_files_only_under_dashboard_local(tmp_path):
+    store = open_store(tmp_path)
+    assert store.write_site_file("dashboard/index.html", b"<html>", "text/html") == (
+        "dashboard/index.html"
+    )
+    assert (tmp_path / "dashboard/index.html").read_bytes() == b"<html>"
+    with pytest.raises(StoreError) as ei:
+        store.write_site_file("releases/r1/report.json", b"{}", "application/json")
+    assert str(ei.value) == (
+        f"{tmp_path}/releases/r1/report.json: expected a key under dashboard/, "
+        "got 'releases/r1/report.json'"
+    )
+    assert not (tmp_path / "releases").exists()
+
+
+def test_check_writable_probes_and_cleans_up_local(tmp_path):
+    store = open_store(tmp_path / "new" / "store")
+    store.check_writable()
+    assert (tmp_path / "new" / "store").is_dir() and all_files(tmp_path) == []
+
+
+def test_s3_site_files_check_writable_and_missing_bucket(s3_env):
+    import boto3
+
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="tl-site")
+    store = open_store("s3://tl-site/p")
+    store.check_writable()
+    assert "Contents" not in s3.list_objects_v2(Bucket="tl-site")  # the probe is gone
+    assert store.write_site_file("dashboard/app.js", b"x=1", "text/javascript") == (
+        "dashboard/app.js"
+    )
+    head = s3.head_object(Bucket="tl-site", Key="p/dashboard/app.js")
+    assert head["ContentType"] == "text/javascript"  # static hosting serves it as such
+    with pytest.raises(StoreError) as ei:
+        store.write_site_file("releases/r1/x.json", b"{}", "application/json")
+    assert str(ei.value) == (
+        "s3://tl-site/p/releases/r1/x.json: expected a key under dashboard/, "
+        "got 'releases/r1/x.json'"
+    )
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="tl-site")["Contents"]] == [
+        "p/dashboard/app.js"
+    ]
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError) as ei:
+        open_store("s3://tl-no-bucket/x").check_writable()
+    assert "store s3://tl-no-bucket/x/" in ei.value.__notes__
