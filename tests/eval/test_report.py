@@ -449,3 +449,26 @@ def test_the_report_validator_is_built_from_the_schema_file(tmp_path, monkeypatc
         f"{missing}: the report schema is missing (tinyllm reads it from the source tree's "
         "formats/ folder; install with `pip install -e .`)"
     )
+
+
+def test_load_manifest_is_utf8_whatever_the_locale(tmp_path):
+    # a child Python in the plain C locale (ASCII, no UTF-8 mode) still reads a UTF-8 manifest
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    f = tmp_path / "zoo.yaml"
+    good = _bad(lambda d: d["entries"][1].update(data="données/val.tok"))
+    f.write_bytes(yaml.safe_dump(good, allow_unicode=True).encode("utf-8"))
+    env = dict(os.environ, LC_ALL="C", LANG="C", PYTHONUTF8="0", PYTHONCOERCECLOCALE="0")
+    code = (
+        "import locale, sys; from tinyllm.report import load_manifest; "
+        "print(locale.getpreferredencoding(False), ascii(load_manifest(sys.argv[1]).entries[1].data))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(f)], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[0] != "UTF-8"  # the child really has a non-UTF-8 locale
+    assert out[1] == ascii("données/val.tok")
