@@ -215,7 +215,7 @@ def test_token_nlls_equal_hf_logits_per_window(gpt2, gpt2_ids, ctx_len, stride):
 
 def test_hf_hidden_state_hook_equals_full_logits(gpt2, gpt2_ids):
     x = torch.as_tensor(gpt2_ids[:16])[None]
-    assert lm._Head(gpt2, x).kind == "hf"
+    assert lm._Head(gpt2, x).kind == "twin"  # a GPT2LMHeadModel runs as our GPT on its weights
     assert lm._Head(FullLogits(gpt2), x).kind == "full"
     hooked = lm.token_nlls(gpt2, gpt2_ids, 32, 12)
     full = lm.token_nlls(FullLogits(gpt2), gpt2_ids, 32, 12)
@@ -223,6 +223,67 @@ def test_hf_hidden_state_hook_equals_full_logits(gpt2, gpt2_ids):
     # a plain function returning a tuple (logits, extra) is a model too
     as_tuple = lm.token_nlls(lambda ids: (gpt2(ids).logits, None), gpt2_ids, 32, 12)
     np.testing.assert_allclose(as_tuple, full, rtol=0, atol=1e-5)
+
+
+def test_the_gpt2_twin_shares_the_hf_weights_and_follows_them(gpt2_ids):
+    """hf_gpt2_twin: our GPT on views of the HF tensors (nothing copied); an in-place change of
+    the HF weights shows in the twin, a replaced parameter rebuilds it; NLLs equal HF's."""
+    hf = tiny_gpt2(seed=4)
+    twin = lm.hf_gpt2_twin(hf)
+    w = hf.transformer.h[0].attn.c_attn.weight  # Conv1D [in, out]
+    assert twin.h[0].attn.c_attn.weight.data_ptr() == w.data_ptr()
+    assert lm.hf_gpt2_twin(hf) is twin  # same tensors: the same twin
+    ref = reference_nlls(hf, gpt2_ids, 32, 12)
+    np.testing.assert_allclose(lm.token_nlls(hf, gpt2_ids, 32, 12), ref, rtol=0, atol=1e-5)
+    with torch.no_grad():
+        w.mul_(0.5)  # in place: the twin sees it
+    ref2 = reference_nlls(hf, gpt2_ids, 32, 12)
+    assert np.abs(ref2 - ref).max() > 1e-3
+    np.testing.assert_allclose(lm.token_nlls(hf, gpt2_ids, 32, 12), ref2, rtol=0, atol=1e-5)
+    hf.transformer.h[0].attn.c_attn.weight = nn.Parameter(w.detach().clone() * 2.0)
+    assert lm.hf_gpt2_twin(hf) is not twin  # another tensor: rebuilt
+    ref3 = reference_nlls(hf, gpt2_ids, 32, 12)
+    np.testing.assert_allclose(lm.token_nlls(hf, gpt2_ids, 32, 12), ref3, rtol=0, atol=1e-5)
+    assert lm.hf_gpt2_twin(FullLogits(hf)) is None  # not a GPT2LMHeadModel
+
+
+def test_a_gpt2_variant_the_twin_cannot_run_uses_hfs_own_hidden_states(gpt2_ids):
+    """Layer-scaled attention is a GPT-2 variant our GPT does not implement: no twin, the HF
+    hook (base model + output embeddings) scores it, equal to the full logits."""
+    hf = tiny_gpt2(seed=2)
+    hf.config.scale_attn_by_inverse_layer_idx = True
+    for block in hf.transformer.h:
+        block.attn.scale_attn_by_inverse_layer_idx = True
+    assert lm.hf_gpt2_twin(hf) is None
+    x = torch.as_tensor(gpt2_ids[:16])[None]
+    assert lm._Head(hf, x).kind == "hf"
+    np.testing.assert_allclose(
+        lm.token_nlls(hf, gpt2_ids, 32, 12),
+        reference_nlls(hf, gpt2_ids, 32, 12),
+        rtol=0,
+        atol=1e-5,
+    )
+
+
+class ScaledGPT2(transformers.GPT2LMHeadModel):
+    """A GPT2LMHeadModel whose forward halves its logits: the twin (and HF's own hidden-state
+    hook) would not reproduce them."""
+
+    def forward(self, *args, **kwargs):
+        out = super().forward(*args, **kwargs)
+        out.logits = out.logits * 0.5
+        return out
+
+
+def test_a_gpt2_subclass_that_changes_its_logits_is_scored_from_them(gpt2_ids):
+    hf = tiny_gpt2(seed=3)
+    odd = ScaledGPT2(hf.config)
+    odd.load_state_dict(hf.state_dict())
+    odd.eval()
+    assert lm.hf_gpt2_twin(odd) is not None  # built, but it fails the check against the logits
+    with pytest.warns(UserWarning, match="do not reproduce"):
+        got = lm.token_nlls(odd, gpt2_ids, 32, 12)
+    np.testing.assert_allclose(got, reference_nlls(odd, gpt2_ids, 32, 12), rtol=0, atol=1e-5)
 
 
 def test_our_gpt_hook_equals_full_logits():

@@ -159,7 +159,7 @@ def test_choice_lls_equal_lm_evals_rule_for_any_items_budget_and_length(items, b
     for (ctx, choices), g in zip(items, got, strict=True):
         want = [_oracle(GPT, ctx, c, L) for c in choices]
         np.testing.assert_allclose(g, want, rtol=0, atol=1e-4)
-    assert lm._CACHE_OK[GPT] is True  # the cached path ran (its probe agreed)
+    assert lm._CACHE_OK[GPT] == {"gpt": True}  # the cached path ran (its probe agreed)
 
 
 @settings(max_examples=200, deadline=None)

@@ -87,7 +87,19 @@ def hf_gpt2(n_positions: int = 32, seed: int = 0):
     return m.eval()
 
 
-MODELS = {"gpt": lambda: our_gpt(), "hf": lambda: hf_gpt2()}
+def hf_gpt2_layer_scaled(seed: int = 0):
+    """A GPT-2 variant our GPT does not implement (attention scaled by 1 / layer index): no
+    twin, so choices are scored from the HF model's own cache (past_key_values)."""
+    m = hf_gpt2(seed=seed)
+    m.config.scale_attn_by_inverse_layer_idx = True
+    for block in m.transformer.h:
+        block.attn.scale_attn_by_inverse_layer_idx = True
+    return m
+
+
+MODELS = {"gpt": lambda: our_gpt(), "hf": lambda: hf_gpt2(), "hf-own-cache": hf_gpt2_layer_scaled}
+# which cached path each model's choices take (lm._CACHE_OK's verdicts after a call)
+CACHE_PATH = {"gpt": {"gpt": True}, "hf": {"twin": True}, "hf-own-cache": {"hf": True}}
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -105,7 +117,9 @@ def test_cached_choices_equal_the_oracle(name, budget):
     want = oracle_lls(model, items, 32)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=0, atol=1e-4)
-    assert lm._CACHE_OK[model] is True
+    # the cached path ran: our GPT's own; for HF's GPT-2 our GPT on its weights (the twin);
+    # for a variant the twin cannot run, HF's own cache
+    assert lm._CACHE_OK[model] == CACHE_PATH[name]
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -151,7 +165,7 @@ def test_the_last_choice_token_is_never_fed_and_contexts_run_once():
         lambda mod, inp, out: fed.extend(inp[0].flatten().tolist())
     )
     try:
-        lm._CACHE_OK[model] = True  # skip the probe: count the scoring passes only
+        lm._CACHE_OK[model] = {"gpt": True}  # skip the probe: count the scoring passes only
         lm.choice_lls(model, IdTok(), items, token_budget=4096)
     finally:
         hook.remove()

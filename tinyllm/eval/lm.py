@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -68,7 +69,8 @@ METRICS = ("acc", "acc_norm")
 _MAX_LOGITS = 1 << 26  # elements in one [rows, V] block of head output (256 MB in float32)
 _VERIFY_LEN = 16  # tokens on which a head-only hook is checked against the full logits
 _VERIFY_TOL = 1e-4  # relative to max(1, max |logit|)
-_VERIFIED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> hook agrees?
+_VERIFIED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {hook: agrees?}
+_TWINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # HF model -> (weights, twin)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,29 +212,36 @@ class _Head:
     def __init__(self, model: Any, probe: torch.Tensor) -> None:
         self.model = model
         self.kind = "full"
-        self.hidden: Callable[[torch.Tensor], torch.Tensor] | None = None
+        self.hidden: Callable[..., torch.Tensor] | None = None
         self.head: nn.Module | None = None
+        self.keep = False  # hidden(x, keep=slice) returns only the kept span of positions
+        hooks: list[tuple[str, Callable[..., torch.Tensor], nn.Module]] = []
         lm_head = getattr(model, "lm_head", None)
         if callable(getattr(model, "hidden", None)) and isinstance(lm_head, nn.Module):
-            self.kind, self.hidden, self.head = "hook", model.hidden, lm_head
+            hooks.append(("hook", model.hidden, lm_head))
         elif callable(getattr(model, "get_output_embeddings", None)):
+            twin = hf_gpt2_twin(model)
+            if twin is not None:  # a GPT2LMHeadModel run by our GPT, on its own weights
+                hooks.append(("twin", twin.hidden, twin.lm_head))
             base = getattr(model, "base_model", None)
             head = model.get_output_embeddings()
             if isinstance(base, nn.Module) and base is not model and isinstance(head, nn.Module):
-                self.kind, self.head = "hf", head
-                self.hidden = lambda ids: _hf_hidden(base, ids)
-        # our GPT's hidden(idx, keep=slice) runs the last block at the kept positions only
-        self.keep = self.kind == "hook" and _takes_keep(model.hidden)
-        if self.kind != "full" and not self._verified(probe):
-            self.kind, self.hidden, self.head, self.keep = "full", None, None, False
+                hooks.append(("hf", lambda ids: _hf_hidden(base, ids), head))
+        for i, (kind, hidden, head) in enumerate(hooks):
+            self.kind, self.hidden, self.head = kind, hidden, head
+            # our GPT's hidden(idx, keep=slice) runs the last block at the kept positions only
+            self.keep = _takes_keep(hidden)
+            if self._verified(probe, warn=i == len(hooks) - 1):
+                return
+        self.kind, self.hidden, self.head, self.keep = "full", None, None, False
 
-    def _verified(self, probe: torch.Tensor) -> bool:
+    def _verified(self, probe: torch.Tensor, warn: bool = True) -> bool:
         try:
-            cached = _VERIFIED.get(self.model)
+            cached = _VERIFIED.setdefault(self.model, {})
         except TypeError:  # not weak-referenceable: check every time
-            cached = None
-        if cached is not None:
-            return cached
+            cached = {}
+        if self.kind in cached:
+            return cached[self.kind]
         x = probe[:1, :_VERIFY_LEN]
         with torch.inference_mode():
             full = _call_logits(self.model, x).float()
@@ -246,14 +255,13 @@ class _Head:
             ok = kept.shape == full[:, lo:hi].shape
             diff = max(diff, float((kept - full[:, lo:hi]).abs().max()) if ok else math.inf)
         ok = ok and diff <= _VERIFY_TOL * max(1.0, float(full.abs().max()))
-        if not ok:
+        if not ok and warn:
             warnings.warn(
                 f"{type(self.model).__name__}: hidden states + output head do not reproduce the "
                 f"model's logits (max difference {diff:.3g}); scoring from the full logits",
-                stacklevel=3,
+                stacklevel=4,
             )
-        with suppress(TypeError):  # not weak-referenceable: nothing cached
-            _VERIFIED[self.model] = ok
+        cached[self.kind] = ok
         return ok
 
     def nlls(
@@ -278,6 +286,47 @@ class _Head:
             h = self.hidden(x)[rows, cols]  # [M, D] hidden states at the scored positions only
         v = _out_features(self.head)
         return _nll_blocks(lambda lo, hi: self.head(h[lo:hi]), h.shape[0], v, targets)
+
+
+def _weights_key(model: nn.Module) -> tuple:
+    """What a twin built from ``model`` depends on: each parameter's storage, dtype and shape."""
+    return tuple((p.data_ptr(), p.dtype, tuple(p.shape)) for p in model.parameters())
+
+
+def hf_gpt2_twin(model: Any) -> nn.Module | None:
+    """Our GPT (:class:`tinyllm.models.gpt.Model`) computing a Hugging Face ``GPT2LMHeadModel``'s
+    function on the very same weight tensors (:func:`tinyllm.models.gpt.load_hf_gpt2` with
+    ``share=True``: views, nothing copied), or None for any other model or a GPT-2 variant we
+    do not implement.
+
+    Why: on CPU our GPT runs GPT-2's tanh GELU as one fused kernel where HF runs five
+    element-wise ops, it has a KV cache that scores several choices per row and it runs the last
+    block only where strided perplexity scores. The twin is rebuilt when the model's parameters
+    change (another tensor, dtype or shape); the scoring paths use it only after it reproduced
+    the model's own logits (:class:`_Head`, :func:`_cache_engine`), else they fall back to the
+    model itself.
+
+    Example: ``hf_gpt2_twin(GPT2LMHeadModel(GPT2Config(n_layer=2)))`` -> a ``gpt.Model`` whose
+    ``lm_head(hidden(x))`` equals the HF model's logits to float32 rounding.
+    """
+    tf = sys.modules.get("transformers")  # an HF model means transformers is imported
+    cls = getattr(tf, "GPT2LMHeadModel", None) if tf is not None else None
+    if cls is None or not isinstance(model, cls):
+        return None
+    key = _weights_key(model)
+    with suppress(TypeError):
+        got = _TWINS.get(model)
+        if got is not None and got[0] == key:
+            return got[1]
+    from tinyllm.models import gpt
+
+    try:
+        twin = gpt.load_hf_gpt2(model, share=True)
+    except (ValueError, TypeError, KeyError, RuntimeError):  # a variant we do not implement
+        twin = None
+    with suppress(TypeError):
+        _TWINS[model] = (key, twin)
+    return twin
 
 
 def _takes_keep(hidden: Callable) -> bool:
@@ -1129,59 +1178,68 @@ class _HFCache:
         return out.last_hidden_state
 
 
-_CACHE_OK: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> cached path agrees?
+_CACHE_OK: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {path: agrees?}
 
 
 def _cache_engine(model: Any, reqs: list[_Req]) -> Any:
     """The cached path for ``model`` if it has one and it reproduces the plain path on a probe
-    of the first requests (checked once per model), else None."""
+    of the first requests (checked once per model and path), else None. A Hugging Face
+    GPT-2 is tried first through our GPT on its own weights (:func:`hf_gpt2_twin`), then
+    through its own cache."""
+    makers: list[tuple[str, Callable[[], Any]]] = []
     if callable(getattr(model, "hidden_cached", None)) and isinstance(
         getattr(model, "lm_head", None), nn.Module
     ):
-        make: Callable[[Any], Any] = _GPTCache
+        makers.append(("gpt", lambda: _GPTCache(model)))
     elif (
         callable(getattr(model, "get_output_embeddings", None))
         and isinstance(getattr(model, "base_model", None), nn.Module)
         and getattr(model, "base_model", None) is not model
     ):
-        make = _HFCache
-    else:
-        return None
+        twin = hf_gpt2_twin(model)
+        if twin is not None:
+            makers.append(("twin", lambda: _GPTCache(twin)))
+        makers.append(("hf", lambda: _HFCache(model)))
     try:
-        ok = _CACHE_OK.get(model)
+        verdicts = _CACHE_OK.setdefault(model, {})
     except TypeError:
-        ok = None
-    try:
-        engine = make(model)
-    except Exception:  # noqa: BLE001 - no usable cache: the plain path
-        return None
-    if ok is None:
-        probe = _probe(reqs)
-        want = [math.nan] * len(reqs)
-        got = [math.nan] * len(reqs)
-        diff = math.inf
+        verdicts = {}
+    for i, (tag, make) in enumerate(makers):
         try:
-            _plain_lls(model, reqs, probe, 1 << 30, want, None)
-            sub = [reqs[k] for k in probe]
-            got_sub = [math.nan] * len(sub)
-            _cached_lls(engine, sub, 1 << 30, got_sub, None)
-            for i, k in enumerate(probe):
-                got[k] = got_sub[i]
-            diff = max(abs(got[k] - want[k]) / max(1.0, abs(want[k])) for k in probe)
-            ok = diff <= _VERIFY_TOL
-        except Exception as e:  # noqa: BLE001 - a cache we cannot drive: the plain path
-            diff, ok = math.inf, False
-            warnings.warn(f"{type(model).__name__}: cached scoring failed ({e!r})", stacklevel=4)
-        if not ok:
-            warnings.warn(
-                f"{type(model).__name__}: scoring choices from cached keys/values does not "
-                f"reproduce the plain forward pass (max relative difference {diff:.3g}); "
-                "scoring every context + choice in full",
-                stacklevel=4,
-            )
-        with suppress(TypeError):
-            _CACHE_OK[model] = ok
-    return engine if ok else None
+            engine = make()
+        except Exception:  # noqa: BLE001 - no usable cache: the next path
+            continue
+        if tag not in verdicts:
+            verdicts[tag] = _cache_agrees(model, engine, reqs, warn=i == len(makers) - 1)
+        if verdicts[tag]:
+            return engine
+    return None
+
+
+def _cache_agrees(model: Any, engine: Any, reqs: list[_Req], warn: bool) -> bool:
+    """Whether ``engine`` gives the plain path's log-likelihoods on a probe of ``reqs``."""
+    probe = _probe(reqs)
+    want = [math.nan] * len(reqs)
+    diff = math.inf
+    try:
+        _plain_lls(model, reqs, probe, 1 << 30, want, None)
+        sub = [reqs[k] for k in probe]
+        got = [math.nan] * len(sub)
+        _cached_lls(engine, sub, 1 << 30, got, None)
+        diff = max(abs(got[i] - want[k]) / max(1.0, abs(want[k])) for i, k in enumerate(probe))
+        ok = diff <= _VERIFY_TOL
+    except Exception as e:  # noqa: BLE001 - a cache we cannot drive: the plain path
+        diff, ok = math.inf, False
+        if warn:
+            warnings.warn(f"{type(model).__name__}: cached scoring failed ({e!r})", stacklevel=5)
+    if not ok and warn:
+        warnings.warn(
+            f"{type(model).__name__}: scoring choices from cached keys/values does not "
+            f"reproduce the plain forward pass (max relative difference {diff:.3g}); "
+            "scoring every context + choice in full",
+            stacklevel=5,
+        )
+    return ok
 
 
 def _probe(reqs: list[_Req]) -> list[int]:

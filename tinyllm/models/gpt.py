@@ -502,7 +502,7 @@ def _check_hf_config(hc) -> None:
             raise ValueError(f"{where}: expected {key} = {want}, got {getattr(hc, key)!r}")
 
 
-def load_hf_gpt2(model_or_dir) -> Model:
+def load_hf_gpt2(model_or_dir, *, share: bool = False) -> Model:
     """Convert a ``transformers`` ``GPT2LMHeadModel`` (or a local folder holding one, read with
     ``local_files_only=True``) into a :class:`Model` whose logits equal HF's (float32, to 1e-5).
 
@@ -510,6 +510,12 @@ def load_hf_gpt2(model_or_dir) -> Model:
     is taken from ``activation_function`` ("gelu_new" -> "gelu_tanh"); dropout is set to 0.
     Architectural variants we do not implement (another LayerNorm eps, ``n_inner`` != 4D,
     unscaled or layer-scaled attention, cross-attention) are refused with a ValueError.
+
+    ``share=True`` copies nothing: every parameter of the result is a view of the HF model's
+    own float32 tensor (a Conv1D weight seen transposed, so ``F.linear`` runs the same
+    ``x @ W`` as HF's ``addmm``), built without initializing weights, so it costs milliseconds
+    whatever the model's size and follows in-place changes of HF's weights. For inference only
+    (the views are not trained); a model that is not float32 is refused with a ValueError.
     """
     if isinstance(model_or_dir, str | os.PathLike):
         from transformers import GPT2LMHeadModel
@@ -537,18 +543,30 @@ def load_hf_gpt2(model_or_dir) -> Model:
         tie_weights=bool(getattr(hc, "tie_word_embeddings", True)),
         activation=_HF_ACT[hc.activation_function],
     )
-    model = Model(cfg)
+    if share:
+        with torch.device("meta"):  # the structure only: no memory, no random init
+            model = Model(cfg)
+    else:
+        model = Model(cfg)
     src = hf.state_dict()
     ours = {}
     for name in _stored_tensors(model):
         key = _hf_name(name)
         if key not in src:
             raise ValueError(f"load_hf_gpt2: expected tensor {key!r} in the HF model, not found")
-        t = src[key].detach().to(torch.float32)
+        t = src[key].detach()
+        if share and (t.dtype != torch.float32 or t.device.type != "cpu"):
+            raise ValueError(
+                f"load_hf_gpt2(share=True): expected float32 CPU tensors, got {key!r} as "
+                f"{t.dtype} on {t.device}"
+            )
+        t = t.to(torch.float32)
         ours[name] = t.t() if _is_conv1d(name) else t  # Conv1D [in, out] -> Linear [out, in]
     if cfg.tie_weights:
         ours["lm_head.weight"] = ours["wte.weight"]
-    model.load_state_dict(ours, strict=True)
+    model.load_state_dict(ours, strict=True, assign=share)  # share: the views themselves
+    if share and cfg.tie_weights:
+        model.lm_head.weight = model.wte.weight  # one Parameter again, as Model() ties it
     model.eval()
     return model
 
