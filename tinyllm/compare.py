@@ -413,20 +413,18 @@ def compare_table(cmp: dict) -> Any:
         pad_edge=False,
         collapse_padding=True,
     )
-    # the numbers never wrap or shrink; when the table is too wide (a long entry name), the
-    # text columns fold onto more lines instead of every number becoming "…"
-    for col, justify, number in (
-        ("entry", "left", False),
-        ("verdict", "left", False),
-        ("metric", "left", False),
-        (cmp["previous"], "right", True),
-        (cmp["current"], "right", True),
-        (f"delta ± {conf}% CI", "right", True),
-        ("p", "right", True),
+    # a long entry name folds onto more lines; the other columns never wrap, so the numbers are
+    # never shrunk to "…" (entry names may have 64 characters; the table is for 80 columns)
+    table.add_column("entry", justify="left", overflow="fold")
+    for col, justify in (
+        ("verdict", "left"),
+        ("metric", "left"),
+        (cmp["previous"], "right"),
+        (cmp["current"], "right"),
+        (f"delta ± {conf}% CI", "right"),
+        ("p", "right"),
     ):
-        table.add_column(
-            col, justify=justify, no_wrap=number, overflow="ellipsis" if number else "fold"
-        )
+        table.add_column(col, justify=justify, no_wrap=True)
     for r in cmp["rows"]:
         delta = "-"
         if r["delta"] is not None:
