@@ -93,6 +93,13 @@ ZOO_STEPS = 4000
 ZOO_TRAIN_KWARGS: dict = {"batch_size": 32, "lr": 1e-2}
 
 
+def _mlp_inplace(mlp: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``mlp(x)`` in inference with its GELU in place (the same kernel, one fresh tensor less)."""
+    h = mlp.c_fc(x)  # [B, T, 4D]
+    h = torch._C._nn.gelu_(h, approximate=mlp.act.approximate)  # = mlp.act(h)
+    return mlp.c_proj(h)  # [B, T, D]
+
+
 def _check_keep(keep: slice, n_tok: int) -> tuple[int, int]:
     if not isinstance(keep, slice) or keep.step not in (None, 1):
         raise ValueError(f"gpt: expected keep to be a slice with step 1, got {keep!r}")
@@ -213,9 +220,7 @@ class Model(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [B, H, Tq, Dh]
         y = y.transpose(1, 2).reshape(B, hi - lo, D)  # [B, Tq, D]
         x = x[:, lo:hi] + attn.c_proj(y) if (lo, hi) != (0, T) else x.add_(attn.c_proj(y))
-        h = mlp.c_fc(block.ln_2(x))  # [B, Tq, 4D]
-        h = torch._C._nn.gelu_(h, approximate=mlp.act.approximate)  # in place: = mlp.act(h)
-        return x.add_(mlp.c_proj(h))  # [B, Tq, D]
+        return x.add_(_mlp_inplace(mlp, block.ln_2(x)))  # [B, Tq, D]
 
     def hidden_cached(
         self,
@@ -280,7 +285,12 @@ class Model(nn.Module):
                     f"gpt: expected past_valid of shape [{B}, {S}], got {list(old.shape)}"
                 )
             mask = torch.cat([old[:, None, :].expand(B, T, S), new], dim=2)
-            mask = mask[:, None]  # [B, 1, T, S + T]: broadcast over heads
+            # [B, 1, T, S + T], broadcast over heads; as the additive float mask SDPA would
+            # make of it in every layer (0 where allowed, -inf elsewhere), made once here
+            mask = torch.zeros(mask.shape, dtype=self.wte.weight.dtype, device=idx.device)[
+                :, None
+            ].masked_fill_(~mask[:, None], float("-inf"))
+        infer = not (self.training or torch.is_grad_enabled())  # in-place MLP and residuals
         x = self.drop(self.wte(idx) + self.wpe(positions))  # [B, T, D]
         D, H = self.cfg.n_embd, self.cfg.n_head
         ks: list[torch.Tensor] = []
@@ -300,8 +310,12 @@ class Model(nn.Module):
             else:
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
             y = y.transpose(1, 2).contiguous().view(B, T, D)  # [B, H, T, Dh] -> [B, T, D]
-            x = x + attn.resid_drop(attn.c_proj(y))
-            x = x + block.mlp(block.ln_2(x))  # [B, T, D]
+            if infer:  # as Block.forward, the GELU and additions in place (see _block)
+                x = x.add_(attn.c_proj(y))
+                x = x.add_(_mlp_inplace(block.mlp, block.ln_2(x)))  # [B, T, D]
+            else:
+                x = x + attn.resid_drop(attn.c_proj(y))
+                x = x + block.mlp(block.ln_2(x))  # [B, T, D]
         return self.ln_f(x), KVCache(ks, vs)
 
     def forward(
