@@ -607,3 +607,174 @@ def test_s3_site_files_check_writable_and_missing_bucket(s3_env):
     with pytest.raises(ClientError) as ei:
         open_store("s3://tl-no-bucket/x").check_writable()
     assert "store s3://tl-no-bucket/x/" in ei.value.__notes__
+
+
+def test_names_and_keys_are_refused_word_for_word(tmp_path):
+    store = open_store(tmp_path)
+    ok = "a" * 128
+    assert Store.report_key(ok) == f"releases/{ok}/report.json"
+    for bad in ("a" * 129, ".a", "-a", "_a", "a/b", "", 5, None):
+        with pytest.raises(StoreError) as ei:
+            Store.report_key(bad)
+        assert str(ei.value) == (
+            "release: expected 1-128 characters of [A-Za-z0-9._-] not starting with '.', "
+            f"'-' or '_', got {bad!r}"
+        )
+    assert Store.run_key("r1", "run.1") == "releases/r1/runs/run.1.json"
+    assert Store.items_key("r1", "A-b_c.d") == "releases/r1/items/A-b_c.d.npy"
+    assert Store.compare_key("r1") == "releases/r1/compare.json"
+    with pytest.raises(StoreError, match=r"^run_id: expected"):
+        Store.run_key("r1", "../x")
+    with pytest.raises(StoreError, match=r"^entry: expected"):
+        Store.items_key("r1", "a b")
+    for bad in ("", None):
+        with pytest.raises(StoreError) as ei:
+            store.get_bytes(bad)
+        assert str(ei.value) == (
+            f"key: expected a non-empty relative key like 'releases/r1', got {bad!r}"
+        )
+    for bad in ("a//b", "a/../b", "/a", "a/", "a/.b"):
+        with pytest.raises(StoreError) as ei:
+            store.get_bytes(bad)
+        assert str(ei.value) == (
+            "key: expected '/'-separated segments of [A-Za-z0-9._-] (no '', '.', '..'), "
+            f"got {bad!r}"
+        )
+
+
+def test_items_references_are_checked():
+    assert Store.ref_key("r1", "items/gpt-0123.npy") == "releases/r1/items/gpt-0123.npy"
+    for bad in ("items/a/b.npy", "other/a.npy", "items/a.txt", "a.npy", 5, None):
+        with pytest.raises(StoreError) as ei:
+            Store.ref_key("r1", bad)
+        assert str(ei.value) == f"items: expected a reference like 'items/<name>.npy', got {bad!r}"
+    with pytest.raises(StoreError, match=r"^key: expected '/'-separated"):
+        Store.ref_key("r1", "items/.npy")
+    with pytest.raises(StoreError, match=r"^release: expected"):
+        Store.ref_key("../r1", "items/a.npy")
+
+
+def test_created_at_and_report_checks_word_for_word():
+    from datetime import UTC, datetime, timedelta
+
+    from tinyllm.store import check_report, parse_created_at
+
+    assert parse_created_at("2026-11-29T18:00:00") == datetime(2026, 11, 29, 18, tzinfo=UTC)
+    plus1 = parse_created_at("2026-11-29T19:00:00+01:00")
+    assert plus1 == datetime(2026, 11, 29, 18, tzinfo=UTC)
+    assert plus1.utcoffset() == timedelta(hours=1)  # an aware time keeps its zone
+    assert parse_created_at("2026-11-29T18:00:00Z").tzinfo == UTC
+    with pytest.raises(StoreError) as ei:
+        parse_created_at(20261129, "x.json")
+    assert str(ei.value) == "x.json: expected created_at as an ISO 8601 string, got 20261129"
+    with pytest.raises(StoreError) as ei:
+        parse_created_at("yesterday")
+    assert str(ei.value) == (
+        "report: expected created_at in ISO 8601 (e.g. 2026-11-29T18:00:00Z), got 'yesterday'"
+    )
+    good = make_report("r1", "2026-11-29T18:00:00Z", [make_row("a")])
+    assert check_report(good, "w", "r1") is good
+    no_release = {"created_at": "2026-11-29T18:00:00Z", "rows": []}
+    assert check_report(no_release, "w", "r1") is no_release  # release is optional
+    cases = [
+        ([], "w: expected a report (a JSON object), got list"),
+        ({"created_at": "2026-11-29T18:00:00Z"}, "w: expected 'rows' to be a list, got NoneType"),
+        (
+            {"created_at": "2026-11-29T18:00:00Z", "rows": [{"name": "a"}, ["b"]]},
+            "w: rows[1]: expected an object with a 'name', got ['b']",
+        ),
+        (
+            {"created_at": "2026-11-29T18:00:00Z", "rows": [{"name": 3}]},
+            "w: rows[0]: expected an object with a 'name', got {'name': 3}",
+        ),
+        (
+            {"created_at": "2026-11-29T18:00:00Z", "rows": [{"name": "a b"}]},
+            "w: rows[0].name: expected 1-128 characters of [A-Za-z0-9._-] not starting with "
+            "'.', '-' or '_', got 'a b'",
+        ),
+        (
+            {"created_at": "2026-11-29T18:00:00Z", "rows": [{"name": "a"}, {"name": "a"}]},
+            "w: expected unique row names, got 'a' twice",
+        ),
+        (good | {"release": "r2"}, "w: expected a report of release 'r1', got release 'r2'"),
+    ]
+    for report, message in cases:
+        with pytest.raises(StoreError) as ei:
+            check_report(report, "w", "r1")
+        assert str(ei.value) == message
+
+
+def test_run_ids_are_utc_seconds_and_six_hex_digits():
+    import re
+    from datetime import UTC, datetime, timedelta, timezone
+
+    paris = timezone(timedelta(hours=1))
+    rid = new_run_id(datetime(2026, 11, 29, 19, 0, 5, tzinfo=paris))
+    assert re.fullmatch(r"20261129T180005Z-[0-9a-f]{6}", rid)
+    assert new_run_id(datetime(2026, 11, 29, 18, tzinfo=UTC)) != new_run_id(
+        datetime(2026, 11, 29, 18, tzinfo=UTC)
+    )  # the random part
+    before = datetime.now(UTC).replace(microsecond=0)
+    now = datetime.strptime(new_run_id()[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    assert before <= now <= datetime.now(UTC)
+
+
+def test_merge_report_keeps_the_first_created_at_and_takes_the_rest_from_the_run():
+    old = make_report("r1", "2026-11-29T18:00:00Z", [make_row("a", 1.0), make_row("b", 2.0)])
+    new = make_report("r1", "2026-12-05T10:00:00Z", [make_row("b", 20.0)])
+    new["tinyllm_version"] = "0.2.0"
+    merged = merge_report(old, new)
+    assert merged["created_at"] == "2026-11-29T18:00:00Z"
+    assert merged["tinyllm_version"] == "0.2.0"
+    assert merged["rows"] == [make_row("a", 1.0), make_row("b", 20.0)]
+    assert new["rows"] == [make_row("b", 20.0)] and new["created_at"] == "2026-12-05T10:00:00Z"
+    assert merge_report(None, new)["created_at"] == "2026-12-05T10:00:00Z"
+    no_time = {k: v for k, v in old.items() if k != "created_at"}
+    assert merge_report(no_time, new)["created_at"] == "2026-12-05T10:00:00Z"
+    # with the manifest order, names the manifest lacks go last, in their merged order
+    rows = merge_rows(old, [make_row("z"), make_row("c")], order=["c", "b"])
+    assert [r["name"] for r in rows] == ["c", "b", "a", "z"]
+
+
+def test_json_files_are_utf8_indented_with_a_final_newline(tmp_path):
+    store = open_store(tmp_path)
+    store.put_json("releases/r1/x.json", {"a": "é", "b": [1]})
+    expected = '{\n  "a": "é",\n  "b": [\n    1\n  ]\n}\n'.encode()
+    assert (tmp_path / "releases/r1/x.json").read_bytes() == expected
+    assert store.get_bytes("releases/r1/x.json") == expected
+    assert os.stat(tmp_path / "releases/r1/x.json").st_mode & 0o777 == 0o644  # for everyone
+    store.update_json("releases/r1/y.json", lambda old: {"a": "é", "b": [1]})
+    assert (tmp_path / "releases/r1/y.json").read_bytes() == expected
+    with pytest.raises(ValueError, match="Out of range float"):
+        store.put_json("releases/r1/x.json", {"a": float("inf")})
+    assert store.get_bytes("releases/r1/x.json") == expected
+    # the Store base class does the same into a buffer (the S3 path)
+    got = {}
+
+    class Memory(Store):
+        uri = "mem://"
+
+        def put_bytes(self, key, data, *, overwrite=True):
+            got[key] = (data, overwrite)
+
+    Memory().put_json("k.json", {"a": "é", "b": [1]}, overwrite=False)
+    assert got == {"k.json": (expected, False)}
+
+
+def test_malformed_json_names_the_key_and_what_it_should_be(tmp_path):
+    store = open_store(tmp_path)
+    store.put_bytes("releases/r1/compare.json", b"\xff\xfe")
+    store.write_report("r1", make_report("r1", "2026-11-29T18:00:00Z", []))
+    with pytest.raises(StoreError) as ei:
+        store.read_compare("r1")
+    assert str(ei.value).startswith(
+        f"{tmp_path}/releases/r1/compare.json: malformed comparison: expected JSON, got 'utf-8'"
+    )
+    store.put_bytes("releases/r1/compare.json", b"[1, 2]")
+    with pytest.raises(StoreError) as ei:
+        store.read_compare("r1")
+    assert str(ei.value) == f"{tmp_path}/releases/r1/compare.json: expected a JSON object, got list"
+    store.put_bytes("releases/r2/z.json", b"{")
+    with pytest.raises(StoreError) as ei:
+        store.get_json("releases/r2/z.json")
+    assert str(ei.value).startswith(f"{tmp_path}/releases/r2/z.json: malformed JSON: expected JSON")
