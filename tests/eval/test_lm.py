@@ -298,6 +298,29 @@ def test_our_gpt_hook_equals_full_logits():
     np.testing.assert_allclose(hooked, full, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("ctx_len, stride", [(32, 16), (32, 31), (32, 1), (20, 7)])
+def test_our_gpt_scored_span_only_equals_the_full_pass(ctx_len, stride):
+    """token_nlls asks our GPT for the scored span of each window only (hidden(x, keep=...):
+    the last block at those positions); the NLLs equal the full logits' to 1e-6 at every batch
+    size (float32 rounding: with one scored position per window, batch 1 multiplies a single
+    row, which the BLAS rounds differently from a block of rows)."""
+    gpt = pytest.importorskip("tinyllm.models.gpt")
+    torch.manual_seed(0)
+    model = gpt.Model(gpt.Config(block_size=32, n_layer=2, n_head=2, n_embd=16)).eval()
+    ids = np.random.default_rng(2).integers(0, 256, size=301)
+    x = torch.as_tensor(ids[:16])[None]
+    assert lm._Head(model, x).keep
+    spans = []
+    last = model._block
+    model._block = lambda b, h, lo=0, hi=None: (spans.append((lo, hi)), last(b, h, lo, hi))[1]
+    full = lm.token_nlls(lambda t: model(t)[0], ids, ctx_len, stride)  # no hook: full logits
+    got = {b: lm.token_nlls(model, ids, ctx_len, stride, batch_size=b) for b in (1, 5, None)}
+    assert (ctx_len - stride - 1, ctx_len - 1) in spans  # windows after the first: their span
+    for b, nll in got.items():
+        np.testing.assert_allclose(nll, full, rtol=0, atol=1e-6, err_msg=f"batch {b}")
+        np.testing.assert_allclose(nll, got[1], rtol=0, atol=1e-6, err_msg=f"batch {b}")
+
+
 class CappedLogits(nn.Module):
     """Exposes hidden/lm_head, but its forward rescales the logits (like a logit soft cap)."""
 

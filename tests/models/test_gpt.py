@@ -69,6 +69,63 @@ def test_hidden_then_lm_head_equals_forward_logits():
     torch.testing.assert_close(m.lm_head(m.hidden(idx)), logits, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("act", ["gelu_tanh", "gelu"])
+def test_inference_hidden_equals_the_modules_forward(act):
+    """In inference, hidden() runs the blocks through Model._block (in-place GELU and residual
+    additions): the same kernels as Block.forward, so bit-identical at the full span."""
+    m = _randomize(gpt.Model(dataclasses.replace(TINY, activation=act)))
+    idx = _ids(3, 13)
+    x = m.wte(idx) + m.wpe(torch.arange(13))
+    for block in m.h:
+        x = block(x)
+    want = m.ln_f(x).detach()  # the modules, autograd on
+    with torch.inference_mode():
+        got = m.hidden(idx)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 12), (6, 11), (11, 12), (0, 1), (3, 12), (0, 5)])
+def test_hidden_keep_equals_the_full_pass_at_the_kept_positions(lo, hi):
+    """hidden(idx, keep=slice(lo, hi)) runs the last block at lo..hi-1 only (keys and values of
+    0..hi-1): the full pass's hidden states there, to float32 rounding; in training (autograd)
+    it is the full pass sliced."""
+    m = _randomize(gpt.Model(dataclasses.replace(TINY, n_layer=3)))
+    idx = _ids(4, 12, seed=5)
+    full = m.hidden(idx).detach()
+    with torch.inference_mode():
+        kept = m.hidden(idx, keep=slice(lo, hi))
+    assert kept.shape == (4, hi - lo, 16)
+    torch.testing.assert_close(kept, full[:, lo:hi], rtol=0, atol=2e-6)
+    m.train()
+    torch.testing.assert_close(m.hidden(idx, keep=slice(lo, hi)), full[:, lo:hi], rtol=0, atol=0)
+
+
+def test_hidden_keep_refuses_an_empty_or_strided_slice():
+    m = gpt.Model(TINY).eval()
+    with pytest.raises(ValueError, match="at least one"):
+        m.hidden(_ids(1, 8), keep=slice(5, 5))
+    with pytest.raises(ValueError, match="step 1"):
+        m.hidden(_ids(1, 8), keep=slice(0, 8, 2))
+
+
+def test_load_hf_gpt2_share_copies_nothing():
+    """share=True: every parameter is a view of the HF tensor (Conv1D seen transposed), the
+    logits equal HF's, and an in-place change of HF's weights shows in ours."""
+    hf = _hf_model(tie=True)
+    m = gpt.load_hf_gpt2(hf, share=True)
+    hw = hf.transformer.h[1].mlp.c_fc.weight  # [in, out]
+    assert m.h[1].mlp.c_fc.weight.data_ptr() == hw.data_ptr()
+    assert m.h[1].mlp.c_fc.weight.shape == hw.shape[::-1]
+    assert m.lm_head.weight is m.wte.weight
+    idx = _ids(2, 10, V=hf.config.vocab_size)
+    with torch.inference_mode():
+        torch.testing.assert_close(m(idx)[0], hf(idx).logits, rtol=0, atol=1e-5)
+        hw.mul_(1.5)
+        torch.testing.assert_close(m(idx)[0], hf(idx).logits, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="float32"):
+        gpt.load_hf_gpt2(_hf_model(tie=True).double(), share=True)
+
+
 def test_causal_future_tokens_do_not_change_earlier_logits():
     m = _randomize(gpt.Model(TINY))
     idx = _ids(1, 12)

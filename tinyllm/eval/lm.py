@@ -281,7 +281,11 @@ class _Head:
         if self.keep:
             # only the span of scored positions leaves the last block (our GPT's ``keep``)
             lo, hi = (int(cols.min()), int(cols.max()) + 1) if span is None else span
-            h = self.hidden(x, keep=slice(lo, hi))[rows, cols - lo]  # [M, D]
+            h = self.hidden(x, keep=slice(lo, hi))  # [B, hi - lo, D]
+            if span is not None and rows.numel() == h.shape[0] * h.shape[1]:
+                h = h.reshape(-1, h.shape[2])  # every row scores the whole span, in order
+            else:
+                h = h[rows, cols - lo]  # [M, D]
         else:
             h = self.hidden(x)[rows, cols]  # [M, D] hidden states at the scored positions only
         v = _out_features(self.head)
