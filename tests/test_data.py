@@ -90,7 +90,10 @@ def test_encoder_pretraining_text_is_train_splits_only(tmp_path):
     lee_train, lee_val = data.lee_split()
     pol, lang = data.polarity_rows(), data.langid_rows()
     rows_train = [r.sentence for r in pol + lang if r.split == "train"]
-    assert got == "".join(d + "\n" for d in lee_train + rows_train)
+    rep = data.ENCODER_ROWS_REPEAT
+    assert rep >= 1
+    assert got == "".join(d + "\n" for d in lee_train + rows_train * rep)
+    assert data.encoder_train_documents(0) == lee_train
     lines = set(got.split("\n"))
     # no val sentence of either rows file (nor a lee val document) is a line of the pretraining
     # text, and no polarity val snippet occurs in it at all
