@@ -3,6 +3,7 @@ side by side in worker processes gives the same checkpoints as one after the oth
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -148,3 +149,40 @@ def test_a_failing_worker_fails_the_build_naming_the_model(tmp_path):
     with pytest.raises(RuntimeError, match=r"training 'broken' \(nplm\) failed.*no_such_kwarg"):
         train.build_zoo(tmp_path, progress=False, jobs=2, recipes=recipes)
     assert not (tmp_path / "zoo.yaml").exists()
+
+
+def test_encoder_recipes_pretrain_on_the_encoder_corpus_with_their_zoo_kwargs(tmp_path):
+    """bert's and electra's zoo recipes train on corpus ``encoder`` (encoder_train.bin) with
+    their family's ZOO_TRAIN_KWARGS (electra: a generator lr below the discriminator's), and are
+    scored on both rows files; the default recipes shrunk to 2 steps still build and load."""
+    from tinyllm.models import electra
+
+    default = train.default_recipes()
+    for fam in ("bert", "electra"):
+        r = default[fam]
+        assert r.data == "encoder"
+        assert r.entries_of(fam) == {f"{fam}-polarity": "polarity", f"{fam}-langid": "langid"}
+        assert dict(r.train_kwargs) == FAMILIES[fam].ZOO_TRAIN_KWARGS
+    kw = default["electra"].train_kwargs
+    assert 0 < kw.get("gen_lr", kw["lr"]) <= kw["lr"]
+    tiny = {"max_len": 24, "n_layer": 1, "n_head": 2, "n_embd": 16}
+    recipes = {
+        "bert": dataclasses.replace(default["bert"], config=tiny, steps=2),
+        "electra": dataclasses.replace(
+            default["electra"],
+            config={**default["electra"].config, **tiny, "gen_n_embd": 8, "gen_n_head": 2},
+            steps=2,
+        ),
+    }
+    train.build_zoo(tmp_path, progress=False, jobs=1, recipes=recipes)
+    m = load_manifest(tmp_path / "zoo.yaml")
+    assert [(e.name, e.data) for e in m.entries] == [
+        ("bert-polarity", "data/polarity.jsonl"),
+        ("bert-langid", "data/langid.jsonl"),
+        ("electra-polarity", "data/polarity.jsonl"),
+        ("electra-langid", "data/langid.jsonl"),
+    ]
+    assert (tmp_path / "data" / "encoder_train.bin").is_file()
+    assert (
+        electra.load(tmp_path / "electra").cfg.disc_local_bias == electra.ZOO_CONFIG.disc_local_bias
+    )

@@ -97,8 +97,9 @@ def _gpt_recipe() -> Recipe:
 
 def _encoder_recipe(family: str) -> Recipe:
     """bert's or electra's zoo recipe (``ZOO_CONFIG``, ``ZOO_STEPS``, ``ZOO_TRAIN_KWARGS``,
-    ``ZOO_COST_S`` in tinyllm/models/<family>.py): pretrained on the lee training bytes (corpus
-    ``encoder``), scored on the val rows of both rows files."""
+    ``ZOO_COST_S`` in tinyllm/models/<family>.py): pretrained on corpus ``encoder``'s
+    ``encoder_train.bin`` (the lee training bytes plus the rows files' train sentences,
+    docs/data.md), scored on the val rows of both rows files."""
     from tinyllm.models import FAMILIES
 
     fam = FAMILIES[family]
