@@ -778,3 +778,359 @@ def test_malformed_json_names_the_key_and_what_it_should_be(tmp_path):
     with pytest.raises(StoreError) as ei:
         store.get_json("releases/r2/z.json")
     assert str(ei.value).startswith(f"{tmp_path}/releases/r2/z.json: malformed JSON: expected JSON")
+
+
+def skipped_row(name: str) -> dict:
+    row = full_row(name, np.zeros(1))
+    row.update(kind=None, metric=None, value=None, lo=None, hi=None, interval=None, n=None)
+    row.update(status="skipped", reason="unknown family 'mystery'", items=None)
+    return row
+
+
+def test_publish_run_writes_items_run_report_and_compare(tmp_path):
+    from tinyllm.store import publish_run
+
+    store = open_store(tmp_path)
+    zeros, ones = np.zeros(10), np.ones(10)
+    run1 = make_report("r1", "2026-11-29T18:00:00Z", [full_row("a", zeros), skipped_row("b")])
+    out = publish_run(store, "r1", run1, {"a": zeros}, order=["a", "b"], run_id="run-1")
+    assert set(out) == {"run_id", "report", "compare", "store"}
+    assert out["run_id"] == "run-1" and out["store"] == store.uri
+    assert out["compare"] is None  # the first release has nothing to be compared with
+    assert not store.exists("releases/r1/compare.json")
+    ref = out["report"]["rows"][0]["items"]
+    assert ref == store.write_items_ref("r1", "a", zeros)  # content-addressed, the same name
+    assert out["report"]["rows"][1]["items"] is None  # a row without scores
+    assert store.read_report("r1") == out["report"]
+    assert store.read_run("r1", "run-1")["rows"] == out["report"]["rows"]
+    # a retried publish with the same run id and the same run is fine; another run is refused
+    again = publish_run(store, "r1", run1, {"a": zeros}, order=["a", "b"], run_id="run-1")
+    assert again["report"] == out["report"]
+    other = make_report("r1", "2026-11-29T18:00:00Z", [full_row("a", ones)])
+    with pytest.raises(StoreExistsError):
+        publish_run(store, "r1", other, {"a": ones}, run_id="run-1")
+    # the next release is compared with the previous one, with the seed given
+    run2 = make_report("r2", "2026-11-30T18:00:00Z", [full_row("a", ones)])
+    out2 = publish_run(store, "r2", run2, {"a": ones}, seed=7, run_id="run-1")
+    cmp = out2["compare"]
+    assert (cmp["previous"], cmp["current"], cmp["seed"]) == ("r1", "r2", 7)
+    assert cmp["rows"][0]["verdict"] == "improved" and cmp["rows"][0]["p"] == 2 / 1024
+    assert store.read_compare("r2") == cmp
+    # an explicit previous; a new row lands where the manifest order puts it
+    run3 = make_report("r3", "2026-12-01T18:00:00Z", [full_row("a", ones)])
+    publish_run(store, "r3", run3, {"a": ones}, run_id="run-1")
+    late = make_report("r3", "2026-12-01T19:00:00Z", [skipped_row("b")])
+    out3 = publish_run(store, "r3", late, {}, order=["b", "a"], previous="r1", run_id="run-2")
+    assert [r["name"] for r in out3["report"]["rows"]] == ["b", "a"]
+    assert out3["compare"]["previous"] == "r1"
+    with pytest.raises(StoreError, match=r"^release: expected 1-128"):
+        publish_run(store, "r 4", run3, {})
+
+
+def test_publish_run_recompares_when_another_run_merged_meanwhile(tmp_path, monkeypatch):
+    from tinyllm.store import publish_run
+
+    store = open_store(tmp_path)
+    zeros, ones = np.zeros(10), np.ones(10)
+    publish_run(
+        store, "r1", make_report("r1", "2026-11-29T18:00:00Z", [full_row("a", zeros)]), {"a": zeros}
+    )
+    written = []
+    real = store.write_compare
+
+    def write_compare(release, cmp):
+        written.append([r["name"] for r in cmp["rows"]])
+        real(release, cmp)
+        if len(written) == 1:  # another run of r2 merges its row right after our compare
+            ref = store.write_items_ref("r2", "b", ones)
+            row = dict(full_row("b", ones), items=ref)
+            store.update_report("r2", lambda old: merge_report(old, dict(old, rows=[row])))
+
+    monkeypatch.setattr(store, "write_compare", write_compare)
+    run2 = make_report("r2", "2026-11-30T18:00:00Z", [full_row("a", ones)])
+    out = publish_run(store, "r2", run2, {"a": ones})
+    assert written == [["a"], ["a", "b"]]  # recomputed once, on the report as it now is
+    assert [r["name"] for r in out["compare"]["rows"]] == ["a", "b"]
+    assert [r["name"] for r in store.read_compare("r2")["rows"]] == ["a", "b"]
+    written.clear()
+    run3 = make_report("r3", "2026-12-01T18:00:00Z", [full_row("a", ones)])
+    publish_run(store, "r3", run3, {"a": ones})
+    assert len(written) == 1  # nobody merged in between: one comparison, written once
+
+
+def test_every_key_names_the_argument_it_refuses(tmp_path):
+    store = open_store(tmp_path)
+    bad = "a b"
+    calls = [
+        (lambda: Store.compare_key(bad), "release"),
+        (lambda: Store.run_key(bad, "x"), "release"),
+        (lambda: Store.items_key(bad, "x"), "release"),
+        (lambda: store.runs(bad), "release"),
+        (lambda: store.items_loader(bad), "release"),
+        (lambda: store.previous_release(bad), "release"),
+        (lambda: store.write_items_ref("r1", bad, np.zeros(2)), "entry"),
+        (lambda: store.read_run("r1", bad), "run_id"),
+    ]
+    for call, what in calls:
+        with pytest.raises(StoreError) as ei:
+            call()
+        assert str(ei.value) == (
+            f"{what}: expected 1-128 characters of [A-Za-z0-9._-] not starting with '.', "
+            f"'-' or '_', got {bad!r}"
+        )
+
+
+def test_missing_things_are_named_exactly(tmp_path):
+    store = open_store(tmp_path)
+    w = f"{tmp_path}/releases"
+    with pytest.raises(StoreKeyError) as ei:
+        store.read_compare("r1")
+    assert str(ei.value) == (
+        f"{w}/r1/compare.json: no such comparison: release 'r1' is not in the store "
+        "(releases: none)"
+    )
+    assert store.previous_release("r1") is None  # an empty store
+    store.write_report("r1", make_report("r1", "2026-11-29T18:00:00Z", []))
+    store.write_report("r0", make_report("r0", "2026-11-28T18:00:00Z", []))
+    with pytest.raises(StoreKeyError) as ei:
+        store.read_compare("r1")  # the release is there, its comparison is not
+    assert str(ei.value) == f"{w}/r1/compare.json: no such key"
+    with pytest.raises(StoreKeyError) as ei:
+        store.read_run("r1", "run-9")
+    assert str(ei.value) == f"{w}/r1/runs/run-9.json: no such key"
+    with pytest.raises(StoreKeyError) as ei:
+        store.read_run("r9", "run-9")
+    assert str(ei.value) == (
+        f"{w}/r9/runs/run-9.json: no such run: release 'r9' is not in the store (releases: r0, r1)"
+    )
+    with pytest.raises(StoreKeyError) as ei:
+        store.read_report("r9")
+    assert str(ei.value) == (
+        f"{w}/r9/report.json: no such report: release 'r9' is not in the store (releases: r0, r1)"
+    )
+    with pytest.raises(StoreError) as ei:
+        store.write_report("r2", make_report("r1", "2026-11-29T18:00:00Z", []))
+    assert str(ei.value) == (
+        f"{w}/r2/report.json: expected a report of release 'r2', got release 'r1'"
+    )
+    with pytest.raises(StoreError) as ei:
+        store.write_run("r2", "run-1", make_report("r1", "2026-11-29T18:00:00Z", []))
+    assert str(ei.value) == (
+        f"{w}/r2/runs/run-1.json: expected a report of release 'r2', got release 'r1'"
+    )
+    with pytest.raises(StoreError) as ei:
+        store.write_compare("r1", {"rows": []})
+    assert str(ei.value).startswith(
+        f"{w}/r1/compare.json: compare.json: expected an object matching compare.schema.json"
+    )
+    (tmp_path / "releases/r1/folder.json").mkdir()
+    with pytest.raises(StoreError) as ei:
+        store.get_bytes("releases/r1/folder.json")
+    assert str(ei.value) == f"{w}/r1/folder.json: expected a file, got a folder"
+    with pytest.raises(StoreKeyError) as ei:
+        store.get_bytes("releases/r1/report.json/x")  # a file where a folder should be
+    assert str(ei.value) == f"{w}/r1/report.json/x: no such key"
+
+
+def test_write_run_refuses_an_existing_run_even_after_a_stale_exists_check(tmp_path, monkeypatch):
+    # the refusal is in the write itself (os.link / If-None-Match), not only in exists()
+    store = open_store(tmp_path)
+    first = make_report("r1", "2026-11-29T18:00:00Z", [make_row("a")])
+    store.write_run("r1", "run-1", first)
+    monkeypatch.setattr(store, "exists", lambda key: False)  # another writer got in between
+    with pytest.raises(StoreExistsError) as ei:
+        store.write_run("r1", "run-1", make_report("r1", "2026-11-29T19:00:00Z", []))
+    assert (
+        str(ei.value) == f"{tmp_path}/releases/r1/runs/run-1.json: refusing to overwrite; it exists"
+    )
+    monkeypatch.undo()
+    assert store.read_run("r1", "run-1") == first
+
+
+def test_write_once_without_hard_links_checks_then_writes(tmp_path, monkeypatch):
+    def no_links(src, dst):
+        raise PermissionError(1, "Operation not permitted")  # e.g. some network file systems
+
+    monkeypatch.setattr(os, "link", no_links)
+    store = open_store(tmp_path)
+    store.put_bytes("releases/r1/runs/a.json", b"1", overwrite=False)
+    assert store.get_bytes("releases/r1/runs/a.json") == b"1"
+    with pytest.raises(StoreExistsError) as ei:
+        store.put_bytes("releases/r1/runs/a.json", b"2", overwrite=False)
+    assert str(ei.value) == f"{tmp_path}/releases/r1/runs/a.json: refusing to overwrite; it exists"
+    assert store.get_bytes("releases/r1/runs/a.json") == b"1"
+    assert all_files(tmp_path) == ["releases/r1/runs/a.json"]  # no temp file left
+
+
+def test_local_writes_go_through_a_dot_temp_file_beside_the_target(tmp_path, monkeypatch):
+    seen = []
+    real = os.replace
+
+    def spy(src, dst):
+        seen.append((str(src), str(dst)))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    store = open_store(tmp_path)
+    store.write_report("r1", make_report("r1", "2026-11-29T18:00:00Z", []))
+    ((src, dst),) = seen
+    assert dst == str(tmp_path / "releases/r1/report.json")
+    assert os.path.dirname(src) == os.path.dirname(dst)  # same folder: an atomic rename
+    name = os.path.basename(src)
+    assert name.startswith(".report.json.") and name.endswith(".tmp")  # never listed as a key
+
+
+def test_local_errors_carry_a_note_naming_the_key(tmp_path):
+    store = open_store(tmp_path)
+    (tmp_path / "releases").write_text("a file where the releases folder should be")
+    with pytest.raises(OSError) as ei:
+        store.put_bytes("releases/r1/x.json", b"{}")
+    assert f"{tmp_path}/releases/r1/x.json" in ei.value.__notes__
+    with pytest.raises(OSError) as ei:
+        store.put_json("releases/r1/x.json", {})
+    assert f"{tmp_path}/releases/r1/x.json" in ei.value.__notes__
+    with pytest.raises(OSError) as ei:
+        store.update_json("releases/r1/x.json", lambda old: {})
+    assert f"{tmp_path}/releases/r1/x.json" in ei.value.__notes__
+
+
+def test_local_listing_prefixes_root_files_and_dot_folders(tmp_path):
+    store = open_store(tmp_path)
+    store.put_bytes("top.json", b"{}")
+    store.put_bytes("releases/r1/items/a.npy", b"x")
+    store.put_bytes("releases/r1/report.json", b"{}")
+    store.put_bytes("releases/r10/report.json", b"{}")
+    (tmp_path / "releases/r1/.trash").mkdir()
+    (tmp_path / "releases/r1/.trash/old.json").write_text("{}")
+    assert store.list() == [
+        "releases/r1/items/a.npy",
+        "releases/r1/report.json",
+        "releases/r10/report.json",
+        "top.json",
+    ]
+    assert store.list("releases/r1/it") == ["releases/r1/items/a.npy"]
+    assert store.list("releases/r1") == [
+        "releases/r1/items/a.npy",
+        "releases/r1/report.json",
+        "releases/r10/report.json",
+    ]
+    assert store.list("releases/r1/") == ["releases/r1/items/a.npy", "releases/r1/report.json"]
+    assert store.list("nothing/here/") == []
+
+
+def test_update_report_checks_what_it_reads_and_what_it_writes(tmp_path):
+    store = open_store(tmp_path)
+    key = f"{tmp_path}/releases/r1/report.json"
+    with pytest.raises(StoreError) as ei:
+        store.update_report("r1", lambda old: make_report("r2", "2026-11-29T18:00:00Z", []))
+    assert str(ei.value) == f"{key}: expected a report of release 'r1', got release 'r2'"
+    assert not store.exists("releases/r1/report.json")
+    store.put_bytes("releases/r1/report.json", b'{"rows": 1, "created_at": "2026-11-29"}')
+    with pytest.raises(StoreError) as ei:
+        store.update_report("r1", lambda old: old)
+    assert str(ei.value) == f"{key}: expected 'rows' to be a list, got int"
+    store.put_bytes("releases/r1/report.json", b"{")
+    with pytest.raises(StoreError, match=rf"^{key}: malformed report: expected JSON"):
+        store.update_report("r1", lambda old: old)
+    with pytest.raises(StoreError, match=rf"^{key}: malformed JSON: expected JSON"):
+        store.update_json("releases/r1/report.json", lambda old: old)
+    store.put_bytes(
+        "releases/r1/report.json", b'{"created_at": "2026-11-29T18:00:00Z", "rows": []}'
+    )
+    seen = []
+    new = make_report("r1", "2026-11-29T18:00:00Z", [make_row("a")])
+    assert store.update_report("r1", lambda old: seen.append(old) or new) == new
+    assert seen == [{"created_at": "2026-11-29T18:00:00Z", "rows": []}]
+    assert store.read_report("r1") == new
+
+
+def test_items_are_written_checked_and_read_back(tmp_path):
+    import hashlib
+
+    store = open_store(tmp_path)
+    w = f"{tmp_path}/releases/r1/items"
+    for bad in (np.array(["a", "b"]), np.array([{}, {}], dtype=object), np.zeros((2, 2))):
+        with pytest.raises(StoreError) as ei:
+            store.write_items("r1", "gpt", bad)
+        assert str(ei.value) == (
+            f"{w}/gpt.npy: expected a 1-d numeric array of per-item scores, got dtype "
+            f"{bad.dtype} shape {bad.shape}"
+        )
+    with pytest.raises(StoreError, match=rf"^{w}/gpt.npy: expected a 1-d numeric array"):
+        store.write_items_ref("r1", "gpt", np.array(["a"]))
+    hits = np.array([True, False, True])
+    ref = store.write_items_ref("r1", "gpt", hits)
+    data = (tmp_path / "releases/r1" / ref).read_bytes()
+    assert ref == f"items/gpt-{hashlib.sha256(data).hexdigest()[:16]}.npy"
+    back = store.read_items("r1", "gpt", ref)
+    assert back.dtype == np.float64 and back.tolist() == [1.0, 0.0, 1.0]
+    # stored files that are not a 1-d array: refused with their shape
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((2, 2)))
+    store.put_bytes("releases/r1/items/two.npy", buf.getvalue())
+    buf = io.BytesIO()
+    np.save(buf, np.float64(3.0))
+    store.put_bytes("releases/r1/items/zero.npy", buf.getvalue())
+    buf = io.BytesIO()
+    np.savez(buf, a=np.zeros(2))
+    store.put_bytes("releases/r1/items/npz.npy", buf.getvalue())
+    for name, shape in (("two", (2, 2)), ("zero", ()), ("npz", None)):
+        with pytest.raises(StoreError) as ei:
+            store.read_items("r1", name)
+        assert str(ei.value) == (
+            f"{w}/{name}.npy: expected a 1-d array of per-item scores, got shape {shape}"
+        )
+
+
+def test_items_loader_follows_the_given_report_then_the_fixed_names(tmp_path):
+    store = open_store(tmp_path)
+    a, b = np.array([1.0, 2.0]), np.array([3.0])
+    ref = store.write_items_ref("r1", "gpt", a)
+    store.write_items("r1", "gpt", b)  # the fixed name holds other scores
+    store.write_items("r1", "bi", b)
+    # no report stored yet: fixed names
+    assert np.array_equal(store.items_loader("r1")("gpt"), b)
+    # a given report wins over the stored one, and a name without a row uses the fixed name
+    report = make_report("r1", "2026-11-29T18:00:00Z", [make_row("gpt", items=ref)])
+    load = store.items_loader("r1", report)
+    assert np.array_equal(load("gpt"), a) and np.array_equal(load("bi"), b)
+    # the stored report is read on first use, not when the loader is made
+    lazy = store.items_loader("r1")
+    store.write_report("r1", report)
+    assert np.array_equal(lazy("gpt"), a)
+
+
+def test_merge_report_sorts_by_the_manifest_order():
+    old = make_report("r1", "2026-11-29T18:00:00Z", [make_row("a"), make_row("b")])
+    new = make_report("r1", "2026-12-05T10:00:00Z", [make_row("c")])
+    assert [r["name"] for r in merge_report(old, new, ["c", "b", "a"])["rows"]] == ["c", "b", "a"]
+    assert [r["name"] for r in merge_report(old, new)["rows"]] == ["a", "b", "c"]
+
+
+def test_run_ids_are_utc_whatever_the_local_zone(monkeypatch):
+    import time
+    from datetime import datetime, timedelta, timezone
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        rid = new_run_id(datetime(2026, 11, 29, 19, 0, 5, tzinfo=timezone(timedelta(hours=1))))
+        assert rid.startswith("20261129T180005Z-")
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_base_put_json_overwrites_by_default():
+    got = {}
+
+    class Memory(Store):
+        uri = "mem://x/"
+
+        def put_bytes(self, key, data, *, overwrite=True):
+            got[key] = overwrite
+
+    m = Memory()
+    m.put_json("k.json", {})
+    assert got == {"k.json": True}
+    assert m.where("releases/r1") == "mem://x/releases/r1"
