@@ -462,6 +462,7 @@ def test_load_manifest_is_utf8_whatever_the_locale(tmp_path):
     f = tmp_path / "zoo.yaml"
     good = _bad(lambda d: d["entries"][1].update(data="données/val.tok"))
     f.write_bytes(yaml.safe_dump(good, allow_unicode=True).encode("utf-8"))
+    assert rp.load_manifest(f).entries[1].data == "données/val.tok"  # here (a UTF-8 locale)
     env = dict(os.environ, LC_ALL="C", LANG="C", PYTHONUTF8="0", PYTHONCOERCECLOCALE="0")
     code = (
         "import locale, sys; from tinyllm.report import load_manifest; "
