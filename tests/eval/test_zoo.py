@@ -12,6 +12,7 @@ import json
 import math
 import random
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -560,3 +561,363 @@ def test_deterministic_failures_stay_rows_when_transient_ones_are_raised(zoo_dir
         row, items = zoo.score_entry_items(entry, seed=0, base_dir=zoo_dir, raise_transient=True)
         assert row["status"] == "error" and items is None
         assert row["error"]["type"] in ("FileNotFoundError", "OSError")
+
+
+# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/zoo.py` -------
+
+
+NO_OPTIONS = {"ctx_len": None, "stride": None, "beam": None, "split": None}
+
+
+def _uniform_bigram(d) -> dict:
+    """A uniform bigram checkpoint (every byte 1/256, SPEC.md section 6) and an 18-byte token
+    file in ``d``; the entry that scores them (relative paths)."""
+    bigram = FAMILIES["bigram"]
+    bigram.save(bigram.Model(bigram.Config()), d / "uniform")
+    write_tokens(d / "val.tok", np.frombuffer(b"nineteen bytes long", dtype=np.uint8))
+    return {"name": "uniform", "family": "bigram", "checkpoint": "uniform", "data": "val.tok"}
+
+
+def _spy_scorer(calls: list):
+    """A scorer for the lm kind whose value is the first draw of the rng it was given, with
+    float32 per-item scores: what score_entry does with an entry's rng and items is visible."""
+    from tinyllm.stats import Interval
+
+    def score(entry, model, data_path, rng):
+        calls.append(entry.name)
+        v = float(rng.random())
+        items = np.array([v, 1.0 - v], dtype=np.float32)
+        return zoo.Scored("bpb", Interval(v, v, v), "student_t", 2, items, {"spy": True})
+
+    return score
+
+
+def test_uniform_bigram_row_carries_every_field_of_the_row(tmp_path):
+    entry = _uniform_bigram(tmp_path)
+    t0 = time.perf_counter()
+    row = zoo.score_entry(entry, base_dir=tmp_path)
+    elapsed = time.perf_counter() - t0
+    ln256 = math.log(256.0)
+    assert _stable(row) == {
+        "name": "uniform",
+        "family": "bigram",
+        "kind": "lm",
+        "metric": "bpb",
+        "value": 8.0,
+        "lo": 8.0,
+        "hi": 8.0,
+        "interval": "student_t",
+        "n": 18,
+        "status": "ok",
+        "error": None,
+        "reason": None,
+        "checkpoint_sha256": sha256_path(tmp_path / "uniform"),
+        "data_sha256": sha256_path(tmp_path / "val.tok"),
+        "items": None,
+        "checkpoint": "uniform",
+        "data": "val.tok",
+        "options": NO_OPTIONS,
+        "details": {
+            "n_bytes": 18,
+            "sum_nll": pytest.approx(18 * ln256, rel=1e-12),
+            "nll": {k: pytest.approx(ln256, rel=1e-12) for k in ("value", "lo", "hi")},
+            "ppl": {k: pytest.approx(256.0, rel=1e-12) for k in ("value", "lo", "hi")},
+        },
+    }
+    assert 0.0 < row["seconds"] <= elapsed  # wall time of this entry, not a clock reading
+
+
+def test_error_row_of_an_entry_that_failed_elsewhere():
+    entry = {"name": "b", "family": "bigram", "checkpoint": "m/b", "data": "d.tok"}
+    exc = TimeoutError("store did not answer in 30 s")
+    row = zoo.error_row(entry, exc, seconds=2, checkpoint_sha256="a" * 64, data_sha256="b" * 64)
+    want = {
+        "name": "b",
+        "family": "bigram",
+        "kind": "lm",
+        "metric": "bpb",  # the kind's metric, so the failed row still says what it measures
+        "value": None,
+        "lo": None,
+        "hi": None,
+        "interval": None,
+        "n": None,
+        "status": "error",
+        "error": {"type": "TimeoutError", "message": "store did not answer in 30 s"},
+        "reason": None,
+        "checkpoint_sha256": "a" * 64,
+        "data_sha256": "b" * 64,
+        "seconds": 2.0,
+        "items": None,
+        "checkpoint": "m/b",
+        "data": "d.tok",
+        "options": NO_OPTIONS,
+        "details": None,
+    }
+    assert row == want and type(row["seconds"]) is float
+    validate_report(
+        zoo.build_run_report({"entries": [entry]}, [row], seed=0, created_at="2026-01-01T00:00:00Z")
+    )
+    # an Entry works as well as a dict; without the optional arguments: 0 s, no hashes
+    row = zoo.error_row(Entry.model_validate(entry), exc)
+    assert row == want | {"seconds": 0.0, "checkpoint_sha256": None, "data_sha256": None}
+    # an unknown family: no kind, no metric
+    row = zoo.error_row(dict(entry, family="mystery"), KeyError("w"))
+    assert (row["kind"], row["metric"], row["error"]) == (
+        None,
+        None,
+        {"type": "KeyError", "message": "'w'"},
+    )
+
+
+def test_skipped_rows_have_no_value_and_zero_seconds(tmp_path, monkeypatch):
+    entry = _uniform_bigram(tmp_path)
+    row, items = zoo.score_entry_items(dict(entry, family="mystery"), base_dir=tmp_path)
+    assert items is None and row["seconds"] == 0.0 and row["metric"] is None
+    monkeypatch.delitem(zoo.SCORERS, "lm")  # a kind without a scorer (yet)
+    row, items = zoo.score_entry_items(entry, base_dir=tmp_path)
+    assert items is None
+    assert (row["status"], row["reason"], row["error"]) == (
+        "skipped",
+        "no scorer for kind 'lm' yet",
+        None,
+    )
+    assert (row["kind"], row["metric"], row["value"], row["seconds"]) == ("lm", "bpb", None, 0.0)
+
+
+def test_error_rows_keep_their_kind_metric_and_wall_time(tmp_path):
+    entry = dict(_uniform_bigram(tmp_path), data="missing.tok")
+    t0 = time.perf_counter()
+    row = zoo.score_entry(entry, base_dir=tmp_path)
+    elapsed = time.perf_counter() - t0
+    assert row["status"] == "error" and row["error"]["type"] == "FileNotFoundError"
+    assert (row["kind"], row["metric"], row["value"]) == ("lm", "bpb", None)
+    assert 0.0 < row["seconds"] <= elapsed
+    assert row["checkpoint_sha256"] == sha256_path(tmp_path / "uniform")  # hashed before failing
+    assert row["data_sha256"] is None
+
+
+def test_the_entry_rng_reaches_the_scorer_and_items_become_float64(tmp_path, monkeypatch):
+    entry = _uniform_bigram(tmp_path)
+    calls = []
+    monkeypatch.setitem(zoo.SCORERS, "lm", _spy_scorer(calls))
+    first = {s: float(zoo.entry_rng(s, "uniform").random()) for s in (0, 5)}
+    row, items = zoo.score_entry_items(entry, base_dir=tmp_path)  # default seed: 0
+    assert row["value"] == first[0] and row["details"] == {"spy": True}
+    assert items.dtype == np.float64 and items.tolist() == pytest.approx([first[0], 1 - first[0]])
+    assert row["items"] == "items/uniform.npy"
+    row = zoo.score_entry(entry, seed=5, base_dir=tmp_path, items_dir=tmp_path / "it")
+    assert row["value"] == first[5]
+    assert np.load(tmp_path / "it" / "uniform.npy").dtype == np.float64
+    assert zoo.score_entry(entry, base_dir=tmp_path)["value"] == first[0]
+    report = zoo.run_zoo({"entries": [entry]}, seed=5, base_dir=tmp_path)
+    assert report.rows[0].value == first[5] and report.seed == 5
+    spy_items = np.array([first[5], 1.0 - first[5]], dtype=np.float32).astype(np.float64)
+    np.testing.assert_array_equal(report.item_scores["uniform"], spy_items)
+    assert zoo.run_zoo({"entries": [entry]}, base_dir=tmp_path).seed == 0  # default seed 0
+    assert calls == ["uniform"] * 5
+
+
+def test_a_scorer_without_items_gives_a_row_without_items(tmp_path, monkeypatch):
+    from tinyllm.stats import Interval
+
+    def no_items(entry, model, data_path, rng):
+        return zoo.Scored("bpb", Interval(1.0, 0.5, 1.5), "student_t", 3, None, {})
+
+    monkeypatch.setitem(zoo.SCORERS, "lm", no_items)
+    entry = _uniform_bigram(tmp_path)
+    row, items = zoo.score_entry_items(entry, base_dir=tmp_path)
+    assert items is None and row["items"] is None and row["details"] is None
+    assert (row["value"], row["lo"], row["hi"], row["n"]) == (1.0, 0.5, 1.5, 3)
+    report = zoo.run_zoo({"entries": [entry]}, base_dir=tmp_path)
+    assert report.item_scores == {}
+
+
+def test_transient_failures_are_rows_unless_the_caller_retries_them(tmp_path, monkeypatch):
+    def flaky(entry, model, data_path, rng):
+        raise TimeoutError("store timed out")
+
+    monkeypatch.setitem(zoo.SCORERS, "lm", flaky)
+    entry = _uniform_bigram(tmp_path)
+    row, items = zoo.score_entry_items(entry, base_dir=tmp_path)  # default: a row
+    assert row["status"] == "error" and row["error"]["type"] == "TimeoutError" and items is None
+    with pytest.raises(TimeoutError, match="store timed out"):
+        zoo.score_entry_items(entry, base_dir=tmp_path, raise_transient=True)
+
+
+def test_relative_paths_default_to_the_current_folder(tmp_path, monkeypatch):
+    entry = _uniform_bigram(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert zoo.score_entry_items(entry)[0]["status"] == "ok"
+    assert zoo.score_entry(entry)["status"] == "ok"
+    report = zoo.run_zoo({"entries": [entry]})  # an in-memory manifest: base "."
+    assert report.rows[0].status == "ok" and report.rows[0].value == 8.0
+
+
+def test_base_dir_overrides_the_manifest_folder(tmp_path):
+    entry = _uniform_bigram(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    path = tmp_path / "elsewhere" / "zoo.yaml"
+    path.write_text(yaml.safe_dump({"entries": [entry]}))
+    assert zoo.run_zoo(path).rows[0].status == "error"  # relative to elsewhere/: not there
+    assert zoo.run_zoo(path, base_dir=tmp_path).rows[0].value == 8.0
+    assert zoo.run_zoo({"entries": [entry]}, base_dir=tmp_path).rows[0].value == 8.0
+
+
+def test_progress_is_called_after_each_entry_with_its_position(tmp_path):
+    entry = _uniform_bigram(tmp_path)
+    entries = [dict(entry, name=n) for n in ("a", "b", "c")]
+    seen = []
+    report = zoo.run_zoo(
+        {"entries": entries}, base_dir=tmp_path, progress=lambda i, n, r: seen.append((i, n, r))
+    )
+    assert [(i, n, r["name"]) for i, n, r in seen] == [(1, 3, "a"), (2, 3, "b"), (3, 3, "c")]
+    assert [r["value"] for _, _, r in seen] == [row.value for row in report.rows] == [8.0] * 3
+    for name in ("a", "b", "c"):  # the report keeps each entry's own per-token NLLs
+        np.testing.assert_allclose(report.item_scores[name], np.full(18, math.log(256.0)))
+
+
+def test_entry_rng_is_the_documented_generator():
+    for seed, name in ((0, "gpt"), (7, "bert-rows"), (2**40, "é")):
+        h = int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:8], "little")
+        want = np.random.default_rng([seed, h]).random(4)
+        np.testing.assert_array_equal(zoo.entry_rng(seed, name).random(4), want)
+    assert zoo.entry_rng(np.int64(3), "x").random() == zoo.entry_rng(3, "x").random()
+    for bad in (True, False, -1, 1.0, "3", None):
+        with pytest.raises(ValueError, match=r"^seed: expected a non-negative integer, got"):
+            zoo.entry_rng(bad, "gpt")
+
+
+def test_read_config_of_each_kind_of_checkpoint(zoo_dir, tmp_path):
+    from tinyllm.checkpoint import CheckpointError
+
+    if "ngram" in FAMILIES:  # one file: its metadata
+        path = zoo_dir / _entry(zoo_dir, "ngram")["checkpoint"]
+        cfg = zoo.read_config(path)
+        assert set(cfg) == {"tl_arch", "format_version", "metadata"}
+        assert cfg["format_version"] == 1 and cfg["metadata"]["tl_arch"] == "ngram"
+    _hf_gpt2(tmp_path / "hf")
+    hf_doc = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert zoo.read_config(tmp_path / "hf") == {
+        "tl_arch": "hf",
+        "format_version": 1,
+        "config": hf_doc,
+    }
+    # a tinyllm config that also carries a model_type is still tinyllm's
+    shutil.copytree(zoo_dir / "models" / "bigram", tmp_path / "tl")
+    doc = json.loads((tmp_path / "tl" / "config.json").read_text())
+    (tmp_path / "tl" / "config.json").write_text(json.dumps(doc | {"model_type": "gpt2"}))
+    assert zoo.read_config(tmp_path / "tl")["tl_arch"] == "bigram"
+    # an unreadable config.json: the checkpoint reader's error, naming the file
+    (tmp_path / "tl" / "config.json").write_text("{not json")
+    with pytest.raises(CheckpointError, match=r"config.json: expected valid JSON"):
+        zoo.read_config(tmp_path / "tl")
+    (tmp_path / "tl" / "config.json").unlink()
+    with pytest.raises(CheckpointError, match=r"config.json: missing"):
+        zoo.read_config(tmp_path / "tl")
+
+
+def test_hf_weights_saved_in_float16_are_scored_in_float32(tmp_path):
+    model = _hf_gpt2(tmp_path / "hf32")
+    model.half().save_pretrained(tmp_path / "hf16")
+    loaded = zoo.load_model(tmp_path / "hf16")
+    assert {p.dtype for p in loaded.parameters()} == {torch.float32}
+
+
+def test_is_transient_reads_botocore_responses_field_by_field():
+    from botocore.exceptions import ClientError
+
+    def client_error(response: dict) -> ClientError:
+        return ClientError(response, "GetObject")
+
+    assert zoo.is_transient(client_error({"ResponseMetadata": {"HTTPStatusCode": 500}}))
+    assert not zoo.is_transient(client_error({"ResponseMetadata": {"HTTPStatusCode": 499}}))
+    for code in ("Throttling", "ThrottlingException", "SlowDown"):  # no status at all
+        assert zoo.is_transient(client_error({"Error": {"Code": code}}))
+    assert not zoo.is_transient(client_error({"Error": {"Code": "throttling"}}))
+    assert not zoo.is_transient(client_error({}))
+
+    class NotBotocoreError(Exception):  # a response attribute alone does not make it botocore's
+        response = {"ResponseMetadata": {"HTTPStatusCode": 503}}
+
+    assert not zoo.is_transient(NotBotocoreError("x"))
+
+
+def test_report_errors_name_what_is_wrong_exactly(zoo_dir):
+    m = _manifest(zoo_dir)
+    names = [e["name"] for e in m["entries"]]
+    rows = [zoo.score_entry(e, seed=0, base_dir=zoo_dir) for e in m["entries"]]
+    with pytest.raises(ValueError) as ei:
+        zoo.build_report(m, rows[:-1], seed=0)
+    assert str(ei.value) == (
+        f"expected one row per manifest entry {names} (each at most once), got rows {names[:-1]}"
+    )
+    with pytest.raises(ValueError) as ei:
+        zoo.build_run_report(m, [rows[0], dict(rows[0], name="nope")], seed=0)
+    assert str(ei.value) == (
+        f"expected rows naming manifest entries {names} (each at most once), "
+        f"got rows {[names[0], 'nope']}; unknown ['nope']"
+    )
+    with pytest.raises(ValueError) as ei:
+        zoo.build_run_report(m, [rows[0], rows[0]], seed=0)
+    assert str(ei.value).endswith(f"got rows {[names[0]] * 2}; duplicated {[names[0]]}")
+
+
+def test_created_at_is_the_given_one_or_now_in_utc(zoo_dir, monkeypatch):
+    from datetime import UTC, datetime
+
+    m = _manifest(zoo_dir)
+    rows = [zoo.score_entry(e, seed=0, base_dir=zoo_dir) for e in m["entries"]]
+    stamp = "2026-01-02T03:04:05Z"
+    assert zoo.build_report(m, rows, seed=0, created_at=stamp).created_at == stamp
+    assert zoo.build_run_report(m, rows[:1], seed=0, created_at=stamp)["created_at"] == stamp
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # +05:30: local time is not UTC
+    time.tzset()
+    try:
+        got = zoo.build_report(m, rows, seed=0).created_at
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    when = datetime.strptime(got, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    assert abs((datetime.now(UTC) - when).total_seconds()) < 60
+
+
+def test_build_report_keeps_items_as_float64(zoo_dir):
+    m = _manifest(zoo_dir)
+    rows = [zoo.score_entry(e, seed=0, base_dir=zoo_dir) for e in m["entries"]]
+    name = rows[0]["name"]
+    report = zoo.build_report(m, rows, seed=0, items={name: [1, 0, 1]})
+    assert report.item_scores[name].dtype == np.float64
+    assert report.item_scores[name].tolist() == [1.0, 0.0, 1.0]
+
+
+def test_write_report_nested_folders_text_and_non_finite_numbers(tmp_path):
+    entry = _uniform_bigram(tmp_path)
+    rows = [zoo.score_entry(entry, base_dir=tmp_path, items_dir=tmp_path / "a" / "b" / "items")]
+    assert (tmp_path / "a" / "b" / "items" / "uniform.npy").is_file()  # parents made
+    # per-item scores given for a row that does not name a file: nothing written for it
+    plain = zoo.score_entry(entry, base_dir=tmp_path)
+    report = zoo.build_report({"entries": [entry]}, [plain], seed=0, items={"uniform": [1.0]})
+    out = zoo.write_report(report, tmp_path / "x" / "y" / "report.json")
+    assert not (tmp_path / "x" / "y" / "items").exists()
+    doc = report.to_json()
+    assert out.read_text(encoding="utf-8") == json.dumps(doc, indent=2) + "\n"
+    # NaN is not JSON: a report carrying one (here in free-form details) is refused
+    bad = json.loads(json.dumps(doc))
+    bad["rows"][0]["details"]["sum_nll"] = float("nan")
+    with pytest.raises(ValueError, match="JSON compliant"):
+        zoo.write_report(bad, tmp_path / "nan" / "report.json")
+    assert not (tmp_path / "nan" / "report.json").exists()
+    assert rows[0]["items"] == "items/uniform.npy"
+
+
+def test_load_items_takes_a_row_dict_and_refuses_pickles(tmp_path):
+    entry = _uniform_bigram(tmp_path)
+    report = zoo.run_zoo({"entries": [entry]}, base_dir=tmp_path)
+    out = zoo.write_report(report, tmp_path / "rep" / "report.json")
+    doc = json.loads(out.read_text())
+    got = zoo.load_items(out, doc["rows"][0])  # a plain dict, as read from the JSON
+    np.testing.assert_array_equal(got, report.item_scores["uniform"])
+    assert zoo.load_items(out, dict(doc["rows"][0], items=None)) is None
+    np.save(tmp_path / "rep" / "items" / "uniform.npy", np.array([{}], dtype=object))
+    with pytest.raises(ValueError, match="allow_pickle"):
+        zoo.load_items(out, doc["rows"][0])  # an object array is never unpickled
