@@ -477,6 +477,109 @@ def budget_sweep() -> list[dict]:
     return rows
 
 
+def _cpu_best(fn, reps: int) -> float:
+    """Fastest CPU time (s) of ``fn()`` over ``reps`` calls, after one warm-up call."""
+    fn()
+    best = math.inf
+    for _ in range(reps):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def zoo_roofline(batch: int = 64, ctx: int = 32, stride: int = 16, reps: int = 30) -> dict:
+    """The kernels one batched forward of the zoo GPT shape cannot avoid, each timed alone at its
+    exact shape (CPU seconds, best of ``reps``): the matmuls (each Linear and the head; as a
+    same-shape ``torch.mm`` would run them), flash attention, the tanh GELU, the LayerNorms and
+    the log-softmax. Their sum is the fastest a pass of ``batch`` windows can be with these
+    kernels; tokens per CPU second at that floor vs the measured rates of token_nlls.
+
+    The pass is the one token_nlls runs after the first window: all ``ctx`` positions through the
+    first block, the last block's queries, attention output and MLP at the ``stride`` scored
+    positions only (their keys and values from the ``ctx - 1`` positions they can read)."""
+    import torch.nn.functional as F
+
+    from tinyllm.models import gpt
+
+    cfg = gpt.ZOO_CONFIG
+    D, H, V, L = cfg.n_embd, cfg.n_head, cfg.vocab_size, cfg.n_layer
+    B, T, Q = batch, ctx, stride
+    K = ctx - 1  # keys read by the kept queries of the last block
+    mm_shapes = []  # (rows, in, out) of every matrix product of one pass
+    for layer in range(L):
+        last = layer == L - 1
+        rows_kv, rows_q = (K, Q) if last else (T, T)
+        mm_shapes += [(B * rows_kv, D, 3 * D), (B * rows_q, D, D)]
+        mm_shapes += [(B * rows_q, D, 4 * D), (B * rows_q, 4 * D, D)]
+    mm_shapes.append((B * Q, D, V))  # the head at the scored rows
+    t_mm, flops = 0.0, 0.0
+    with torch.inference_mode():
+        for m, k, n in mm_shapes:
+            a, w = torch.randn(m, k), torch.randn(k, n)
+            t_mm += _cpu_best(lambda a=a, w=w: a @ w, reps)
+            flops += 2.0 * m * k * n
+        t_att = 0.0
+        for layer in range(L):
+            tq, tk = (Q, K) if layer == L - 1 else (T, T)
+            q, k, v = (torch.randn(B, H, t, D // H) for t in (tq, tk, tk))
+            if tq == tk:
+                t_att += _cpu_best(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(
+                    q, k, v, is_causal=True), reps)  # fmt: skip
+            else:
+                mask = torch.ones(tq, tk, dtype=torch.bool).tril(tk - tq)
+                t_att += _cpu_best(lambda q=q, k=k, v=v, mask=mask: F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask), reps)  # fmt: skip
+            flops += 4.0 * B * tq * tk * D
+        hs = [torch.randn(B * r, 4 * D) for r in [T] * (L - 1) + [Q]]  # the MLPs' inputs
+        t_gelu = sum(_cpu_best(lambda h=h: F.gelu(h, approximate="tanh"), reps) for h in hs)
+        ln = torch.nn.LayerNorm(D)
+        # ln_1 and ln_2 of the full blocks, ln_1 (K rows) and ln_2 (Q rows) of the last, ln_f
+        ln_rows = [T, T] * (L - 1) + [K, Q, Q]
+        xs = [torch.randn(B * r, D) for r in ln_rows]
+        t_ln = sum(_cpu_best(lambda x=x: ln(x), reps) for x in xs)
+        z = torch.randn(B * Q, V)
+        t_lsm = _cpu_best(lambda: torch.log_softmax(z, dim=-1), reps)
+    floor = t_mm + t_att + t_gelu + t_ln + t_lsm
+    return {
+        "batch": B,
+        "ctx": T,
+        "stride": Q,
+        "mm_s": t_mm,
+        "mm_gflops": 2.0 * sum(m * k * n for m, k, n in mm_shapes) / t_mm / 1e9,
+        "attention_s": t_att,
+        "gelu_s": t_gelu,
+        "layernorm_s": t_ln,
+        "log_softmax_s": t_lsm,
+        "floor_s": floor,
+        "flops": flops,
+        "floor_tok_s": B * Q / floor,
+    }
+
+
+def roofline_markdown(r: dict, rows: list[dict]) -> str:
+    zoo = next((x for x in rows if x["model"].startswith("zoo") and x["ctx"] == r["ctx"]), None)
+    if zoo is None:
+        return ""
+    b1 = zoo["tok_s"][1]
+    got = zoo["tok_s"].get(r["batch"], math.nan)
+    ms = 1e3
+    return (
+        f"Roofline of the zoo GPT shape at ctx {r['ctx']}, stride {r['stride']}, batch "
+        f"{r['batch']} (bench/bench_ppl.py `zoo_roofline`, each kernel alone at its shape, best of "
+        f"its repetitions, in this run): the matrix products of one pass take "
+        f"{r['mm_s'] * ms:.2f} ms as `torch.mm` ({r['mm_gflops']:.0f} GFLOP/s), flash attention "
+        f"{r['attention_s'] * ms:.2f} ms, the tanh GELU {r['gelu_s'] * ms:.2f} ms, the LayerNorms "
+        f"{r['layernorm_s'] * ms:.2f} ms, the log-softmax {r['log_softmax_s'] * ms:.2f} ms: "
+        f"{r['floor_s'] * ms:.2f} ms for {r['batch'] * r['stride']} scored tokens, "
+        f"{r['floor_tok_s']:,.0f} tokens per CPU second at best, {r['floor_tok_s'] / b1:.2f}x "
+        f"this run's batch 1 ({b1:,.0f}). Measured at batch {r['batch']}: {got:,.0f} "
+        f"({got / r['floor_tok_s']:.2f} of that floor, {got / b1:.2f}x batch 1; "
+        f"{r['flops'] / r['batch'] / r['stride'] * got / 1e9:.0f} GFLOP/s achieved against "
+        f"{r['mm_gflops']:.0f} for `torch.mm` of the same shapes)."
+    )
+
+
 def budget_markdown(rows: list[dict], command: str, load: str) -> str:
     def speed(r: dict, budget: int) -> float:
         return r["tok_s"].get(max(1, budget // r["ctx"]), math.nan)
@@ -690,14 +793,17 @@ def main() -> None:
             torch.set_num_threads(args.threads)
         load0 = os.getloadavg()[0]
         rows = budget_sweep()
+        roof = zoo_roofline()
+        print(json.dumps(roof), flush=True)
         load = f", load average {load0:.1f} at the start and {os.getloadavg()[0]:.1f} at the end"
         cmd = "python bench/bench_ppl.py --budget" + (
             f" --threads {args.threads}" if args.threads else ""
         )
         text = budget_markdown(rows, cmd, load)
+        text = text.rstrip("\n") + "\n\n" + roofline_markdown(roof, rows) + "\n"
         print(text)
         if args.dump:
-            Path(args.dump).write_text(json.dumps(rows, indent=1))
+            Path(args.dump).write_text(json.dumps({"rows": rows, "roofline": roof}, indent=1))
         replace_section(Path(args.out), BUDGET_SECTION, text)
         return
     if args.render:

@@ -15,9 +15,12 @@ whose first item is those logits, or an object with ``.logits`` (Hugging Face ou
 model lets us, the output head and the log-softmax are computed only at the positions that are
 scored (see :class:`_Head`): our GPT exposes ``model.hidden(idx) -> [B, T, D]`` and
 ``model.lm_head``; a Hugging Face causal LM exposes ``model.base_model`` and
-``model.get_output_embeddings()``. Either hook is checked once against the model's own logits
-on a few tokens; if they disagree (a model that rescales or caps its logits after the head) the
-full logits are used, with a warning.
+``model.get_output_embeddings()``. Our GPT's ``hidden(idx, keep=slice)`` also runs its last
+block only at the scored span of each window. A Hugging Face ``GPT2LMHeadModel`` is run by our
+GPT on views of its own weights (:func:`hf_gpt2_twin`), which has both hooks and a KV cache.
+Every hook is checked once against the model's own logits on a few tokens; if they disagree (a
+model that rescales or caps its logits after the head) the next one or the full logits are
+used, with a warning.
 
 All NLLs are in nats, float64; bits per byte divide by ``ln 2`` and by the byte count.
 """
@@ -45,11 +48,11 @@ from tinyllm import stats
 DEFAULT_TOKEN_BUDGET = 2048
 """Tokens per forward pass (windows x ctx_len) in :func:`token_nlls` when no ``batch_size`` is
 given: ``batch_size = max(1, DEFAULT_TOKEN_BUDGET // ctx_len)``. Measured on this machine
-(``python bench/bench_ppl.py --budget``, docs/benchmarks.md "Token budget"), tokens per CPU
-second at ctx 32, 128, 256, 1024 on the zoo GPT's width, the tiny HF shape and GPT-2-small:
-2048 kept every row within 0.94 of its best batch (1024: 0.89, 4096: 0.83). Short windows
-gain most (zoo GPT at ctx 32: 2.5x over one window per pass); at ctx 1024 it is 2 windows, as
-fast as 1 on GPT-2-small (1.03x)."""
+(``python bench/bench_ppl.py --budget --threads 1``, docs/benchmarks.md "Token budget"), tokens
+per CPU second at ctx 32, 128, 256, 1024 on the zoo GPT's width, the tiny HF shape and
+GPT-2-small: 2048 kept every row within 0.98 of its best batch (1024: 0.93, 4096: 0.96).
+Short windows gain most (zoo GPT at ctx 32: 3.0x over one window per pass, against a floor of
+the kernels' own times at 3.65x); at ctx 1024 it is 2 windows, as fast as 1 on GPT-2-small."""
 
 DEFAULT_BATCH_SIZE = None
 """Kept for callers of the old constant: ``None`` means "from :data:`DEFAULT_TOKEN_BUDGET`"."""
@@ -199,9 +202,11 @@ class _Head:
     """Per-token NLLs from a model, computing the head only at scored positions when it can.
 
     ``nlls(x, rows, cols, targets)`` returns ``-ln p(targets[i] | x[rows[i], :cols[i]+1])`` for
-    every i, float64. Three ways to get there, chosen once per model:
+    every i, float64. Four ways to get there, the first that agrees with the model's logits:
 
-    * ``hook`` -- our GPT: ``model.lm_head(model.hidden(x))`` on the selected rows only;
+    * ``hook`` -- our GPT: ``model.lm_head(model.hidden(x))`` on the selected rows only (with
+      ``keep``, the last block runs only at the span of columns the caller scores);
+    * ``twin`` -- a Hugging Face ``GPT2LMHeadModel`` through :func:`hf_gpt2_twin`, as ``hook``;
     * ``hf`` -- a Hugging Face causal LM: ``model.get_output_embeddings()`` applied to the
       selected rows of ``model.base_model(x).last_hidden_state``;
     * ``full`` -- anything else: the full logits of ``model(x)``, rows selected afterwards.
