@@ -5,6 +5,7 @@ lee_background.cor) and saved through its own ``save``; the Hugging Face model i
 ``GPT2LMHeadModel`` saved with ``save_pretrained`` (no download).
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import inspect
@@ -12,6 +13,7 @@ import json
 import math
 import random
 import shutil
+import sys
 import time
 
 import numpy as np
@@ -921,3 +923,38 @@ def test_load_items_takes_a_row_dict_and_refuses_pickles(tmp_path):
     np.save(tmp_path / "rep" / "items" / "uniform.npy", np.array([{}], dtype=object))
     with pytest.raises(ValueError, match="allow_pickle"):
         zoo.load_items(out, doc["rows"][0])  # an object array is never unpickled
+
+
+@contextlib.contextmanager
+def ascii_locale():
+    """LC_CTYPE "C" for the block: Python's default text encoding becomes ASCII, as on a system
+    whose locale is not UTF-8 (a file opened without an explicit encoding then fails on "é")."""
+    import locale
+
+    if sys.flags.utf8_mode:
+        pytest.skip("Python's UTF-8 mode ignores the locale")
+    old = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        assert locale.getencoding().lower() in ("ascii", "ansi_x3.4-1968")
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, old)
+
+
+def test_configs_and_reports_are_read_as_utf8_whatever_the_locale(tmp_path):
+    _hf_gpt2(tmp_path / "hf")
+    doc = json.loads((tmp_path / "hf" / "config.json").read_text(encoding="utf-8"))
+    doc["_name_or_path"] = "modèle-é"
+    text = json.dumps(doc, ensure_ascii=False)
+    (tmp_path / "hf" / "config.json").write_text(text, encoding="utf-8")
+    entry = _uniform_bigram(tmp_path)
+    row = zoo.error_row(entry, ValueError("entrée refusée"))
+    report = zoo.build_run_report({"entries": [entry]}, [row], seed=0)
+    out = tmp_path / "report.json"
+    out.write_text(json.dumps(report, ensure_ascii=False), encoding="utf-8")  # another writer
+    with ascii_locale():
+        cfg = zoo.read_config(tmp_path / "hf")
+        back = zoo.read_report(out)
+    assert cfg["tl_arch"] == "hf" and cfg["config"]["_name_or_path"] == "modèle-é"
+    assert back.rows[0].error.message == "entrée refusée"
