@@ -168,3 +168,45 @@ def test_corpora_files(tmp_path):
         assert train and all(r.split == "train" for r in train)
         first = json.loads(files[name].read_text(encoding="utf-8").splitlines()[0])
         assert set(first) == {"split", "sentence", "label"}
+
+
+# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/kinds/*.py` ---
+
+
+def test_proportion_scored_hand_values_and_refusals():
+    from tinyllm.eval.kinds import proportion_scored
+
+    s = proportion_scored("acc", [1, 1, 0, 1, 1, 1, 1, 1, 0, 1])  # the docstring's example
+    assert (s.interval.value, s.n, s.method, s.metric) == (0.8, 10, "wilson", "acc")
+    assert (s.interval.lo, s.interval.hi) == pytest.approx((0.4902, 0.9433), abs=1e-4)
+    assert s.items.dtype == np.float64
+    one = proportion_scored("acc", [True])  # one item is enough: Wilson lo = 1 / (1 + z^2)
+    assert (one.interval.value, one.n, one.interval.hi) == (1.0, 1, 1.0)
+    assert one.interval.lo == pytest.approx(1 / (1 + 1.959963984540054**2), rel=1e-9)
+    for bad in ([], [[1, 0], [1, 1]], 1):
+        with pytest.raises(ValueError) as ei:
+            proportion_scored("em", bad)
+        assert str(ei.value) == (
+            f"em: expected a non-empty 1-d array of 0/1 scores, got {np.shape(bad)}"
+        )
+    with pytest.raises(ValueError) as ei:
+        proportion_scored("acc", [0, 1, 2, 3, 4, 5, 6, 0.5])
+    assert str(ei.value) == "acc: expected per-item scores 0 or 1, got [0.0, 0.5, 1.0, 2.0, 3.0]"
+
+
+def test_no_val_rows_error_names_the_file(zoo_dir):
+    write_rows(zoo_dir / "train_only2.jsonl", TRAIN)
+    row, _ = _score(zoo_dir, "train_only2.jsonl")
+    assert row["error"]["message"] == (
+        f"{zoo_dir / 'train_only2.jsonl'}: expected rows of split 'val', got only splits ['train']"
+    )
+
+
+def test_a_model_that_answers_fewer_rows_than_asked_is_an_error_not_a_shorter_row(
+    zoo_dir, monkeypatch
+):
+    real = classifier.predict
+    monkeypatch.setattr(classifier, "predict", lambda model, texts: real(model, texts)[:-1])
+    row, items = _score(zoo_dir)
+    assert row["status"] == "error" and items is None and row["n"] is None
+    assert row["error"]["type"] == "ValueError" and "zip()" in row["error"]["message"]

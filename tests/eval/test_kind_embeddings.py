@@ -210,3 +210,69 @@ def test_compare_calls_spearman_rows_not_comparable_and_says_why(hand_case):
     (r,) = cmp["rows"]
     assert r["verdict"] == "not comparable" and "no per-item scores" in r["reason"]
     assert r["previous_value"] == r["current_value"] == pytest.approx(0.5)
+
+
+# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/kinds/*.py` ---
+
+
+def test_pairs_after_an_oov_pair_are_still_scored(tmp_path):
+    """Out-of-vocabulary pairs first: every in-vocabulary pair after them still counts (rho is
+    the hand value 0.5 of the 7 pairs); OOV words are counted as the file spells them."""
+    ckpt = w2v.save(w2v.from_vectors(hand_vectors()), tmp_path / "w2v")
+    pairs = [("zebra", "unicorn", 3.0), ("x0", "dragon", 1.0)]
+    pairs += [(f"x{k}", "ref", h) for k, h in enumerate(HUMAN)]
+    path = write_pairs(tmp_path / "p.txt", pairs)
+    row = zoo.score_entry(entry("ws", ckpt, path))
+    assert row["status"] == "ok", row["error"]
+    assert row["n"] == 7 and row["value"] == pytest.approx(0.5, abs=1e-12)
+    assert row["details"]["oov_pairs"] == 2 and row["details"]["oov_words"] == 3
+
+
+def test_pair_similarities_returns_the_scored_positions_and_refuses_non_finite():
+    table = {("a", "b"): 0.5, ("c", "d"): -0.25}
+
+    def sim(model, w1, w2):
+        return table.get((w1, w2))
+
+    pairs = [("x", "y", 1.0), ("a", "b", 2.0), ("q", "r", 3.0), ("c", "d", 4.0)]
+    cos, human, idx = kind.pair_similarities(sim, None, pairs)
+    assert idx == [1, 3]
+    assert cos.dtype == human.dtype == np.float64
+    assert cos.tolist() == [0.5, -0.25] and human.tolist() == [2.0, 4.0]
+    with pytest.raises(ValueError) as ei:
+        kind.pair_similarities(lambda m, a, b: float("nan"), None, pairs)
+    assert str(ei.value) == "similarity('x', 'y'): expected a finite number, got nan"
+
+
+def test_four_pairs_are_enough_and_pearson_is_scipys(tmp_path):
+    from scipy.stats import pearsonr
+
+    vecs = hand_vectors()
+    ckpt = w2v.save(w2v.from_vectors(vecs), tmp_path / "w2v")
+    pairs = [(f"x{k}", "ref", h) for k, h in enumerate(HUMAN[:4])]
+    path = write_pairs(tmp_path / "p.txt", pairs)
+    row = zoo.score_entry(entry("ws", ckpt, path))
+    assert row["status"] == "ok", row["error"]
+    cos = [float(vecs[f"x{k}"] @ vecs["ref"]) for k in range(4)]  # unit vectors
+    rho = spearmanr(cos, HUMAN[:4]).statistic
+    assert row["n"] == 4 and row["value"] == pytest.approx(rho, abs=1e-12)
+    half = 1.959963984540054 / math.sqrt(4 - 3)
+    assert row["lo"] == pytest.approx(math.tanh(math.atanh(rho) - half), abs=1e-9)
+    pearson = pearsonr(cos, HUMAN[:4]).statistic
+    assert row["details"]["pearson"] == pytest.approx(pearson, abs=1e-6)
+
+
+def test_word_pairs_are_read_as_utf8_whatever_the_locale(tmp_path):
+    import locale
+    import sys
+
+    if sys.flags.utf8_mode:
+        pytest.skip("Python's UTF-8 mode ignores the locale")
+    p = write_pairs(tmp_path / "p.txt", [("café", "thé", 7.5)])
+    old = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # default text encoding: ASCII
+    try:
+        got = kind.read_word_pairs(p)
+    finally:
+        locale.setlocale(locale.LC_CTYPE, old)
+    assert got == [("café", "thé", 7.5)]

@@ -85,3 +85,60 @@ def test_most_frequent_baseline_hand_values():
         "acc": pytest.approx(2 / 3),
     }
     assert mlm.most_frequent_baseline(np.array([98, 97]))["byte"] == 97  # ties: smallest
+
+
+# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/kinds/*.py` ---
+
+
+def test_most_frequent_baseline_of_one_and_of_no_targets():
+    assert mlm.most_frequent_baseline(np.array([65])) == {"byte": 65, "acc": 1.0}
+    assert mlm.most_frequent_baseline(np.array([], dtype=np.int64)) == {"byte": 0, "acc": 0.0}
+
+
+def _rows_entry(tmp_path, rows):
+    from tinyllm.report import Entry
+
+    path = write_rows(tmp_path / "r.jsonl", rows)
+    e = Entry.model_validate({"name": "m", "family": "bert", "checkpoint": "x", "data": str(path)})
+    return e, path
+
+
+def test_score_asks_for_p_015_and_reports_the_details_by_hand(tmp_path, monkeypatch):
+    """A stand-in for bert.mlm_accuracy: what the kind does with its answer, whatever the
+    model (and whatever bert's own default p)."""
+    seen = {}
+
+    def spy(model, texts, rng, *, p=0.5):
+        seen.update(texts=list(texts), p=p)
+        return np.array([1.0, 0.0, 1.0]), np.array([101, 32, 101])
+
+    monkeypatch.setattr(bert, "mlm_accuracy", spy)
+    e, path = _rows_entry(tmp_path, [Row("train", "zz", "-"), Row("val", "ab", "-")] * 2)
+    s = mlm.score(e, None, path, np.random.default_rng(0))
+    assert seen == {"texts": ["ab", "ab"], "p": 0.15}
+    assert s.details == {
+        "split": "val",
+        "n_rows": 2,
+        "mask_prob": 0.15,
+        "baseline_most_frequent_byte": {"byte": 101, "acc": pytest.approx(2 / 3)},
+    }
+    assert (s.interval.value, s.n) == (pytest.approx(2 / 3), 3)
+    w = wilson_interval(2, 3)
+    assert (s.interval.lo, s.interval.hi) == (w.lo, w.hi)
+    # one masked byte is enough
+    monkeypatch.setattr(bert, "mlm_accuracy", lambda m, t, r, p: (np.ones(1), np.array([97])))
+    assert mlm.score(e, None, path, np.random.default_rng(0)).n == 1
+    # none: an error naming the file
+    monkeypatch.setattr(
+        bert, "mlm_accuracy", lambda m, t, r, p: (np.zeros(0), np.zeros(0, dtype=np.int64))
+    )
+    with pytest.raises(ValueError) as ei:
+        mlm.score(e, None, path, np.random.default_rng(0))
+    assert str(ei.value) == f"{path}: expected at least one masked byte in the val rows, got none"
+
+
+def test_no_val_rows_error_names_the_file(tmp_path):
+    e, path = _rows_entry(tmp_path, [Row("train", "zz", "-")])
+    with pytest.raises(ValueError) as ei:
+        mlm.score(e, None, path, np.random.default_rng(0))
+    assert str(ei.value) == f"{path}: expected rows of split 'val', got only splits ['train']"

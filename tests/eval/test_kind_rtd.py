@@ -67,3 +67,65 @@ def test_only_val_rows_are_scored(zoo_dir):
     b, ib = _score(zoo_dir, "other.jsonl", seed=4)
     assert a["n"] == b["n"] and a["value"] == b["value"]
     np.testing.assert_array_equal(ia, ib)
+
+
+# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/kinds/*.py` ---
+
+
+def _rows_entry(tmp_path, rows):
+    from tinyllm.report import Entry
+
+    path = write_rows(tmp_path / "r.jsonl", rows)
+    e = Entry.model_validate(
+        {"name": "e", "family": "electra", "checkpoint": "x", "data": str(path)}
+    )
+    return e, path
+
+
+def _detection(correct, replaced, masked, gen_correct):
+    """A stand-in for electra.rtd_accuracy's answer (what the kind does with it, any model)."""
+    return lambda model, texts, rng: {
+        "correct": np.array(correct, dtype=np.float64),
+        "replaced": np.array(replaced, dtype=bool),
+        "masked": np.array(masked, dtype=bool),
+        "gen_correct": np.array(gen_correct, dtype=np.float64),
+    }
+
+
+def test_details_by_hand_from_a_known_detection(tmp_path, monkeypatch):
+    from tinyllm.eval.kinds import rtd
+
+    e, path = _rows_entry(tmp_path, [Row("train", "zz", "-"), Row("val", "ab", "-")] * 2)
+    rng = np.random.default_rng(0)
+    monkeypatch.setattr(
+        electra, "rtd_accuracy", _detection([1, 1, 0, 1], [0, 1, 1, 0], [0, 1, 1, 1], [1, 0, 0])
+    )
+    s = rtd.score(e, None, path, rng)
+    assert (s.interval.value, s.n, s.metric) == (0.75, 4, "acc")
+    assert s.details == {
+        "split": "val",
+        "n_rows": 2,
+        "n_masked": 3,
+        "n_replaced": 2,
+        "baseline_always_original": 0.5,
+        "generator_acc": pytest.approx(1 / 3),
+    }
+    # one counted token, nothing masked: a row, with no generator accuracy (not NaN)
+    monkeypatch.setattr(electra, "rtd_accuracy", _detection([1], [0], [0], []))
+    s = rtd.score(e, None, path, rng)
+    assert s.n == 1 and s.details["generator_acc"] is None
+    assert s.details["baseline_always_original"] == 1.0
+    # no counted token: an error naming the file
+    monkeypatch.setattr(electra, "rtd_accuracy", _detection([], [], [], []))
+    with pytest.raises(ValueError) as ei:
+        rtd.score(e, None, path, rng)
+    assert str(ei.value) == f"{path}: expected at least one byte in the val rows, got none"
+
+
+def test_no_val_rows_error_names_the_file(tmp_path):
+    from tinyllm.eval.kinds import rtd
+
+    e, path = _rows_entry(tmp_path, [Row("train", "zz", "-")])
+    with pytest.raises(ValueError) as ei:
+        rtd.score(e, None, path, np.random.default_rng(0))
+    assert str(ei.value) == f"{path}: expected rows of split 'val', got only splits ['train']"

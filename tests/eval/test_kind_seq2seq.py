@@ -3,8 +3,10 @@ the zoo row (Wilson interval, per-item scores, only the scored file, same seed -
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -247,3 +249,57 @@ def test_the_manifest_that_zoo_build_writes_for_seq2seq_recipes_is_scored(tmp_pa
     assert rows[0]["value"] == 21 / 291 and rows[1]["value"] == 0.0
     for e in m["entries"]:
         assert zoo.read_config(tmp_path / e["checkpoint"])["tl_arch"] == e["family"]
+
+
+# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/kinds/*.py` ---
+
+
+@contextlib.contextmanager
+def ascii_locale():
+    """LC_CTYPE "C" for the block: Python's default text encoding becomes ASCII, as on a system
+    whose locale is not UTF-8."""
+    import locale
+
+    if sys.flags.utf8_mode:
+        pytest.skip("Python's UTF-8 mode ignores the locale")
+    old = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, old)
+
+
+def test_read_pairs_skips_blank_lines_anywhere_and_reads_utf8_whatever_the_locale(tmp_path):
+    p = tmp_path / "t.jsonl"
+    lines = [json.dumps({"src": s, "tgt": t}, ensure_ascii=False) for s, t in PAIRS]
+    p.write_text("\n".join([lines[0], "", "   ", *lines[1:]]) + "\n", encoding="utf-8")
+    with ascii_locale():
+        assert kind.read_pairs(p) == PAIRS  # "Côte d’Ivoire" is not ASCII
+    p.write_bytes(b'{"src": "a", "tgt": "\xe9"}\n')  # latin-1, not UTF-8
+    with pytest.raises(ValueError, match=r"t.jsonl: expected UTF-8 JSONL, got undecodable bytes"):
+        kind.read_pairs(p)
+
+
+def test_refused_options_are_named_in_the_error(tmp_path):
+    data = write_jsonl(tmp_path / "val.jsonl", PAIRS)
+    model = copy_baseline.Model(copy_baseline.Config())
+    for opts in ({"ctx_len": 8}, {"stride": 2}, {"split": "val"}):
+        with pytest.raises(ValueError) as ei:
+            kind.score(entry("c", "copy", "x", data, **opts), model, data, None)
+        assert str(ei.value) == (
+            f"entry 'c': seq2seq entries take only the option 'beam', got {opts} "
+            "(the data file is the split that is scored)"
+        )
+
+
+def test_a_family_that_answers_fewer_hypotheses_is_refused(tmp_path, monkeypatch):
+    data = write_jsonl(tmp_path / "val.jsonl", PAIRS)
+    real = copy_baseline.translate_ids
+    monkeypatch.setattr(
+        copy_baseline, "translate_ids", lambda m, srcs, beam=4: real(m, srcs, beam=beam)[:-1]
+    )
+    model = copy_baseline.Model(copy_baseline.Config())
+    with pytest.raises(ValueError) as ei:
+        kind.score(entry("c", "copy", "x", data), model, data, None)
+    assert str(ei.value) == "copy.translate_ids: expected 6 hypotheses, got 5"
