@@ -818,7 +818,8 @@ def test_publish_run_writes_items_run_report_and_compare(tmp_path):
     assert store.read_compare("r2") == cmp
     # an explicit previous; a new row lands where the manifest order puts it
     run3 = make_report("r3", "2026-12-01T18:00:00Z", [full_row("a", ones)])
-    publish_run(store, "r3", run3, {"a": ones}, run_id="run-1")
+    out3 = publish_run(store, "r3", run3, {"a": ones}, run_id="run-1")
+    assert out3["compare"]["seed"] == 0  # the default seed
     late = make_report("r3", "2026-12-01T19:00:00Z", [skipped_row("b")])
     out3 = publish_run(store, "r3", late, {}, order=["b", "a"], previous="r1", run_id="run-2")
     assert [r["name"] for r in out3["report"]["rows"]] == ["b", "a"]
@@ -1356,3 +1357,80 @@ def test_s3_uris_and_prefixes(s3):
     for bad in ("s3://ab/x", "s3://" + "a" * 64 + "/x"):
         with pytest.raises(StoreError, match="expected s3://bucket/prefix"):
             open_store(bad)
+
+
+def test_check_writable_probes_the_store_folder_itself(tmp_path, monkeypatch):
+    import tempfile
+
+    made = []
+    real = tempfile.mkstemp
+
+    def spy(*args, **kw):
+        fd, path = real(*args, **kw)
+        made.append(path)
+        return fd, path
+
+    monkeypatch.setattr(tempfile, "mkstemp", spy)
+    root = tmp_path / "store"
+    open_store(root).check_writable()
+    (probe,) = made
+    assert os.path.dirname(probe) == str(root)  # the folder reports will be written to
+    name = os.path.basename(probe)
+    assert name.startswith(".probe.") and name.endswith(".tmp")  # a leftover is never a key
+    assert not os.path.exists(probe)
+
+    def refuse(*args, **kw):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(PermissionError) as ei:
+        open_store(root).check_writable()
+    assert ei.value.__notes__ == [f"store {root}"]
+
+
+def test_local_read_errors_carry_a_note_naming_the_key(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    store = open_store(tmp_path)
+    store.put_bytes("releases/r1/x.json", b"{}")
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    with pytest.raises(PermissionError) as ei:
+        store.get_bytes("releases/r1/x.json")
+    assert ei.value.__notes__ == [f"{tmp_path}/releases/r1/x.json"]
+
+
+def test_a_malformed_run_file_names_its_key(tmp_path):
+    store = open_store(tmp_path)
+    store.put_bytes("releases/r1/runs/run-1.json", b'{"created_at": "2026-11-29", "rows": {}}')
+    with pytest.raises(StoreError) as ei:
+        store.read_run("r1", "run-1")
+    assert str(ei.value) == (
+        f"{tmp_path}/releases/r1/runs/run-1.json: expected 'rows' to be a list, got dict"
+    )
+
+
+def test_s3_read_errors_carry_a_note_naming_the_key(s3):
+    from botocore.exceptions import ClientError
+
+    def fail(op, kw):
+        return "AccessDenied" if op in ("get_object", "head_object") else None
+
+    store = open_store("s3://tl-q/p", client=ServerQuirks(s3, fail=fail))
+    for call in (store.get_bytes, store.exists):
+        with pytest.raises(ClientError) as ei:
+            call("releases/r1/x.json")
+        assert ei.value.__notes__ == ["s3://tl-q/p/releases/r1/x.json"]
+
+
+def test_s3_prefixes_keep_their_own_characters(s3):
+    # only '/' is stripped from a prefix: "X" at either end is part of the name
+    store = open_store("s3://tl-q/X/team/X")
+    assert (store.prefix, store.uri) == ("X/team/X/", "s3://tl-q/X/team/X/")
+    assert store.where("releases/r1") == "s3://tl-q/X/team/X/releases/r1"
+    store.write_site_file("dashboard/index.html", b"<html>", "text/html")
+    body = s3.get_object(Bucket="tl-q", Key="X/team/X/dashboard/index.html")["Body"].read()
+    assert body == b"<html>"
