@@ -958,3 +958,21 @@ def test_configs_and_reports_are_read_as_utf8_whatever_the_locale(tmp_path):
         back = zoo.read_report(out)
     assert cfg["tl_arch"] == "hf" and cfg["config"]["_name_or_path"] == "modèle-é"
     assert back.rows[0].error.message == "entrée refusée"
+
+
+def test_saved_items_are_float64_whatever_was_attached(tmp_path):
+    """formats/manifest.md: per-item scores are saved as float64, also when a caller attached
+    float32 (or integer) arrays to ``report.item_scores`` itself."""
+    entry = _uniform_bigram(tmp_path)
+    report = zoo.run_zoo({"entries": [entry]}, base_dir=tmp_path)
+    report.item_scores["uniform"] = report.item_scores["uniform"].astype(np.float32)
+    out = zoo.write_report(report, tmp_path / "rep" / "report.json")
+    saved = zoo.load_items(out, report.rows[0])
+    assert saved.dtype == np.float64 and saved.shape == (18,)
+
+
+def test_the_seed_drawn_from_an_rng_is_its_first_integer_below_2_63(zoo_dir):
+    for s in (2, 4):  # rngs whose draw below 2**63 - 1 and below 2**63 - 2 differ
+        want = int(np.random.default_rng(s).integers(0, 2**63 - 1))
+        assert want != int(np.random.default_rng(s).integers(0, 2**63 - 2))
+        assert zoo.run_zoo(zoo_dir / "zoo.yaml", rng=np.random.default_rng(s)).seed == want
