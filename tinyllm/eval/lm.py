@@ -1060,10 +1060,13 @@ def _cached_lls(
             got = lp[rows[sel] - lo, tgt[sel]].double()
             for i, val in zip(sel.tolist(), got.tolist(), strict=True):
                 ll[ks[i]] = val
-        # the rest of each choice, fed after its cached context, in rows of one or more choices
-        # of one context (packed one after another, each attending to the context and causally
-        # to itself only; see _rows_of)
-        groups = [g for u in batch for g in _rows_of(u, ctxs[u].size, of_ctx[u], reqs)]
+        # the rest of each choice, fed after its cached context: the choices of one context
+        # share a row (packed one after another, each attending to the context and causally to
+        # itself only), so the context's keys and values are copied once per context, not per
+        # choice. (One row per choice would attend over fewer masked pairs when the choices are
+        # long, but measured slower on the tiny "sentence" task: bench/bench_mc.py.)
+        groups = [(u, [k for k in of_ctx[u] if reqs[k].cont.size > 1]) for u in batch]
+        groups = [g for g in groups if g[1]]
         groups.sort(key=lambda g: -sum(reqs[k].cont.size - 1 for k in g[1]))
         widths = [sum(reqs[k].cont.size - 1 for k in g[1]) for g in groups]
         for sl2 in _budget_batches(widths, budget):
@@ -1104,31 +1107,6 @@ def _cached_lls(
                 at += q
         if finished is not None:
             finished(ks)
-
-
-_COPY_PAIRS = 16  # the cost of copying one cached position for one more row, in attention
-# (query, key) pairs: both are per layer and per unit of width; a copy moves 16 D bytes (keys and
-# values, selected then concatenated), a pair costs 4 D FLOPs of attention, and on this CPU
-# (bench/bench_mc.py) a byte of copy costs about as much as 4 FLOPs of small attention
-
-
-def _rows_of(u: int, n_ctx: int, ks: list[int], reqs: list[_Req]) -> list[tuple[int, list[int]]]:
-    """The continuation rows of context u: ``[(u, [requests of the row]), ...]``.
-
-    All choices of a context in one row read the context's keys and values once, but each of
-    their tokens also meets (masked) every other choice's tokens: attention over
-    ``W * (n_ctx + W)`` pairs for a total width W. One row per choice costs
-    ``sum q_i (n_ctx + q_i)`` pairs plus a copy of the context per extra row. Long choices
-    (a HellaSwag-like sentence) are cheaper one per row; short ones (a cloze) packed."""
-    qs = [(k, reqs[k].cont.size - 1) for k in ks if reqs[k].cont.size > 1]
-    if not qs:
-        return []
-    w = sum(q for _, q in qs)
-    packed = w * (n_ctx + w)
-    apart = sum(q * (n_ctx + q) for _, q in qs) + (len(qs) - 1) * n_ctx * _COPY_PAIRS
-    if packed <= apart:
-        return [(u, [k for k, _ in qs])]
-    return [(u, [k]) for k, _ in qs]
 
 
 class _GPTCache:
