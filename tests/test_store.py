@@ -1434,3 +1434,21 @@ def test_s3_prefixes_keep_their_own_characters(s3):
     store.write_site_file("dashboard/index.html", b"<html>", "text/html")
     body = s3.get_object(Bucket="tl-q", Key="X/team/X/dashboard/index.html")["Body"].read()
     assert body == b"<html>"
+
+
+def test_s3_listing_errors_name_the_prefix_and_a_one_letter_prefix_is_kept(s3):
+    from botocore.exceptions import ClientError
+
+    assert open_store("s3://tl-q/X").prefix == "X/"
+
+    def deny(**kw):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "ListObjectsV2")
+
+    s3.meta.events.register("before-call.s3.ListObjectsV2", deny)
+    store = open_store("s3://tl-q/p", client=s3)
+    with pytest.raises(ClientError) as ei:
+        store.list("releases/")
+    assert ei.value.__notes__ == ["s3://tl-q/p/releases/"]
+    with pytest.raises(ClientError) as ei:
+        store.list()
+    assert ei.value.__notes__ == ["s3://tl-q/p/"]
