@@ -1452,3 +1452,13 @@ def test_s3_listing_errors_name_the_prefix_and_a_one_letter_prefix_is_kept(s3):
     with pytest.raises(ClientError) as ei:
         store.list()
     assert ei.value.__notes__ == ["s3://tl-q/p/"]
+
+
+def test_history_breaks_equal_times_by_release_name(tmp_path):
+    # "r1-b/..." sorts before "r1/..." as a key ('-' < '/'), but the history orders by name
+    store = open_store(tmp_path)
+    for name in ("r1-b", "r1", "r0"):
+        store.write_report(name, make_report(name, "2026-11-29T18:00:00Z", []))
+    assert store.list("releases/")[1] == "releases/r1-b/report.json"  # listing order
+    assert store.releases() == ["r0", "r1", "r1-b"]
+    assert store.previous_release("r1-b") == "r1"
