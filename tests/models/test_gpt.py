@@ -85,16 +85,20 @@ def test_inference_hidden_equals_the_modules_forward(act):
 
 
 @pytest.mark.parametrize("lo, hi", [(0, 12), (6, 11), (11, 12), (0, 1), (3, 12), (0, 5)])
-def test_hidden_keep_equals_the_full_pass_at_the_kept_positions(lo, hi):
+def test_hidden_keep_equals_the_full_pass_at_the_kept_positions(lo, hi, monkeypatch):
     """hidden(idx, keep=slice(lo, hi)) runs the last block at lo..hi-1 only (keys and values of
-    0..hi-1): the full pass's hidden states there, to float32 rounding; in training (autograd)
-    it is the full pass sliced."""
+    0..hi-1): the full pass's hidden states there, to float32 rounding; when that would skip
+    fewer than _MIN_ROWS_SAVED rows it runs the full block and slices (exactly the full pass);
+    in training (autograd) it is the full pass sliced."""
     m = _randomize(gpt.Model(dataclasses.replace(TINY, n_layer=3)))
     idx = _ids(4, 12, seed=5)
     full = m.hidden(idx).detach()
     with torch.inference_mode():
+        few = m.hidden(idx, keep=slice(lo, hi))  # 4 x (12 - kept) rows skipped: < 64
+        monkeypatch.setattr(gpt, "_MIN_ROWS_SAVED", 1)
         kept = m.hidden(idx, keep=slice(lo, hi))
-    assert kept.shape == (4, hi - lo, 16)
+    assert kept.shape == few.shape == (4, hi - lo, 16)
+    torch.testing.assert_close(few, full[:, lo:hi], rtol=0, atol=0)
     torch.testing.assert_close(kept, full[:, lo:hi], rtol=0, atol=2e-6)
     m.train()
     torch.testing.assert_close(m.hidden(idx, keep=slice(lo, hi)), full[:, lo:hi], rtol=0, atol=0)

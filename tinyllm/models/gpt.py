@@ -93,6 +93,12 @@ ZOO_STEPS = 4000
 ZOO_TRAIN_KWARGS: dict = {"batch_size": 32, "lr": 1e-2}
 
 
+# hidden(keep=) runs the last block at the kept rows only when that skips at least this many
+# rows (batch x positions): below, the mask and the slicing cost more than the rows they save
+# (one 32-token window of the zoo GPT, 16 kept: 2% slower, bench/bench_ppl.py --budget batch 1)
+_MIN_ROWS_SAVED = 64
+
+
 def _mlp_inplace(mlp: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """``mlp(x)`` in inference with its GELU in place (the same kernel, one fresh tensor less)."""
     h = mlp.c_fc(x)  # [B, T, 4D]
@@ -190,6 +196,8 @@ class Model(nn.Module):
             return self.ln_f(x[:, lo:hi])  # [B, hi - lo, D]
         for block in self.h[:-1]:
             x = self._block(block, x)  # [B, T, D]
+        if idx.shape[0] * (n_tok - (hi - lo)) < _MIN_ROWS_SAVED:  # too few rows to gain
+            return self.ln_f(self._block(self.h[-1], x)[:, lo:hi])  # [B, hi - lo, D]
         return self.ln_f(self._block(self.h[-1], x, lo, hi))  # [B, hi - lo, D]
 
     def _block(
