@@ -132,7 +132,7 @@ class Config:
 #   1    2e-4   0     2500  50     0.8819 / 0.8624 (0.009)    0.8721 / 0.8606 (0.0001)  .13 .05
 #   1    2e-4   1.0   2500  48     0.8899 / 0.8624 (0.0006)   0.8687 / 0.8605 (0.003)   .13 .05
 #   1    2e-4   0     4000  74     0.9000 / 0.8658 (0.0001)   0.8639 / 0.8602 (0.25)    .18 .05
-#   0    2e-4   1.0   4000  82     0.8866 / 0.8698 (0.05)     0.8235 / 0.8610 (worse)   .18 .06
+#   0    2e-4   1.0   4000  82     0.8866 / 0.8698 (0.05)     0.8235 / 0.8610 (below)   .18 .06
 #   1    2e-4   1.0   4000  73     0.8953 / 0.8658 (0.0003)   0.8808 / 0.8601 (0.0001)  .18 .05
 #   3    2e-4   1.0   2500  50     0.8872 / 0.8638 (0.002)    0.8719 / 0.8600 (0.0001)  .12 .05
 #   3    2e-4   1.0   4000  79     0.8933 / 0.8638 (0.0008)   0.8821 / 0.8605 (0.0001)  .15 .05 <- zoo
@@ -144,12 +144,11 @@ class Config:
 # draw: the same checkpoint at eval seeds 1, 2, 3: polarity 0.8987 / 0.8698, 0.8980 / 0.8631,
 # 0.8799 / 0.8470, langid 0.8767 / 0.8551, 0.8712 / 0.8511, 0.8794 / 0.8553 (every p <= 0.0002);
 # trained with seed 1 (69 CPU s): polarity 0.8960 / 0.8624, langid 0.8847 / 0.8606 (p 0.0001
-# each). What did it: the
-# rows text in pretraining (lee only, the discriminator flags unusual but original bytes of the
-# foreign names: langid 0.8235, below the baseline), a generator 10x slower than the
-# discriminator (its replacements stay detectable while the discriminator learns; with lr 2e-3
-# for both, nothing is detected), and the local start of the discriminator's attention (langid
-# at 4000 steps: 0.8639 without, 0.8808 with). Repeating the rows text 3 times is within noise
+# each). What did it: the rows text in pretraining (lee only, the discriminator flags unusual
+# but original bytes of the foreign names: langid 0.8235, below the baseline), a generator 10x
+# slower than the discriminator (its replacements stay detectable while the discriminator
+# learns; with lr 2e-3 for both, nothing is detected), and the local start of the
+# discriminator's attention (langid at 4000 steps: 0.8639 without, 0.8808 with). Repeating the rows text 3 times is within noise
 # of once for ELECTRA. More steps make the generator better and polarity harder (6000 steps).
 # Honest reading: this generator is weak (its argmax is right on 15% / 5% of the masked bytes),
 # so the task it sets is easier than a strong generator's would be; gen acc is in every row's
