@@ -976,3 +976,140 @@ def test_the_seed_drawn_from_an_rng_is_its_first_integer_below_2_63(zoo_dir):
         want = int(np.random.default_rng(s).integers(0, 2**63 - 1))
         assert want != int(np.random.default_rng(s).integers(0, 2**63 - 2))
         assert zoo.run_zoo(zoo_dir / "zoo.yaml", rng=np.random.default_rng(s)).seed == want
+
+
+# ---- the lm kind (tinyllm/eval/kinds/lm.py): oracles written for its surviving mutants ---------
+
+
+class _UniformHF:
+    """A stand-in Hugging Face causal LM (SPEC.md section 1: anything callable on ids[None]
+    returning logits): uniform logits over 256 ids, a ``config`` with only the given fields,
+    and the length of every window it was called on."""
+
+    def __init__(self, **config):
+        import types
+
+        self.config = types.SimpleNamespace(**config)
+        self.calls = []
+
+    def __call__(self, ids):
+        self.calls += [int(ids.shape[1])] * int(ids.shape[0])  # one length per window
+        return torch.zeros(*ids.shape, 256)
+
+
+def _hf_entry(**options) -> Entry:
+    d = {"name": "h", "family": "hf", "checkpoint": "x", "data": "d"}
+    return Entry.model_validate(d | ({"options": options} if options else {}))
+
+
+def test_hf_context_length_from_whichever_config_field_it_has():
+    from tinyllm.eval.kinds.lm import lm_token_nlls
+
+    ids = np.arange(20, dtype=np.uint8)
+    # ctx 8, default stride 8 // 2 = 4: windows [0,8) [4,12) [8,16) [12,20)
+    for key in ("n_positions", "max_position_embeddings", "n_ctx"):
+        m = _UniformHF(vocab_size=256, **{key: 8})
+        nlls = lm_token_nlls(m, ids, _hf_entry())
+        np.testing.assert_allclose(nlls, np.full(19, math.log(256.0)), rtol=1e-6)
+        assert nlls.dtype == np.float64 and m.calls == [8, 8, 8, 8], key
+    # the first usable field wins; None or a length below 2 is skipped
+    m = _UniformHF(vocab_size=256, n_positions=None, max_position_embeddings=1, n_ctx=12)
+    lm_token_nlls(m, ids, _hf_entry())
+    assert sorted(m.calls) == [8, 12, 12]  # ctx 12, stride 6: [0,12) [6,18) [12,20)
+    m = _UniformHF(vocab_size=256, n_positions=2)  # the smallest window: stride max(1, 1) = 1
+    lm_token_nlls(m, ids[:5], _hf_entry())
+    assert m.calls == [2, 2, 2, 2]
+    m = _UniformHF(vocab_size=256, n_positions=3)  # 3 // 2 = 1: windows [0,3) [1,4) [2,5)
+    lm_token_nlls(m, ids[:5], _hf_entry())
+    assert m.calls == [3, 3, 3]
+    with pytest.raises(ValueError) as ei:
+        lm_token_nlls(_UniformHF(vocab_size=256, n_positions=1), ids, _hf_entry())
+    assert str(ei.value) == (
+        "hf model: expected a context length in its config (n_positions or "
+        "max_position_embeddings), got none; set options.ctx_len"
+    )
+
+
+def test_hf_vocabulary_check_names_the_size_it_read():
+    from tinyllm.eval.kinds.lm import lm_token_nlls
+
+    ids = np.arange(10, dtype=np.uint8)
+    for config, got in (({}, 0), ({"vocab_size": None}, 0), ({"vocab_size": 255}, 255)):
+        with pytest.raises(ValueError) as ei:
+            lm_token_nlls(_UniformHF(n_positions=8, **config), ids, _hf_entry())
+        assert str(ei.value) == (
+            "hf model: expected a vocabulary of at least 256 ids (the data are byte ids "
+            f"0..255), got vocab_size={got}"
+        )
+
+
+@pytest.mark.skipif("gpt" not in FAMILIES, reason="gpt family not registered")
+def test_gpt_row_uses_the_entrys_stride_not_the_default(zoo_dir):
+    gpt = FAMILIES["gpt"]
+    e = dict(_entry(zoo_dir, "gpt"), options={"ctx_len": 16, "stride": 5})
+    row, items = zoo.score_entry_items(e, base_dir=zoo_dir)
+    assert row["status"] == "ok", row["error"]
+    model = gpt.load(zoo_dir / e["checkpoint"])
+    ids = read_tokens(zoo_dir / "data" / "val.tok")
+    np.testing.assert_array_equal(items, gpt.token_nlls(model, ids, ctx_len=16, stride=5))
+    assert not np.array_equal(items, gpt.token_nlls(model, ids, ctx_len=16, stride=8))
+
+
+def test_families_without_windows_refuse_either_window_option(zoo_dir):
+    for options in ({"ctx_len": 16}, {"stride": 8}):
+        e = dict(_entry(zoo_dir, "bigram"), options=options)
+        row = zoo.score_entry(e, base_dir=zoo_dir)
+        assert row["status"] == "error" and "not scored in windows" in row["error"]["message"]
+
+
+def test_a_family_token_nlls_is_called_as_its_signature_allows(monkeypatch):
+    """Window options go only to a token_nlls that takes both ctx_len and stride; its answer
+    must be float64[n-1] (converted when it is not)."""
+    import types
+
+    from tinyllm.eval.kinds import lm as kind
+
+    ids = np.arange(10, dtype=np.uint8)
+
+    def only_ctx(model, ids, ctx_len=None):  # takes ctx_len but not stride: not windowed
+        return np.ones(len(ids) - 1, dtype=np.float32)
+
+    monkeypatch.setitem(kind.FAMILIES, "fake", types.SimpleNamespace(token_nlls=only_ctx))
+    e = Entry.model_validate({"name": "f", "family": "fake", "checkpoint": "x", "data": "d"})
+    out = kind.lm_token_nlls(None, ids, e)
+    assert out.dtype == np.float64 and out.tolist() == [1.0] * 9
+
+    def wrong_shape(model, ids):
+        return np.ones(len(ids) - 2)
+
+    monkeypatch.setitem(kind.FAMILIES, "fake", types.SimpleNamespace(token_nlls=wrong_shape))
+    with pytest.raises(ValueError) as ei:
+        kind.lm_token_nlls(None, ids, e)
+    assert str(ei.value) == ("fake.token_nlls: expected float64[9] (tokens 1..n-1), got shape (8,)")
+
+
+def test_byte_ids_0_and_255_are_bytes_256_is_not_in_any_chunk(tmp_path, monkeypatch):
+    from tinyllm.eval.kinds import lm as kind
+
+    entry = _uniform_bigram(tmp_path)
+    good = np.array([0, 255, 0, 7, 255, 1, 2, 3, 4, 0], dtype=np.uint16)  # wide dtype: checked
+    write_tokens(tmp_path / "good.tok", good)
+    row = zoo.score_entry(dict(entry, data="good.tok"), base_dir=tmp_path)
+    assert row["status"] == "ok" and row["n"] == 9 and row["value"] == 8.0
+    monkeypatch.setattr(kind, "BYTE_CHECK_CHUNK", 4)  # chunks [0,4) [4,8) [8,10)
+    for pos, got in ((0, "0..256"), (9, "4..256")):  # first and last chunk, each its range
+        bad = good.copy()
+        bad[pos] = 256
+        write_tokens(tmp_path / "bad.tok", bad)
+        row = zoo.score_entry(dict(entry, data="bad.tok"), base_dir=tmp_path)
+        assert row["error"]["message"] == (
+            f"{tmp_path / 'bad.tok'}: expected byte ids 0..255 (bits per byte counts one byte "
+            f"per token), got ids in {got}"
+        ), pos
+
+
+def test_three_tokens_are_enough_for_a_row(tmp_path):
+    entry = _uniform_bigram(tmp_path)
+    write_tokens(tmp_path / "three.tok", np.array([1, 2, 3], dtype=np.uint8))
+    row = zoo.score_entry(dict(entry, data="three.tok"), base_dir=tmp_path)
+    assert row["status"] == "ok" and row["n"] == 2 and row["lo"] == row["value"] == 8.0
