@@ -1464,15 +1464,6 @@ def test_history_breaks_equal_times_by_release_name(tmp_path):
     assert store.previous_release("r1-b") == "r1"
 
 
-def test_the_unreadable_release_warning_points_at_the_caller_of_history(tmp_path):
-    store = open_store(tmp_path)
-    store.write_report("r1", make_report("r1", "2026-11-29T18:00:00Z", []))
-    store.put_bytes("releases/r2/report.json", b"{")
-    with pytest.warns(UserWarning, match="left out of the history") as rec:
-        assert store.history(skip_unreadable=True)[0][0] == "r1"
-    assert rec[0].filename == __file__  # the line that asked for the history, not store.py
-
-
 def test_items_loader_with_a_report_without_rows_uses_the_fixed_names(tmp_path):
     store = open_store(tmp_path)
     store.write_items("r1", "gpt", np.array([1.0, 2.0]))
