@@ -470,3 +470,40 @@ def test_workspace_is_per_thread_and_bounded(monkeypatch):
     assert big.shape == (100,) and not any(k[0] == "u" for k in gpt._WORKSPACE.bufs)
     gpt.release_workspace()
     assert gpt._WORKSPACE.nbytes() == 0
+
+
+def test_kv_cache_last_returns_one_row_per_sequence_with_the_full_cache():
+    """``last=`` returns the hidden state of one token per row (a right-padded context's last
+    one) and the same cache as the full pass; the last block runs at those rows only in
+    inference (float32 rounding of smaller matrices: 1e-6), and training's modules give the
+    full pass's rows exactly. With a past and a tree mask too. Bad ``last`` is a clear error."""
+    m = _randomize(gpt.Model(TINY))
+    ctx = _ids(3, 10, seed=13)
+    last = torch.tensor([9, 0, 4])
+    rows = torch.arange(3)
+    with torch.inference_mode():
+        full, cache = m.hidden_cached(ctx)
+        h, c = m.hidden_cached(ctx, last=last)
+        assert h.shape == (3, 1, TINY.n_embd)
+        torch.testing.assert_close(h[:, 0], full[rows, last], rtol=0, atol=1e-6)
+        for a, b in zip(c.k + c.v, cache.k + cache.v, strict=True):
+            assert torch.equal(a, b)
+        y = _ids(3, 4, seed=14)
+        tree = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 1]]).bool()
+        pos = 10 + torch.tensor([0, 1, 0, 1]).expand(3, 4)
+        valid = torch.arange(10)[None, :] < (last + 1)[:, None]
+        kw = dict(positions=pos, past_valid=valid, new_mask=tree.expand(3, 4, 4))
+        e_full, _ = m.hidden_cached(y, cache, **kw)
+        at = torch.tensor([1, 3, 2])
+        e, none = m.hidden_cached(y, cache, **kw, last=at, need_cache=False)
+        assert none is None
+        torch.testing.assert_close(e[:, 0], e_full[rows, at], rtol=0, atol=1e-6)
+    with torch.no_grad():
+        m.train()  # dropout 0: the modules, every row, then the picked ones
+        h_mod, _ = m.hidden_cached(ctx, last=last)
+        ref, _ = m.hidden_cached(ctx)
+        m.eval()
+    torch.testing.assert_close(h_mod[:, 0], ref[rows, last], rtol=0, atol=0)
+    for bad in (torch.tensor([10, 0, 0]), torch.tensor([-1, 0, 0]), torch.tensor([1, 2])):
+        with pytest.raises(ValueError, match=r"expected last of shape \[3\] with values in"):
+            m.hidden_cached(ctx, last=bad)

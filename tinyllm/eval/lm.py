@@ -1039,14 +1039,13 @@ def _cached_lls(
         batch = order[sl]
         x = _pad([ctxs[u] for u in batch])  # [Bc, Lc]
         lens = torch.tensor([ctxs[u].size for u in batch])  # [Bc]
-        h, state = engine.prefill(x, lens)  # h [Bc, Lc, D]
+        h_last, state = engine.prefill(x, lens)  # [Bc, D] at each context's last token
         ks = [k for u in batch for k in of_ctx[u]]
         row_of = {u: b for b, u in enumerate(batch)}
         # the first choice token of every request, read at its context's last position: the
         # head and log-softmax run once per context, shared by all of its choices
         rows = torch.tensor([row_of[ctx_id[reqs[k].ctx.tobytes()]] for k in ks])  # [R]
         tgt = torch.tensor([int(reqs[k].cont[0]) for k in ks])  # [R]
-        h_last = h[torch.arange(len(batch)), lens - 1]  # [Bc, D]
         step = max(1, _MAX_LOGITS // max(v, 1))
         for lo in range(0, len(batch), step):
             z = engine.head(h_last[lo : lo + step])  # [rows, V]
@@ -1116,7 +1115,10 @@ class _GPTCache:
         self.model, self.head = model, model.lm_head
 
     def prefill(self, x: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tensor, Any]:
-        return self.model.hidden_cached(x)  # right padding is never read by valid positions
+        """``(h [Bc, D] at each context's last token, cache)``: right padding is never read by
+        valid positions; the last block runs its attention output and MLP at those rows only."""
+        h, cache = self.model.hidden_cached(x, last=lens - 1)  # h [Bc, 1, D]
+        return h[:, 0], cache
 
     def extend(
         self,
@@ -1165,7 +1167,8 @@ class _HFCache:
         am = (torch.arange(x.shape[1])[None, :] < lens[:, None]).long()  # [Bc, Lc]
         out = self.base(input_ids=x, attention_mask=am, use_cache=True)
         cache = getattr(out, self.kw, None) or getattr(out, "past_key_values", None)
-        return out.last_hidden_state, (_hf_kv(cache), am)
+        h = out.last_hidden_state  # [Bc, Lc, D]
+        return h[torch.arange(h.shape[0]), lens - 1], (_hf_kv(cache), am)  # [Bc, D]
 
     def extend(
         self,

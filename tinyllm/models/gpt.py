@@ -309,6 +309,7 @@ class Model(nn.Module):
         past_valid: torch.Tensor | None = None,
         new_mask: torch.Tensor | None = None,
         need_cache: bool = True,
+        last: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, KVCache | None]:
         """Incremental decoding: hidden states of ``idx`` read after the tokens cached in ``past``.
 
@@ -329,6 +330,11 @@ class Model(nn.Module):
         * ``need_cache=False``: the cache is not returned (``(h, None)``); in inference the keys
           and values of every layer then live in this thread's workspace instead of fresh
           tensors (scoring continuations whose cache is thrown away).
+        * ``last`` ``[B]`` int: return only the hidden state of token ``last[b]`` of each row,
+          ``h`` ``[B, 1, D]`` (e.g. a right-padded context's last token, which predicts what
+          follows). The cache still holds every position; in inference the last block computes
+          its attention output and MLP at these B rows only (its keys and values come from
+          every position), as :meth:`hidden` does with ``keep``.
 
         Same weights and the same arithmetic as :meth:`hidden`; only the matrix shapes differ,
         so results agree to float32 rounding (about 1e-6).
@@ -373,6 +379,13 @@ class Model(nn.Module):
             mask = torch.zeros(mask.shape, dtype=self.wte.weight.dtype, device=idx.device)[
                 :, None
             ].masked_fill_(~mask[:, None], float("-inf"))
+        if last is not None:
+            last = torch.as_tensor(last, dtype=torch.int64, device=idx.device)
+            if last.shape != (B,) or (B and not (0 <= int(last.min()) <= int(last.max()) < T)):
+                raise ValueError(
+                    f"gpt: expected last of shape [{B}] with values in [0, {T}), got "
+                    f"{list(last.shape)} {last.tolist() if last.numel() <= 8 else ''}".rstrip()
+                )
         infer = not (self.training or torch.is_grad_enabled())  # in-place MLP and residuals
         x = self.drop(self.wte(idx) + self.wpe(positions))  # [B, T, D]
         D, H = self.cfg.n_embd, self.cfg.n_head
@@ -403,6 +416,20 @@ class Model(nn.Module):
                 ks.append(k)
                 vs.append(v)
             p = attn.dropout if self.training else 0.0
+            if last is not None and (not infer or i < len(self.h) - 1):
+                pass  # every row: the blocks before the last, and training's modules
+            elif last is not None:  # the last block, in inference: B query rows only
+                rows = torch.arange(B, device=idx.device)
+                q = q[rows, :, last][:, :, None]  # [B, H, 1, Dh]
+                if mask is None:  # causal: row b's query reads tokens 0 .. last[b]
+                    keep = torch.arange(T, device=idx.device)[None, :] <= last[:, None]
+                    m1 = keep[:, None, None]  # [B, 1, 1, T] bool
+                else:
+                    m1 = mask[rows, :, last][:, :, None]  # [B, 1, 1, S + T] additive
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=m1)  # [B, H, 1, Dh]
+                x = x[rows, last][:, None].add_(_attn_proj(attn.c_proj, y))  # [B, 1, D]
+                x = x.add_(_mlp_inplace(block.mlp, block.ln_2(x)))  # [B, 1, D]
+                continue
             if mask is None:  # no cache: the plain causal triangle, as in hidden()
                 y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
             else:
@@ -414,6 +441,8 @@ class Model(nn.Module):
                 y = y.transpose(1, 2).contiguous().view(B, T, D)  # [B, H, T, Dh] -> [B, T, D]
                 x = x + attn.resid_drop(attn.c_proj(y))
                 x = x + block.mlp(block.ln_2(x))  # [B, T, D]
+        if last is not None and not infer:  # the modules ran every row: pick them here
+            x = x[torch.arange(B, device=idx.device), last][:, None]  # [B, 1, D]
         return self.ln_f(x), (KVCache(ks, vs) if need_cache else None)
 
     def forward(
