@@ -413,65 +413,6 @@ def test_kv_cache_tree_mask_scores_several_continuations_in_one_row():
     torch.testing.assert_close(h[0, 3:], want_b, rtol=0, atol=1e-5)
 
 
-def test_inference_blocks_are_bit_identical_to_the_modules_with_the_workspace():
-    """The inference paths write their intermediates into per-thread scratch buffers with
-    ``out=`` (the same addmm as nn.Linear): hidden, hidden(keep=) and hidden_cached give exactly
-    the modules' numbers (autograd on: the plain modules), also without biases, and the
-    returned tensors own their memory (a second call does not overwrite the first result)."""
-    for bias in (True, False):
-        m = _randomize(gpt.Model(dataclasses.replace(TINY, bias=bias)))
-        idx = _ids(3, 16, seed=11)
-        with torch.no_grad():
-            m.train()  # dropout 0: the modules' forward, no workspace
-            ref = m.hidden(idx)
-            m.eval()
-        with torch.enable_grad():
-            ref_c, ref_cache = m.hidden_cached(idx[:, :9])
-            ref_e, _ = m.hidden_cached(idx[:, 9:], ref_cache)
-        ref_c, ref_e = ref_c.detach(), ref_e.detach()
-        with torch.inference_mode():
-            got = m.hidden(idx)
-            kept = m.hidden(idx, keep=slice(6, 16))
-            h, cache = m.hidden_cached(idx[:, :9])
-            e1, c1 = m.hidden_cached(idx[:, 9:], cache)
-            e2, none = m.hidden_cached(idx[:, 9:], cache, need_cache=False)
-            m.hidden(_ids(5, 16, seed=12))  # reuses every buffer: the results above stand
-        assert none is None and c1.length == 16
-        torch.testing.assert_close(got, ref, rtol=0, atol=0)
-        torch.testing.assert_close(kept, ref[:, 6:], rtol=0, atol=1e-6)
-        torch.testing.assert_close(h, ref_c, rtol=0, atol=0)
-        torch.testing.assert_close(e1, ref_e, rtol=0, atol=0)
-        torch.testing.assert_close(e2, ref_e, rtol=0, atol=0)
-        torch.testing.assert_close(e1, ref[:, 9:], rtol=0, atol=1e-5)
-
-
-def test_workspace_is_per_thread_and_bounded(monkeypatch):
-    import threading
-
-    gpt.release_workspace()
-    like = torch.zeros(1)
-    a = gpt._WORKSPACE.get("t", (4, 8), like)
-    assert gpt._WORKSPACE.get("t", (2, 8), like).data_ptr() == a.data_ptr()  # reused
-    other = {}
-
-    def elsewhere() -> None:
-        other["ptr"] = gpt._WORKSPACE.get("t", (4, 8), like).data_ptr()
-        other["n"] = len(gpt._WORKSPACE.bufs)
-
-    t = threading.Thread(target=elsewhere)
-    t.start()
-    t.join()
-    assert other["ptr"] != a.data_ptr() and other["n"] == 1
-    with torch.inference_mode():  # an inference tensor cannot be written outside: its own
-        assert gpt._WORKSPACE.get("t", (4, 8), like).data_ptr() != a.data_ptr()
-    gpt._WORKSPACE.get("t", (4, 8), like).add_(1.0)  # no-grad buffer still writable here
-    monkeypatch.setattr(gpt, "_WORKSPACE_MAX_BYTES", 256)
-    big = gpt._WORKSPACE.get("u", (100,), like)  # 400 bytes: over the cap, a fresh tensor
-    assert big.shape == (100,) and not any(k[0] == "u" for k in gpt._WORKSPACE.bufs)
-    gpt.release_workspace()
-    assert gpt._WORKSPACE.nbytes() == 0
-
-
 def test_kv_cache_last_returns_one_row_per_sequence_with_the_full_cache():
     """``last=`` returns the hidden state of one token per row (a right-padded context's last
     one) and the same cache as the full pass; the last block runs at those rows only in
@@ -495,8 +436,7 @@ def test_kv_cache_last_returns_one_row_per_sequence_with_the_full_cache():
         kw = dict(positions=pos, past_valid=valid, new_mask=tree.expand(3, 4, 4))
         e_full, _ = m.hidden_cached(y, cache, **kw)
         at = torch.tensor([1, 3, 2])
-        e, none = m.hidden_cached(y, cache, **kw, last=at, need_cache=False)
-        assert none is None
+        e, _ = m.hidden_cached(y, cache, **kw, last=at)
         torch.testing.assert_close(e[:, 0], e_full[rows, at], rtol=0, atol=1e-6)
     with torch.no_grad():
         m.train()  # dropout 0: the modules, every row, then the picked ones

@@ -1132,9 +1132,7 @@ class _GPTCache:
         everyone = rows.numel() == cache.batch and bool((rows == torch.arange(cache.batch)).all())
         past = cache if everyone else cache.select(rows)
         valid = torch.arange(past.length)[None, :] < lens[:, None]  # [Bq, S]: not the padding
-        h, _ = self.model.hidden_cached(
-            y, past, positions=pos, past_valid=valid, new_mask=new_mask, need_cache=False
-        )  # the continuations' keys and values are never read again: scratch memory
+        h, _ = self.model.hidden_cached(y, past, positions=pos, past_valid=valid, new_mask=new_mask)
         return h
 
 

@@ -15,9 +15,7 @@ Shapes: ``B`` batch, ``T`` tokens (``<= block_size``), ``D`` = ``n_embd``, ``V``
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,79 +99,11 @@ ZOO_TRAIN_KWARGS: dict = {"batch_size": 32, "lr": 1e-2}
 _MIN_ROWS_SAVED = 64
 
 
-# Per-thread scratch memory for the inference blocks' intermediates (the MLP's [rows, 4D]
-# hidden, projections, the q/k/v of a pass whose cache is thrown away). A fresh multi-MB tensor
-# per block is a fresh mmap from glibc and a page fault per 4 KiB page (about 12k faults per 16
-# batched passes of 2048 tokens); reusing one buffer per name avoids them without touching the
-# process's allocator settings. Each thread has its own buffers (threading.local), so two
-# threads scoring one model never share scratch memory; a thread holds at most
-# _WORKSPACE_MAX_BYTES (larger requests get a fresh tensor) until release_workspace() or its end.
-_WORKSPACE_MAX_BYTES = 64 << 20
-
-
-class _Workspace(threading.local):
-    """One flat buffer per (name, dtype, device, inference mode), grown on demand, viewed as
-    the asked shape."""
-
-    def __init__(self) -> None:
-        self.bufs: dict[tuple, torch.Tensor] = {}
-
-    def nbytes(self) -> int:
-        return sum(b.numel() * b.element_size() for b in self.bufs.values())
-
-    def get(self, name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-        """An uninitialized contiguous tensor of ``shape`` (dtype and device of ``like``); its
-        memory is reused by the next call with the same name on this thread."""
-        n = math.prod(shape)
-        # a buffer made in inference mode cannot be written outside it: one of each kind
-        key = (name, like.dtype, like.device, torch.is_inference_mode_enabled())
-        buf = self.bufs.get(key)
-        if buf is None or buf.numel() < n:
-            old = 0 if buf is None else buf.numel() * buf.element_size()
-            if self.nbytes() - old + n * like.element_size() > _WORKSPACE_MAX_BYTES:
-                return torch.empty(shape, dtype=like.dtype, device=like.device)  # not kept
-            self.bufs.pop(key, None)  # free the small one before the larger one is made
-            buf = self.bufs[key] = torch.empty(n, dtype=like.dtype, device=like.device)
-        return buf[:n].view(shape)
-
-
-_WORKSPACE = _Workspace()
-
-
-def release_workspace() -> None:
-    """Free the calling thread's scratch buffers (other threads keep theirs)."""
-    _WORKSPACE.bufs.clear()
-
-
-def _linear_into(lin: nn.Linear, x2: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``lin(x2)`` for ``x2`` ``[rows, in]`` written into ``out`` ``[rows, out]``: the same
-    ``addmm`` that ``F.linear`` runs on a contiguous input, so the same numbers."""
-    if lin.bias is None:
-        return torch.mm(x2, lin.weight.t(), out=out)
-    return torch.addmm(lin.bias, x2, lin.weight.t(), out=out)
-
-
-def _attn_proj(c_proj: nn.Linear, y: torch.Tensor) -> torch.Tensor:
-    """``c_proj`` of the attention output ``y`` ``[B, H, T, Dh]`` seen as ``[B, T, D]``: the
-    heads are gathered into ``[B, T, H, Dh]`` and projected into this thread's workspace (the
-    same copy and ``addmm`` as ``c_proj(y.transpose(1, 2).reshape(B, T, D))``). Scratch."""
-    B, H, T, Dh = y.shape
-    o = _WORKSPACE.get("attn.o", (B, T, H, Dh), y).copy_(y.transpose(1, 2))  # [B, T, H, Dh]
-    o2 = o.view(B * T, H * Dh)
-    p = _linear_into(c_proj, o2, _WORKSPACE.get("attn.p", (B * T, c_proj.out_features), o2))
-    return p.view(B, T, c_proj.out_features)  # [B, T, D]
-
-
 def _mlp_inplace(mlp: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``mlp(x)`` for ``x`` ``[B, T, D]`` in inference: the hidden ``[B*T, 4D]`` and the output
-    ``[B*T, D]`` are written into this thread's workspace and the GELU runs in place (the same
-    kernels as the module). The result is scratch memory: add it into the residual at once."""
-    B, T, D = x.shape
-    x2 = x.reshape(B * T, D)  # a view: ln_2's output is contiguous
-    h = _linear_into(mlp.c_fc, x2, _WORKSPACE.get("mlp.h", (B * T, mlp.c_fc.out_features), x2))
+    """``mlp(x)`` in inference with its GELU in place (the same kernel, one fresh tensor less)."""
+    h = mlp.c_fc(x)  # [B, T, 4D]
     h = torch._C._nn.gelu_(h, approximate=mlp.act.approximate)  # = mlp.act(h)
-    y = _linear_into(mlp.c_proj, h, _WORKSPACE.get("mlp.y", (B * T, D), x2))
-    return y.view(B, T, D)  # [B, T, D], scratch
+    return mlp.c_proj(h)  # [B, T, D]
 
 
 def _check_keep(keep: slice, n_tok: int) -> tuple[int, int]:
@@ -296,8 +226,8 @@ class Model(nn.Module):
             # would align it to the top left, i.e. to position 0)
             mask = torch.ones(hi - lo, hi, dtype=torch.bool, device=x.device).tril(lo)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [B, H, Tq, Dh]
-        y = _attn_proj(attn.c_proj, y)  # [B, Tq, D], scratch
-        x = x[:, lo:hi] + y if (lo, hi) != (0, T) else x.add_(y)
+        y = y.transpose(1, 2).reshape(B, hi - lo, D)  # [B, Tq, D]
+        x = x[:, lo:hi] + attn.c_proj(y) if (lo, hi) != (0, T) else x.add_(attn.c_proj(y))
         return x.add_(_mlp_inplace(mlp, block.ln_2(x)))  # [B, Tq, D]
 
     def hidden_cached(
@@ -308,9 +238,8 @@ class Model(nn.Module):
         positions: torch.Tensor | None = None,
         past_valid: torch.Tensor | None = None,
         new_mask: torch.Tensor | None = None,
-        need_cache: bool = True,
         last: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, KVCache | None]:
+    ) -> tuple[torch.Tensor, KVCache]:
         """Incremental decoding: hidden states of ``idx`` read after the tokens cached in ``past``.
 
         Returns ``(h [B, T, D], cache)``: ``h`` is what :meth:`hidden` gives at these positions
@@ -327,9 +256,6 @@ class Model(nn.Module):
           (default the causal triangle). Several continuations of one context can then share a
           row: each attends to the context and, causally, to its own tokens only (a tree).
 
-        * ``need_cache=False``: the cache is not returned (``(h, None)``); in inference the keys
-          and values of every layer then live in this thread's workspace instead of fresh
-          tensors (scoring continuations whose cache is thrown away).
         * ``last`` ``[B]`` int: return only the hidden state of token ``last[b]`` of each row,
           ``h`` ``[B, 1, D]`` (e.g. a right-padded context's last token, which predicts what
           follows). The cache still holds every position; in inference the last block computes
@@ -391,34 +317,17 @@ class Model(nn.Module):
         D, H = self.cfg.n_embd, self.cfg.n_head
         ks: list[torch.Tensor] = []
         vs: list[torch.Tensor] = []
-        Dh = D // H
         for i, block in enumerate(self.h):
             attn = block.attn
-            a = block.ln_1(x)  # [B, T, D]
-            if infer and past is not None:  # k and v are copied by the cat: qkv is scratch
-                a2 = a.view(B * T, D)
-                qkv = _linear_into(attn.c_attn, a2, _WORKSPACE.get("qkv", (B * T, 3 * D), a2))
-                qkv = qkv.view(B, T, 3 * D)
-            else:  # no past: the cache keeps views of qkv, so it must be a fresh tensor
-                qkv = attn.c_attn(a)  # [B, T, 3D]
-            q, k, v = qkv.split(D, dim=2)  # 3 x [B, T, D]
-            q, k, v = (t.view(B, T, H, Dh).transpose(1, 2) for t in (q, k, v))  # [B,H,T,Dh]
+            q, k, v = attn.c_attn(block.ln_1(x)).split(D, dim=2)  # 3 x [B, T, D]
+            q, k, v = (t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v))  # [B,H,T,Dh]
             if past is not None:
-                if infer and not need_cache:  # thrown away after this layer: scratch
-                    kb = _WORKSPACE.get("k", (B, H, S + T, Dh), k)
-                    vb = _WORKSPACE.get("v", (B, H, S + T, Dh), v)
-                    k = torch.cat([past.k[i], k], dim=2, out=kb)  # [B, H, S + T, Dh]
-                    v = torch.cat([past.v[i], v], dim=2, out=vb)
-                else:
-                    k = torch.cat([past.k[i], k], dim=2)  # [B, H, S + T, Dh]
-                    v = torch.cat([past.v[i], v], dim=2)
-            if need_cache:
-                ks.append(k)
-                vs.append(v)
+                k = torch.cat([past.k[i], k], dim=2)  # [B, H, S + T, Dh]
+                v = torch.cat([past.v[i], v], dim=2)
+            ks.append(k)
+            vs.append(v)
             p = attn.dropout if self.training else 0.0
-            if last is not None and (not infer or i < len(self.h) - 1):
-                pass  # every row: the blocks before the last, and training's modules
-            elif last is not None:  # the last block, in inference: B query rows only
+            if last is not None and infer and i == len(self.h) - 1:  # B query rows only
                 rows = torch.arange(B, device=idx.device)
                 q = q[rows, :, last][:, :, None]  # [B, H, 1, Dh]
                 if mask is None:  # causal: row b's query reads tokens 0 .. last[b]
@@ -427,23 +336,24 @@ class Model(nn.Module):
                 else:
                     m1 = mask[rows, :, last][:, :, None]  # [B, 1, 1, S + T] additive
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=m1)  # [B, H, 1, Dh]
-                x = x[rows, last][:, None].add_(_attn_proj(attn.c_proj, y))  # [B, 1, D]
+                y = y.transpose(1, 2).reshape(B, 1, D)  # [B, 1, D]
+                x = x[rows, last][:, None].add_(attn.c_proj(y))  # [B, 1, D]
                 x = x.add_(_mlp_inplace(block.mlp, block.ln_2(x)))  # [B, 1, D]
                 continue
             if mask is None:  # no cache: the plain causal triangle, as in hidden()
                 y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
             else:
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            y = y.transpose(1, 2).contiguous().view(B, T, D)  # [B, H, T, Dh] -> [B, T, D]
             if infer:  # as Block.forward, the GELU and additions in place (see _block)
-                x = x.add_(_attn_proj(attn.c_proj, y))  # [B, H, T, Dh] -> [B, T, D]
+                x = x.add_(attn.c_proj(y))
                 x = x.add_(_mlp_inplace(block.mlp, block.ln_2(x)))  # [B, T, D]
             else:
-                y = y.transpose(1, 2).contiguous().view(B, T, D)  # [B, H, T, Dh] -> [B, T, D]
                 x = x + attn.resid_drop(attn.c_proj(y))
                 x = x + block.mlp(block.ln_2(x))  # [B, T, D]
         if last is not None and not infer:  # the modules ran every row: pick them here
             x = x[torch.arange(B, device=idx.device), last][:, None]  # [B, 1, D]
-        return self.ln_f(x), (KVCache(ks, vs) if need_cache else None)
+        return self.ln_f(x), KVCache(ks, vs)
 
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None
