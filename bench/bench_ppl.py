@@ -395,7 +395,7 @@ def replace_section(path: Path, heading: str, text: str) -> None:
     else:
         nxt = doc.find("\n## ", start + len(heading))
         tail = "" if nxt < 0 else doc[nxt + 1 :]
-        doc = doc[:start] + text + ("\n" + tail if tail else "")
+        doc = doc[:start] + text.rstrip("\n") + ("\n\n" + tail if tail else "\n")
     path.write_text(doc, encoding="utf-8")
 
 
@@ -408,7 +408,7 @@ def write_section(path: Path, text: str) -> None:
     else:
         nxt = doc.find("\n## ", start + len(SECTION))
         tail = "" if nxt < 0 else doc[nxt + 1 :]
-        doc = doc[:start] + text + ("\n" + tail if tail else "")
+        doc = doc[:start] + text.rstrip("\n") + ("\n\n" + tail if tail else "\n")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(doc.rstrip("\n") + "\n", encoding="utf-8")
 
