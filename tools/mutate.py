@@ -36,6 +36,7 @@ MODULES: dict[str, list[str]] = {
         "tests/eval/test_lm.py",
         "tests/eval/test_lm_properties.py",
         "tests/eval/test_mc_cache.py",
+        "tests/eval/test_lm_oracles.py",
     ],
     "tinyllm/eval/zoo.py": ["tests/eval/test_zoo.py"],
     "tinyllm/eval/kinds/*.py": [
