@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats as sps
+from test_lm import TableModel, spec_choice_table  # same folder: pytest puts it on sys.path
 from torch import nn
 
 from tinyllm import stats
@@ -61,24 +62,11 @@ class DropRevealing(nn.Module):
         return self.drop(revealing_logits(ids))
 
 
-def spec_table() -> torch.Tensor:
-    """SPEC.md section 3's bigram: p(b|a) = 0.4, p(c|a) = 0.45, p(b|b) = 0.9."""
-    V = 256
-    P = torch.full((V, V), 1.0 / V, dtype=torch.float64)
-    a, b, c = ord("a"), ord("b"), ord("c")
-    P[a] = 0.15 / (V - 2)
-    P[a, b], P[a, c] = 0.4, 0.45
-    P[b] = 0.1 / (V - 1)
-    P[b, b] = 0.9
-    return P
+class Table(TableModel):
+    """test_lm's table model on SPEC.md section 3's bigram."""
 
-
-class Table:
     def __init__(self) -> None:
-        self.logP = spec_table().log()
-
-    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.logP[ids]
+        super().__init__(spec_choice_table())
 
 
 class OneHotBigram:
@@ -476,7 +464,7 @@ class DropTable(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.logP, self.drop = spec_table().log(), nn.Dropout(0.5)
+        self.logP, self.drop = spec_choice_table().log(), nn.Dropout(0.5)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return self.drop(self.logP[ids])
