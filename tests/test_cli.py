@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from test_compare import lm_row
+from test_compare import report as compare_report
 from typer.testing import CliRunner
 
 from tinyllm import cli
@@ -342,35 +344,8 @@ def test_eval_task_shows_progress_when_piped(tiny):
 
 
 def _lm_report(release: str, nll: np.ndarray, day: int) -> dict:
-    value = float(np.mean(nll)) / np.log(2)
-    row = {
-        "name": "gpt",
-        "family": "gpt",
-        "kind": "lm",
-        "metric": "bpb",
-        "value": value,
-        "lo": value - 0.01,
-        "hi": value + 0.01,
-        "interval": "student_t",
-        "n": int(nll.size),
-        "status": "ok",
-        "error": None,
-        "reason": None,
-        "checkpoint_sha256": "a" * 64,
-        "data_sha256": "a" * 64,
-        "seconds": 1.0,
-        "items": "items/gpt.npy",
-    }
-    return {
-        "schema_version": 1,
-        "suite": "zoo",
-        "release": release,
-        "created_at": f"2026-11-{day:02d}T18:00:00Z",
-        "seed": 0,
-        "tinyllm_version": "0.1.0",
-        "manifest_sha256": "a" * 64,
-        "rows": [row],
-    }
+    """A one-row LM report (test_compare's row and report builders)."""
+    return compare_report(release, [lm_row("gpt", nll)], day)
 
 
 def test_history_lists_an_unreadable_release_and_still_shows_the_others(
