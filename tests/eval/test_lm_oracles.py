@@ -564,3 +564,67 @@ def test_torch_ids_and_bad_batch_sizes():
         with pytest.raises(ValueError) as e:
             lm.eval_ppl(Revealing(), np.arange(6), 4, 2, batch_size=bad)
         assert str(e.value) == f"batch_size: expected an int >= 1, got {bad!r}"
+
+
+# ----------------------------------------------- strided windows: grouping and head blocks
+
+
+def reference_groups(n: int, ctx_len: int, stride: int, batch_size: int) -> list[list[tuple]]:
+    """_window_groups as its docstring says it: maximal runs of consecutive windows of equal
+    length that score equally many tokens, cut into pieces of at most batch_size."""
+    out: list[list[tuple]] = []
+    ws = lm.windows(n, ctx_len, stride)
+    i = 0
+    while i < len(ws):
+        j = i + 1
+        shape = (ws[i][1] - ws[i][0], ws[i][1] - ws[i][2])
+        while j < len(ws) and (ws[j][1] - ws[j][0], ws[j][1] - ws[j][2]) == shape:
+            j += 1
+        out += [ws[k : min(k + batch_size, j)] for k in range(i, j, batch_size)]
+        i = j
+    return out
+
+
+@pytest.mark.parametrize(
+    "n, ctx_len, stride, batch_size",
+    [(6, 4, 2, 8), (40, 8, 3, 4), (41, 8, 3, 64), (100, 16, 15, 1), (9, 9, 1, 3), (2, 2, 1, 5)],
+)
+def test_window_groups_are_the_maximal_runs_of_equal_windows(n, ctx_len, stride, batch_size):
+    got = list(lm._window_groups(n, ctx_len, stride, batch_size))
+    assert got == reference_groups(n, ctx_len, stride, batch_size)
+    # SPEC 2's example by hand: the first window scores 3 tokens, the second 2: two groups
+    if (n, ctx_len, stride) == (6, 4, 2):
+        assert got == [[(0, 4, 1)], [(2, 6, 4)]]
+
+
+def test_nll_blocks_ask_each_row_once_in_the_largest_blocks_within_the_bound(monkeypatch):
+    """_nll_blocks' contract: row blocks of at most _MAX_LOGITS elements (the memory bound),
+    each row's logits asked for once, as few head calls as the bound allows."""
+    monkeypatch.setattr(lm, "_MAX_LOGITS", 64)
+    rng = np.random.default_rng(0)
+    for m, v in [(10, 5), (7, 40), (5, 64), (3, 100), (1, 7)]:
+        z_all = torch.from_numpy(rng.normal(size=(m, v)))
+        tgt = torch.from_numpy(rng.integers(0, v, m))
+        calls: list[tuple[int, int]] = []
+
+        def logits_of(lo, hi, z_all=z_all, calls=calls):
+            calls.append((lo, hi))
+            return z_all[lo:hi]
+
+        got = lm._nll_blocks(logits_of, m, v, tgt)
+        want = -torch.log_softmax(z_all, dim=-1)[torch.arange(m), tgt].numpy()
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+        rows = max(1, 64 // v)  # the largest block within the bound, at least one row
+        assert calls == [(lo, min(m, lo + rows)) for lo in range(0, m, rows)], (m, v)
+
+
+def test_ids_errors_name_the_argument_and_a_memmap_stays_a_memmap(tmp_path):
+    with pytest.raises(ValueError) as e:
+        lm.log_probs(Revealing(), np.zeros((2, 3), dtype=np.int64))
+    assert str(e.value) == "ids: expected a 1-d sequence of token ids, got shape (2, 3)"
+    with pytest.raises(ValueError) as e:
+        lm.token_nlls(Revealing(), np.array([0.5, 1.5, 2.5]), 4, 2)
+    assert str(e.value) == "ids: expected integer token ids, got dtype float64"
+    mm = np.memmap(tmp_path / "ids.bin", dtype=np.uint16, mode="w+", shape=(6,))
+    mm[:] = np.arange(6)
+    assert isinstance(lm._as_ids(mm), np.memmap)  # "a memmap stays a memmap: nothing is loaded"
