@@ -725,11 +725,13 @@ class S3Store(Store):
             self.client.put_object(Bucket=self.bucket, Key=k, Body=data, IfNoneMatch="*")
         except ClientError as e:
             code = self._code(e)
-            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                # 409: another conditional put of this key is in flight (it will exist)
                 raise StoreExistsError(
                     f"{self.where(key)}: refusing to overwrite; it exists"
                 ) from None
             if code not in ("NotImplemented", "501"):
+                e.add_note(self.where(key))  # any other refusal: keep its type, name the key
                 raise
             # an S3-compatible server without conditional writes: check, then write
             e.add_note(self.where(key))
