@@ -76,7 +76,8 @@ class Config:
 
 
 # The demo zoo's classifiers, fine-tuned from the zoo's BERT (tinyllm/train.py reads these);
-# steps and single-thread CPU seconds per task (measurements: tinyllm/train.py's encoder notes).
+# steps and single-thread CPU seconds per task (the build-order estimate, measured by `tinyllm zoo
+# build` in train_log.json's cpu_seconds; the latest figures are in docs/benchmarks.md).
 ZOO_HEAD = "cls"
 ZOO_STEPS = {"polarity": 300, "langid": 400}
 ZOO_COST_S = {"polarity": 15.0, "langid": 11.0}
