@@ -9,7 +9,7 @@ import pytest
 from tinyllm.data import Row, write_rows
 from tinyllm.eval import zoo
 from tinyllm.models import electra
-from tinyllm.stats import wilson_interval
+from tinyllm.stats import paired_permutation_test, wilson_interval
 
 CFG = electra.Config(
     max_len=24, n_layer=1, n_head=2, n_embd=32, gen_n_layer=1, gen_n_head=2, gen_n_embd=16
@@ -48,6 +48,11 @@ def test_row_counts_every_val_byte_and_reports_the_baseline(zoo_dir):
     assert d["n_replaced"] == int(r["replaced"].sum()) and d["n_masked"] == int(r["masked"].sum())
     assert d["baseline_always_original"] == pytest.approx(1 - r["replaced"].mean())
     assert d["generator_acc"] == pytest.approx(r["gen_correct"].mean())
+    # the paired test against "always original", its signs drawn from the same entry rng
+    rng = zoo.entry_rng(3, "electra-rows")
+    r = electra.rtd_accuracy(model, [x.sentence for x in VAL], rng)
+    p = paired_permutation_test(items, 1.0 - r["replaced"], rng=rng)
+    assert d["p_vs_always_original"] == p and 0 < p <= 1
 
 
 def test_same_seed_same_row_other_seed_other_masks(zoo_dir):
@@ -108,8 +113,14 @@ def test_details_by_hand_from_a_known_detection(tmp_path, monkeypatch):
         "n_masked": 3,
         "n_replaced": 2,
         "baseline_always_original": 0.5,
+        "p_vs_always_original": 1.0,  # items 1101 vs 1001: one token differs, 16/16 patterns
         "generator_acc": pytest.approx(1 / 3),
     }
+    # every token replaced and caught: items 1111 vs 0000, exact p = 2/16 (SPEC's example)
+    monkeypatch.setattr(electra, "rtd_accuracy", _detection([1] * 4, [1] * 4, [1] * 4, [0] * 4))
+    s = rtd.score(e, None, path, rng)
+    assert s.details["p_vs_always_original"] == 0.125
+    assert s.details["baseline_always_original"] == 0.0
     # one counted token, nothing masked: a row, with no generator accuracy (not NaN)
     monkeypatch.setattr(electra, "rtd_accuracy", _detection([1], [0], [0], []))
     s = rtd.score(e, None, path, rng)

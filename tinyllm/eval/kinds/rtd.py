@@ -6,7 +6,8 @@ fill them by sampling (every draw from the entry's rng) and asks the discriminat
 replaced. Counted tokens: every byte of every val row (CLS and PAD never); a sampled byte equal to
 the original counts as original. An item is one counted token: 1 when the discriminator's call
 (logit > 0 = replaced) is right. The row is the proportion with its Wilson interval; its details
-carry the "always original" baseline on the same tokens.
+carry the "always original" baseline on the same tokens and the paired permutation test of the
+model against it (is the discriminator better than calling every byte original?).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyllm import stats
 from tinyllm.data import read_rows, rows_of_split
 from tinyllm.eval.kinds.common import Scored, proportion_scored
 from tinyllm.report import Entry
@@ -29,8 +31,11 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     the ``N`` counted tokens, ``r_t`` = 1 when token t was replaced by a different byte; Wilson
     95% interval; items 0/1 per token, row then position order. Details: ``split``, ``n_rows``,
     ``n_masked``, ``n_replaced``, ``baseline_always_original`` (``1 - n_replaced / N``, the
-    accuracy of calling every token original), ``generator_acc`` (the generator's argmax at the
-    masked positions equals the original byte, a fraction of ``n_masked``).
+    accuracy of calling every token original), ``p_vs_always_original`` (two-sided paired
+    sign-flip permutation test, :func:`tinyllm.stats.paired_permutation_test` with 10,000 signs
+    from the entry's rng, of the items against the baseline's items ``1 - r_t`` on the same
+    tokens), ``generator_acc`` (the generator's argmax at the masked positions equals the
+    original byte, a fraction of ``n_masked``).
     """
     from tinyllm.models.electra import rtd_accuracy
 
@@ -40,12 +45,16 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     if n == 0:
         raise ValueError(f"{data_path}: expected at least one byte in the val rows, got none")
     n_replaced = int(r["replaced"].sum())
+    # the baseline's item on token t: 1 when t was not replaced ("original" is then right)
+    always_original = 1.0 - np.asarray(r["replaced"], dtype=np.float64)
+    p = stats.paired_permutation_test(r["correct"], always_original, rng=rng)
     details = {
         "split": SPLIT,
         "n_rows": len(val),
         "n_masked": int(r["masked"].sum()),
         "n_replaced": n_replaced,
         "baseline_always_original": 1.0 - n_replaced / n,
+        "p_vs_always_original": p,
         "generator_acc": float(r["gen_correct"].mean()) if r["gen_correct"].size else None,
     }
     return proportion_scored(METRIC, r["correct"], details)
