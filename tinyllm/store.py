@@ -734,7 +734,6 @@ class S3Store(Store):
                 e.add_note(self.where(key))  # any other refusal: keep its type, name the key
                 raise
             # an S3-compatible server without conditional writes: check, then write
-            e.add_note(self.where(key))
             if self.exists(key):
                 raise StoreExistsError(
                     f"{self.where(key)}: refusing to overwrite; it exists"
