@@ -121,6 +121,15 @@ def test_details_by_hand_from_a_known_detection(tmp_path, monkeypatch):
     s = rtd.score(e, None, path, rng)
     assert s.details["p_vs_always_original"] == 0.125
     assert s.details["baseline_always_original"] == 0.0
+    # 40 tokens (Monte Carlo): the signs come from the entry's rng, so the row is reproducible
+    correct, replaced = [1.0] * 40, [0] * 34 + [1] * 6  # right on 3 of the 6 replaced tokens
+    correct[34:37] = [0.0] * 3
+    monkeypatch.setattr(electra, "rtd_accuracy", _detection(correct, replaced, [1] * 40, [0] * 40))
+    s = rtd.score(e, None, path, np.random.default_rng(7))
+    want = paired_permutation_test(
+        np.array(correct), 1.0 - np.array(replaced, dtype=float), rng=np.random.default_rng(7)
+    )
+    assert s.details["p_vs_always_original"] == want and 0.2 < want < 0.3  # exact binomial: 0.25
     # one counted token, nothing masked: a row, with no generator accuracy (not NaN)
     monkeypatch.setattr(electra, "rtd_accuracy", _detection([1], [0], [0], []))
     s = rtd.score(e, None, path, rng)
