@@ -37,6 +37,8 @@ MODULES: dict[str, list[str]] = {
         "tests/eval/test_lm_properties.py",
         "tests/eval/test_mc_cache.py",
         "tests/eval/test_lm_oracles.py",
+        "tests/eval/test_lm_mc_oracles.py",
+        "tests/eval/test_lm_hf_oracles.py",
     ],
     "tinyllm/eval/zoo.py": ["tests/eval/test_zoo.py"],
     "tinyllm/eval/kinds/*.py": [
