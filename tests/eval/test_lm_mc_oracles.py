@@ -401,6 +401,45 @@ def test_a_cache_wrong_under_padding_is_caught_by_the_probe():
     _assert_oracle(model, items, got)
 
 
+@pytest.mark.parametrize(
+    "lens",
+    [
+        [2, 8, 8, 7, 8, 7, 6, 8, 7, 7],  # the probe's 2 and 8 are too far apart to share a pass
+        [8, 8, 8, 8, 5, 8, 7, 8, 6, 8],  # the first three contexts have one length
+    ],
+)
+def test_a_cache_wrong_under_padding_is_caught_whatever_the_first_lengths(lens):
+    """The check scores its probe in one padded pass (whatever the lengths), and when the first
+    contexts all have one length it adds the first later context of another length: a cache
+    that reads a padded context's padding is refused either way and the task falls back to the
+    plain path (the LLs are the oracle's). Before, both tasks were scored with the wrong cache
+    (no warning; LLs up to 0.79 nats off)."""
+    model = _padding_blind(our_gpt(seed=5))
+    rng = np.random.default_rng(47)
+    items = [
+        _ids_item(rng.integers(1, 256, n), [rng.integers(1, 256, 3) for _ in range(3)])
+        for n in lens
+    ]
+    with pytest.warns(UserWarning, match="does not reproduce the plain forward"):
+        got = lm.choice_lls(model, IdTok(), items)
+    assert lm._CACHE_OK[model] == {"gpt": False}
+    _assert_oracle(model, items, got)
+
+
+def test_a_right_cache_passes_the_check_whatever_the_first_lengths():
+    """The same tasks with our GPT's own cache: no warning, the cached path, the oracle's LLs."""
+    for lens in ([2, 8, 8, 7, 8, 7, 6, 8, 7, 7], [8, 8, 8, 8, 5, 8, 7, 8, 6, 8], [4] * 6):
+        model = our_gpt(seed=5)
+        rng = np.random.default_rng(47)
+        items = [
+            _ids_item(rng.integers(1, 256, n), [rng.integers(1, 256, 3) for _ in range(3)])
+            for n in lens
+        ]
+        got = _silent_choice_lls(model, items)
+        assert lm._CACHE_OK[model] == {"gpt": True}
+        _assert_oracle(model, items, got)
+
+
 def test_the_check_costs_a_few_of_the_first_items_however_long_the_task():
     """The cache is checked on a probe of the first contexts (the plain and the cached path on
     them): the first call feeds at most 3 x the tokens of the first three items (plus the head

@@ -27,6 +27,7 @@ All NLLs are in nats, float64; bits per byte divide by ``ln 2`` and by the byte 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -816,8 +817,9 @@ def choice_lls(
     feeding ``cont[:-1]`` only (the last choice token is never fed). Contexts are sorted by
     length across items and batched up to ``token_budget`` tokens (rows x padded length) per
     forward pass. The cached path is used for a model only after it reproduced the plain path on
-    a probe (else a warning and the plain path: every ``ctx + cont[:-1]`` once, identical inputs
-    shared, sorted and batched the same way). ``progress(done, total)`` counts items.
+    a probe (two of the first contexts of different lengths with their choices, scored in one
+    padded pass; else a warning and the plain path: every ``ctx + cont[:-1]`` once, identical
+    inputs shared, sorted and batched the same way). ``progress(done, total)`` counts items.
 
     Example (SPEC.md section 3): context "a", choices "bb", "c" with p(b|a) = 0.4,
     p(b|b) = 0.9, p(c|a) = 0.45 -> ``[array([-1.0217, -0.7985])]``.
@@ -1019,10 +1021,13 @@ def _cached_lls(
     budget: int,
     ll: list[float],
     finished: Callable[[Iterable[int]], None] | None,
+    max_pad: float = _MAX_PAD,
 ) -> None:
     """Each distinct context runs once (batched across items, longest first); the first choice
     token is read from the context's last position, the others from ``cont[:-1]`` fed after the
-    context's cached keys and values, one row per choice."""
+    context's cached keys and values, the choices of one context packed in one row. ``max_pad``
+    as in :func:`_budget_batches` (the cache check passes 1.0: every row of its probe in one
+    padded pass)."""
     ctx_id: dict[bytes, int] = {}
     ctxs: list[np.ndarray] = []
     of_ctx: list[list[int]] = []
@@ -1035,7 +1040,7 @@ def _cached_lls(
         of_ctx[ctx_id[key]].append(k)
     order = sorted(range(len(ctxs)), key=lambda u: -ctxs[u].size)
     v = _out_features(engine.head)
-    for sl in _budget_batches([ctxs[u].size for u in order], budget):
+    for sl in _budget_batches([ctxs[u].size for u in order], budget, max_pad=max_pad):
         batch = order[sl]
         x = _pad([ctxs[u] for u in batch])  # [Bc, Lc]
         lens = torch.tensor([ctxs[u].size for u in batch])  # [Bc]
@@ -1068,7 +1073,7 @@ def _cached_lls(
         groups = [g for g in groups if g[1]]
         groups.sort(key=lambda g: -sum(reqs[k].cont.size - 1 for k in g[1]))
         widths = [sum(reqs[k].cont.size - 1 for k in g[1]) for g in groups]
-        for sl2 in _budget_batches(widths, budget):
+        for sl2 in _budget_batches(widths, budget, max_pad=max_pad):
             part = [g[0] for g in groups[sl2]]  # the context of each row
             row_reqs = [g[1] for g in groups[sl2]]
             tq = widths[sl2.start]
@@ -1238,7 +1243,8 @@ def _cache_agrees(model: Any, engine: Any, reqs: list[_Req], warn: bool) -> bool
         _plain_lls(model, reqs, probe, 1 << 30, want, None)
         sub = [reqs[k] for k in probe]
         got = [math.nan] * len(sub)
-        _cached_lls(engine, sub, 1 << 30, got, None)
+        # one pass whatever the lengths: a cache that mishandles padding is caught here
+        _cached_lls(engine, sub, 1 << 30, got, None, max_pad=1.0)
         diff = max(abs(got[i] - want[k]) / max(1.0, abs(want[k])) for i, k in enumerate(probe))
         ok = diff <= _VERIFY_TOL
     except Exception as e:  # noqa: BLE001 - a cache we cannot drive: the plain path
@@ -1256,14 +1262,25 @@ def _cache_agrees(model: Any, engine: Any, reqs: list[_Req], warn: bool) -> bool
 
 
 def _probe(reqs: list[_Req]) -> list[int]:
-    """A few requests for the cache check: two contexts of different lengths when there are,
-    every one of their choices (so padding, repeats and multi-token choices are exercised)."""
+    """A few requests for the cache check: the shortest and the longest of the first three
+    contexts (when those have one length, the first later context of another length), with
+    their choices (so padding, repeats and multi-token choices are exercised; the check scores
+    them in one padded pass)."""
     by_ctx: dict[bytes, list[int]] = {}
     for k, r in enumerate(reqs):
         by_ctx.setdefault(r.ctx.tobytes(), []).append(k)
         if len(by_ctx) >= 3:
             break
     groups = sorted(by_ctx.values(), key=lambda g: reqs[g[0]].ctx.size)
+    if groups and reqs[groups[0][0]].ctx.size == reqs[groups[-1][0]].ctx.size:
+        n0 = reqs[groups[0][0]].ctx.size
+        other = next((k for k in range(len(reqs)) if reqs[k].ctx.size != n0), None)
+        if other is not None:  # its choices: the requests of that context that follow it
+            key = reqs[other].ctx.tobytes()
+            run = itertools.takewhile(
+                lambda k: reqs[k].ctx.tobytes() == key, range(other, len(reqs))
+            )
+            groups.append(list(run))
     pick = groups[:1] + groups[-1:] if len(groups) > 1 else groups
     return sorted({k for g in pick for k in g})
 
