@@ -673,3 +673,23 @@ def test_a_cache_off_by_1_5e4_nats_on_short_lls_is_rejected():
     for i, g in enumerate(got):
         np.testing.assert_allclose(g, want if i % 2 == 0 else want2, rtol=0, atol=1e-6)
     assert abs(want[0]) < 1.0
+
+
+def _reqs_of_lengths(lens: list[int], k: int = 2) -> list:
+    """k choices per item, item i's context ``lens[i]`` tokens (distinct contexts)."""
+    return [
+        lm._Req(i, np.full(n, i + 1, dtype=np.int64), np.array([7, c], dtype=np.int64))
+        for i, n in enumerate(lens)
+        for c in range(k)
+    ]
+
+
+def test_probe_is_the_shortest_and_longest_of_the_first_three_contexts():
+    """_probe's contract, request indices by hand: the shortest and the longest of the first
+    three contexts with their choices; when those have one length, the first later context of
+    another length with its choices."""
+    assert lm._probe(_reqs_of_lengths([5, 2, 9, 1, 12])) == [2, 3, 4, 5]  # 2 and 9, not 1, 12
+    assert lm._probe(_reqs_of_lengths([9, 5, 2])) == [0, 1, 4, 5]
+    assert lm._probe(_reqs_of_lengths([4, 4, 4, 4, 6, 3])) == [0, 1, 8, 9]  # 4, then the 6
+    assert lm._probe(_reqs_of_lengths([4, 4, 4])) == [0, 1, 4, 5]  # one length in the task
+    assert lm._probe(_reqs_of_lengths([3])) == [0, 1]

@@ -1268,9 +1268,10 @@ def _probe(reqs: list[_Req]) -> list[int]:
     them in one padded pass)."""
     by_ctx: dict[bytes, list[int]] = {}
     for k, r in enumerate(reqs):
-        by_ctx.setdefault(r.ctx.tobytes(), []).append(k)
-        if len(by_ctx) >= 3:
-            break
+        key = r.ctx.tobytes()
+        if key not in by_ctx and len(by_ctx) == 3:
+            break  # a fourth context: the first three have every one of their choices
+        by_ctx.setdefault(key, []).append(k)
     groups = sorted(by_ctx.values(), key=lambda g: reqs[g[0]].ctx.size)
     if groups and reqs[groups[0][0]].ctx.size == reqs[groups[-1][0]].ctx.size:
         n0 = reqs[groups[0][0]].ctx.size
