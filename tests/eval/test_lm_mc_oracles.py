@@ -693,3 +693,4 @@ def test_probe_is_the_shortest_and_longest_of_the_first_three_contexts():
     assert lm._probe(_reqs_of_lengths([4, 4, 4, 4, 6, 3])) == [0, 1, 8, 9]  # 4, then the 6
     assert lm._probe(_reqs_of_lengths([4, 4, 4])) == [0, 1, 4, 5]  # one length in the task
     assert lm._probe(_reqs_of_lengths([3])) == [0, 1]
+    assert lm._probe(_reqs_of_lengths([4, 4, 4, 6], k=1)) == [0, 3]  # items of one choice
