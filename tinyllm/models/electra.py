@@ -148,8 +148,9 @@ class Config:
 # but original bytes of the foreign names: langid 0.8235, below the baseline), a generator 10x
 # slower than the discriminator (its replacements stay detectable while the discriminator
 # learns; with lr 2e-3 for both, nothing is detected), and the local start of the
-# discriminator's attention (langid at 4000 steps: 0.8639 without, 0.8808 with). Repeating the rows text 3 times is within noise
-# of once for ELECTRA. More steps make the generator better and polarity harder (6000 steps).
+# discriminator's attention (langid at 4000 steps: 0.8639 without, 0.8808 with). Repeating the
+# rows text 3 times is within noise of once for ELECTRA. More steps make the generator better
+# and polarity harder (6000 steps).
 # Honest reading: this generator is weak (its argmax is right on 15% / 5% of the masked bytes),
 # so the task it sets is easier than a strong generator's would be; gen acc is in every row's
 # details (generator_acc).
