@@ -95,11 +95,12 @@ def test_most_frequent_baseline_of_one_and_of_no_targets():
     assert mlm.most_frequent_baseline(np.array([], dtype=np.int64)) == {"byte": 0, "acc": 0.0}
 
 
-def _rows_entry(tmp_path, rows):
+def _rows_entry(tmp_path, rows, family: str = "bert"):
+    """An entry of ``family`` on a rows file of ``rows`` (its scorer is called directly)."""
     from tinyllm.report import Entry
 
     path = write_rows(tmp_path / "r.jsonl", rows)
-    e = Entry.model_validate({"name": "m", "family": "bert", "checkpoint": "x", "data": str(path)})
+    e = Entry.model_validate({"name": "m", "family": family, "checkpoint": "x", "data": str(path)})
     return e, path
 
 

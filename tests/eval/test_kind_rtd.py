@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_kind_mlm import _rows_entry  # same folder: pytest puts it on sys.path
 
 from tinyllm.data import Row, write_rows
 from tinyllm.eval import zoo
@@ -77,16 +78,6 @@ def test_only_val_rows_are_scored(zoo_dir):
 # ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/kinds/*.py` ---
 
 
-def _rows_entry(tmp_path, rows):
-    from tinyllm.report import Entry
-
-    path = write_rows(tmp_path / "r.jsonl", rows)
-    e = Entry.model_validate(
-        {"name": "e", "family": "electra", "checkpoint": "x", "data": str(path)}
-    )
-    return e, path
-
-
 def _detection(correct, replaced, masked, gen_correct):
     """A stand-in for electra.rtd_accuracy's answer (what the kind does with it, any model)."""
     return lambda model, texts, rng: {
@@ -100,7 +91,7 @@ def _detection(correct, replaced, masked, gen_correct):
 def test_details_by_hand_from_a_known_detection(tmp_path, monkeypatch):
     from tinyllm.eval.kinds import rtd
 
-    e, path = _rows_entry(tmp_path, [Row("train", "zz", "-"), Row("val", "ab", "-")] * 2)
+    e, path = _rows_entry(tmp_path, [Row("train", "zz", "-"), Row("val", "ab", "-")] * 2, "electra")
     rng = np.random.default_rng(0)
     monkeypatch.setattr(
         electra, "rtd_accuracy", _detection([1, 1, 0, 1], [0, 1, 1, 0], [0, 1, 1, 1], [1, 0, 0])
@@ -145,7 +136,7 @@ def test_details_by_hand_from_a_known_detection(tmp_path, monkeypatch):
 def test_no_val_rows_error_names_the_file(tmp_path):
     from tinyllm.eval.kinds import rtd
 
-    e, path = _rows_entry(tmp_path, [Row("train", "zz", "-")])
+    e, path = _rows_entry(tmp_path, [Row("train", "zz", "-")], "electra")
     with pytest.raises(ValueError) as ei:
         rtd.score(e, None, path, np.random.default_rng(0))
     assert str(ei.value) == f"{path}: expected rows of split 'val', got only splits ['train']"

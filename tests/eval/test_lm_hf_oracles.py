@@ -36,18 +36,6 @@ def ref_nlls(fn, ids: np.ndarray, C: int, s: int) -> np.ndarray:
     return reference_nlls(lambda x: types.SimpleNamespace(logits=fn(x)), ids, C, s)
 
 
-class Silent:
-    """Any warning is an error: the fast path must pass its own check silently."""
-
-    def __enter__(self):
-        self._cm = warnings.catch_warnings()
-        self._cm.__enter__()
-        warnings.simplefilter("error")
-
-    def __exit__(self, *exc):
-        return self._cm.__exit__(*exc)
-
-
 IDS = np.random.default_rng(7).integers(0, 23, size=60)
 
 
@@ -196,7 +184,7 @@ def test_a_head_of_unknown_vocabulary_keeps_the_memory_bound(monkeypatch):
         lambda m, a, o: rows.append(a[0].shape[0]) if a[0].ndim == 2 else None
     )
     ids = np.random.default_rng(3).integers(0, 256, size=40)
-    with Silent():
+    with warnings.catch_warnings(action="error"):
         got = lm.token_nlls(model, ids, 16, 8)
     assert lm._Head(model, torch.as_tensor(ids[:16])[None]).kind == "hook"
     assert sum(rows) == 39 and max(rows) * 256 <= max(1024, 256)
@@ -291,7 +279,7 @@ def test_hf_hook_reads_the_base_models_last_hidden_state_in_every_form(body):
     its check silently and gives the full logits' NLLs."""
     model = ToyLM(body).eval()
     x = torch.as_tensor(IDS[:16])[None]
-    with Silent():
+    with warnings.catch_warnings(action="error"):
         assert lm._Head(model, x).kind == "hf"
         got = lm.token_nlls(model, IDS, 12, 5)
     np.testing.assert_allclose(got, ref_nlls(model, IDS, 12, 5), rtol=0, atol=1e-5)
@@ -301,7 +289,7 @@ def test_hf_hook_reads_the_base_models_last_hidden_state_in_every_form(body):
 def test_a_model_without_base_or_output_embeddings_is_scored_from_its_logits(make):
     model = make().eval()
     x = torch.as_tensor(IDS[:16])[None]
-    with Silent():
+    with warnings.catch_warnings(action="error"):
         assert lm._Head(model, x).kind == "full"
         got = lm.token_nlls(model, IDS, 12, 5)
     np.testing.assert_allclose(got, ref_nlls(model, IDS, 12, 5), rtol=0, atol=1e-5)
@@ -331,7 +319,7 @@ def test_hf_gpt2_twin_without_transformers_gpt2_is_none(monkeypatch):
     assert lm.hf_gpt2_twin(hf_gpt2()) is None
     monkeypatch.delitem(sys.modules, "transformers")
     assert lm.hf_gpt2_twin(model) is None
-    with Silent():
+    with warnings.catch_warnings(action="error"):
         assert lm._Head(model, x).kind == "hf"
         got = lm.token_nlls(model, IDS, 12, 5)
     np.testing.assert_allclose(got, ref_nlls(model, IDS, 12, 5), rtol=0, atol=1e-5)
@@ -345,7 +333,7 @@ def test_a_steered_gpt2_is_scored_by_its_own_hidden_states_silently():
     hf.transformer.ln_f.register_forward_hook(lambda m, a, o: o + 0.25)
     ids = np.random.default_rng(5).integers(0, 97, size=70)
     assert lm.hf_gpt2_twin(hf) is not None
-    with Silent():
+    with warnings.catch_warnings(action="error"):
         assert lm._Head(hf, torch.as_tensor(ids[:16])[None]).kind == "hf"
         got = lm.token_nlls(hf, ids, 32, 12)
     np.testing.assert_allclose(got, reference_nlls(hf, ids, 32, 12), rtol=0, atol=1e-5)
@@ -404,7 +392,7 @@ def test_a_correct_keep_hook_passes_its_check_at_any_probe_length(ctx_len):
     our GPT included; both pass silently and give the full logits' NLLs."""
     for model in (HookModel("strict"), our_gpt(seed=1)):
         fn = model if isinstance(model, HookModel) else (lambda t, m=model: m(t)[0])
-        with Silent():
+        with warnings.catch_warnings(action="error"):
             got = lm.token_nlls(model, GPT_IDS, ctx_len, 1)
             head = lm._Head(model, torch.as_tensor(GPT_IDS[:ctx_len])[None])
         assert head.kind == "hook" and head.keep
@@ -450,7 +438,7 @@ def test_the_check_tolerance_is_relative_to_the_largest_logit():
     M = _max_logit(model)
     assert M > 20
     model.bump = 0.3 * lm._VERIFY_TOL * M
-    with Silent():
+    with warnings.catch_warnings(action="error"):
         got = lm.token_nlls(model, GPT_IDS, 16, 8)
     assert lm._Head(model, torch.as_tensor(GPT_IDS[:16])[None]).kind == "hook"
     hook = lm.token_nlls(lambda t: model.lm_head(model.inner.hidden(t)), GPT_IDS, 16, 8)
@@ -468,7 +456,7 @@ def test_the_check_tolerance_is_absolute_below_logits_of_one():
         got = lm.token_nlls(model, GPT_IDS, 16, 8)
     assert lm._Head(model, torch.as_tensor(GPT_IDS[:16])[None]).kind == "full"
     np.testing.assert_allclose(got, ref_nlls(model, GPT_IDS, 16, 8), rtol=0, atol=1e-5)
-    with Silent():  # checked once per model: no second warning
+    with warnings.catch_warnings(action="error"):  # checked once per model: no second warning
         again = lm.token_nlls(model, GPT_IDS, 16, 8)
     np.testing.assert_array_equal(again, got)
 
@@ -477,7 +465,7 @@ def test_a_hook_is_checked_once_per_model_on_16_tokens_of_one_row():
     """The check is one forward pass of the model on the first 16 tokens of one row; a model
     already checked is not run in full again (for windows or for choices)."""
     model = HookModel("strict")
-    with Silent():
+    with warnings.catch_warnings(action="error"):
         lm.token_nlls(model, GPT_IDS, 32, 8)
         assert model.calls == [(1, 16)]
         lm.token_nlls(model, GPT_IDS, 20, 5)
@@ -485,7 +473,7 @@ def test_a_hook_is_checked_once_per_model_on_16_tokens_of_one_row():
         lm.choice_lls(model, IdTok(), items)
     assert model.calls == [(1, 16)]
     fresh = HookModel("strict")
-    with Silent():
+    with warnings.catch_warnings(action="error"):
         got = lm.choice_lls(fresh, IdTok(), items)  # the plain path, batches of several rows
     assert fresh.calls == [(1, 16)]
     for g, w in zip(got, oracle_lls(lambda t: (fresh(t),), items, 32), strict=True):
@@ -534,7 +522,7 @@ class SlotsHook:
 
 def test_a_model_that_cannot_be_weak_referenced_is_hooked():
     model = SlotsHook(HookModel("strict").eval())
-    with Silent():
+    with warnings.catch_warnings(action="error"):
         got = lm.token_nlls(model, GPT_IDS, 16, 8)
         assert lm._Head(model, torch.as_tensor(GPT_IDS[:16])[None]).kind == "hook"
     np.testing.assert_allclose(got, ref_nlls(model, GPT_IDS, 16, 8), rtol=0, atol=1e-5)
@@ -556,7 +544,7 @@ class BuiltinHidden(nn.Module):
 
 def test_a_builtin_hidden_without_signature_is_used_without_keep():
     model = BuiltinHidden().eval()
-    with Silent():
+    with warnings.catch_warnings(action="error"):
         head = lm._Head(model, torch.as_tensor(IDS[:16])[None])
         got = lm.token_nlls(model, IDS, 12, 5)
     assert head.kind == "hook" and not head.keep
@@ -635,7 +623,9 @@ class LayoutLM(nn.Module):
 
 def _assert_hf_cache_path(model, seed: int) -> None:
     items = random_items(seed, 6, 97)
-    with Silent():  # the cached path must pass its own check silently
+    with warnings.catch_warnings(
+        action="error"
+    ):  # the cached path must pass its own check silently
         got = lm.choice_lls(model, IdTok(), items)
     assert lm._CACHE_OK[model] == {"hf": True}
     for g, w in zip(got, oracle_lls(model, items, 32), strict=True):

@@ -55,8 +55,7 @@ def _assert_oracle(model, items, got, L: int = 32, atol: float = 1e-4) -> None:
 
 def _silent_choice_lls(model, items, **kw):
     """choice_lls with every warning an error: the cached path must pass its own check."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings.catch_warnings(action="error"):
         return lm.choice_lls(model, IdTok(), items, **kw)
 
 
@@ -321,8 +320,7 @@ def test_uint8_ids_take_the_cached_path_with_multi_token_choices():
     path (multi-token choices), without falling back."""
     model = our_gpt()
     items = random_items(45, 6, 256, ctx_range=(2, 9), cont_range=(2, 6))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings.catch_warnings(action="error"):
         got = lm.choice_lls(model, Uint8Ids(), items)
     assert lm._CACHE_OK[model] == {"gpt": True}
     _assert_oracle(model, items, got)
@@ -474,8 +472,7 @@ class SelfBased(nn.Module):
 
 
 def test_a_model_that_is_its_own_base_model_is_scored_plainly_and_silently():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings.catch_warnings(action="error"):
         got = lm.score_choices(SelfBased(), ByteTokenizer(), "a", ["bb", "c"], normalize=False)
     np.testing.assert_allclose(got, SPEC_S3_LL, rtol=1e-12)
 
