@@ -161,7 +161,9 @@ def read_regular(path: str | os.PathLike[str], *, max_bytes: int, what: str = "f
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UnsafePathError(f"{what} {path}: expected a regular file, got {mode_kind(st.st_mode)}")
+            raise UnsafePathError(
+                f"{what} {path}: expected a regular file, got {mode_kind(st.st_mode)}"
+            )
         if st.st_size > max_bytes:
             raise UnsafePathError(
                 f"{what} {path}: expected at most {max_bytes} bytes, got {st.st_size}"
