@@ -54,8 +54,73 @@ DIRECTION: dict[str, str] = {
 ITEM_SCALE: dict[str, float] = {"bpb": 1.0 / LN2}
 TESTED = ("improved", "regressed", "unchanged")
 VERDICTS = (*TESTED, "not comparable", "added", "removed")
+#: metrics whose value is the mean of the row's per-item scores times ITEM_SCALE (bpb: NLLs in
+#: nats per byte-level token / ln 2; the proportions: the mean of 0/1 scores). Spearman rows have
+#: no per-item scores.
+MEAN_METRICS = ("bpb", "acc", "acc_norm", "exact_match")
+#: how far a row's value may be from the mean of its per-item scores (relative), float rounding
+VALUE_RTOL = 1e-9
+
+MAX_N_PERM = 1_000_000
+"""The most permutations per row :func:`compare_reports` and :func:`compare_row` take. The
+p-value's resolution is ``1 / (n_perm + 1)``, so a million permutations resolve p to 1e-6,
+far below any alpha. The time grows with ``n_perm`` times the row's items: one row of 2,000
+items takes about 6 s at this bound (0.06 s at the default 10,000). A larger ``n_perm`` is
+refused: "n_perm: expected at most 1000000 permutations per row, got ..."."""
 
 ItemLoader = Callable[[str], np.ndarray]
+
+
+class RowItemsMismatchError(ValueError):
+    """A row's ``n`` or ``value`` disagrees with the per-item scores it comes with."""
+
+
+def row_items_problem(row: dict, items: Any) -> str | None:
+    """Why an ok row disagrees with its per-item scores, or None when it agrees (or has no
+    result to check: a row that is not ``status: "ok"``).
+
+    Checked: ``n`` equals the number of per-item scores (every kind that has them counts its
+    items as ``n``), the scores are a 1-d array of finite numbers, and for the metrics of
+    :data:`MEAN_METRICS` the value equals their mean times ``ITEM_SCALE`` (relative tolerance
+    :data:`VALUE_RTOL`).
+
+    Example: an ``acc`` row with n 4 and value 0.75 agrees with items [1, 0, 1, 1]; with value
+    0.5 it does not ("... expected value 0.75 (the mean of its 4 per-item scores), got 0.5").
+    """
+    if not isinstance(row, dict) or row.get("status") != "ok":
+        return None
+    name = row.get("name")
+    a = np.asarray(items)
+    if a.ndim != 1 or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
+        return f"row {name!r}: expected 1-d numeric per-item scores, got dtype {a.dtype} shape {a.shape}"
+    a = a.astype(np.float64)
+    n = row.get("n")
+    if isinstance(n, bool) or n != a.size:
+        return f"row {name!r}: expected n = {a.size} (the number of its per-item scores), got {n!r}"
+    if not np.all(np.isfinite(a)):
+        return f"row {name!r}: expected finite per-item scores, got {int(np.sum(~np.isfinite(a)))} that are not"
+    metric = row.get("metric")
+    if metric in MEAN_METRICS:
+        scale = ITEM_SCALE.get(metric, 1.0)
+        expected = float(np.mean(a)) * scale
+        value = _num(row.get("value"))
+        if value is None or not math.isclose(value, expected, rel_tol=VALUE_RTOL, abs_tol=1e-12):
+            how = " / ln 2" if metric == "bpb" else ""
+            return (
+                f"row {name!r}: expected {metric} value {expected!r} (the mean of its {a.size} "
+                f"per-item scores{how}), got {row.get('value')!r}"
+            )
+    return None
+
+
+def _check_n_perm(n_perm: Any) -> int:
+    if isinstance(n_perm, bool) or not isinstance(n_perm, int) or n_perm < 1:
+        raise ValueError(f"n_perm: expected an integer >= 1, got {n_perm!r}")
+    if n_perm > MAX_N_PERM:
+        raise ValueError(
+            f"n_perm: expected at most {MAX_N_PERM} permutations per row, got {n_perm}"
+        )
+    return n_perm
 
 
 def _row(name: str, verdict: str, reason: str | None, metric: Any, **kw: Any) -> dict:
@@ -124,7 +189,10 @@ def compare_row(
     seed: int = 0,
     alpha: float = 0.05,
 ) -> dict:
-    """Compare one entry's rows from two releases (see the module docstring for the rules)."""
+    """Compare one entry's rows from two releases (see the module docstring for the rules).
+
+    ``n_perm``: 1 to :data:`MAX_N_PERM` permutations (ValueError otherwise)."""
+    _check_n_perm(n_perm)
     name = cur["name"]
     metric = cur.get("metric")
     values = {"previous_value": _num(prev.get("value")), "current_value": _num(cur.get("value"))}
@@ -229,15 +297,15 @@ def compare_reports(
     rows only the previous report has ("removed"), in its order. ``summary`` counts verdicts.
     Units: ``delta``, ``lo``, ``hi`` in the metric's units (bits per byte for bpb, a proportion
     for accuracies); ``p`` is the permutation p-value, ``(1 + #{|T_s| >= |T|}) / (n_perm + 1)``
-    (exact enumeration for ``2**n <= n_perm``).
+    (exact enumeration for ``2**n <= n_perm``); ``n_perm`` is 1 to :data:`MAX_N_PERM`, checked
+    before any row is compared (ValueError "n_perm: expected at most ..., got ...").
 
     Example: 2000 tokens whose NLLs all rise by 0.05 nats -> delta = 0.05 / ln 2 = 0.0721 bpb,
     p = 1 / 10001, verdict "regressed".
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha: expected a level in (0, 1), got {alpha}")
-    if isinstance(n_perm, bool) or not isinstance(n_perm, int) or n_perm < 1:
-        raise ValueError(f"n_perm: expected an integer >= 1, got {n_perm!r}")
+    _check_n_perm(n_perm)  # before any row: 1 .. MAX_N_PERM
     prev_rows = _check_report(prev, "previous")
     cur_rows = _check_report(cur, "current")
     rows = []

@@ -15,6 +15,7 @@ Nothing here knows about models; :mod:`tinyllm.eval.zoo` does the scoring.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -27,7 +28,11 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from tinyllm import safeio
+
 SCHEMA_VERSION = 1
+MAX_MANIFEST_BYTES = 16 << 20
+"""The largest manifest file read (16 MiB; a manifest of 10,000 entries is about 2 MB)."""
 FORMATS_DIR = Path(__file__).resolve().parent.parent / "formats"
 MANIFEST_SCHEMA_PATH = FORMATS_DIR / "manifest.schema.json"
 REPORT_SCHEMA_PATH = FORMATS_DIR / "eval-results.schema.json"
@@ -195,16 +200,26 @@ def parse_manifest(doc: Any, source: str = "<manifest>") -> Manifest:
 
 
 def load_manifest(path: str | os.PathLike) -> Manifest:
-    """Read and validate a manifest file (YAML or JSON: JSON is YAML)."""
+    """Read and validate a manifest file (YAML or JSON: JSON is YAML).
+
+    The file is read with :func:`tinyllm.safeio.read_regular` (a regular file of at most
+    :data:`MAX_MANIFEST_BYTES`: a FIFO or a device is refused at once, never waited on) and
+    parsed with :func:`tinyllm.safeio.load_yaml` (safe YAML whose aliases expand to at most
+    ``safeio.MAX_YAML_NODES`` nodes: an alias bomb, used or not, is refused before it is built).
+    """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = safeio.read_regular(p, max_bytes=MAX_MANIFEST_BYTES, what="manifest").decode("utf-8")
     except FileNotFoundError:
         raise ManifestError(f"{p}: manifest not found") from None
+    except safeio.UnsafePathError as e:
+        raise ManifestError(f"{p}: {str(e).removeprefix(f'manifest {p}: ')}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ManifestError(f"{p}: expected a readable UTF-8 manifest, got: {e}") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = safeio.load_yaml(text, str(p))
+    except safeio.UnsafePathError as e:  # the alias bound; its message names the file
+        raise ManifestError(str(e)) from None
     except yaml.YAMLError as e:
         raise ManifestError(f"{p}: expected YAML or JSON, got a parse error: {e}") from None
     return parse_manifest(doc, str(p))
@@ -346,6 +361,59 @@ def _validator():
         Draft202012Validator.check_schema(schema)
         _REPORT_VALIDATOR = Draft202012Validator(schema)
     return _REPORT_VALIDATOR
+
+
+#: row fields a stored report may lack: provenance no reader uses (the history, the comparison and
+#: the dashboard read every other field). Reports put with Store.write_report by other tools, and
+#: those of older versions, may leave them out; publish_run always writes them.
+STORED_OPTIONAL_ROW_FIELDS = ("checkpoint", "data", "options")
+_STORED_VALIDATOR = None
+
+
+def stored_report_schema() -> dict:
+    """The schema a stored report is read with: what its readers rely on.
+
+    ``eval-results.schema.json`` with three differences, each something the store has always
+    taken (formats/store.md): the row fields :data:`STORED_OPTIONAL_ROW_FIELDS` may be missing
+    (still checked when present); ``created_at`` is any ISO 8601 time (the store parses it), not
+    only the ``...Z`` form the zoo writes; and a row's status-dependent rules (an ok row has
+    numbers, an error row its error) are left to the writer, :func:`validate_report` in
+    ``publish_run``. Every field keeps its type, so a reader never meets a string where a
+    number or a list belongs, and unknown fields are still refused.
+    """
+    schema = copy.deepcopy(report_schema())
+    row = schema["$defs"]["row"]
+    row["required"] = [f for f in row["required"] if f not in STORED_OPTIONAL_ROW_FIELDS]
+    row.pop("allOf", None)
+    schema["properties"]["created_at"].pop("pattern", None)
+    return schema
+
+
+def check_stored_report(doc: Any) -> None:
+    """Validate a report read from a store (:func:`stored_report_schema`); one line on failure.
+
+    Raises :class:`ReportSchemaError`: ``expected a report matching eval-results.schema.json,
+    got at rows/0/n: 'x' is not of type 'integer' (and 1 more problem)``.
+    """
+    global _STORED_VALIDATOR
+    if _STORED_VALIDATOR is None:
+        from jsonschema import Draft202012Validator
+
+        schema = stored_report_schema()
+        Draft202012Validator.check_schema(schema)
+        _STORED_VALIDATOR = Draft202012Validator(schema)
+    errors = list(_STORED_VALIDATOR.iter_errors(doc))
+    if errors:
+        from jsonschema.exceptions import best_match
+
+        e = best_match(errors)
+        where = "/".join(map(str, e.absolute_path)) or "(top level)"
+        msg = e.message if len(e.message) <= 200 else e.message[:200] + "..."
+        more = len(errors) - 1
+        raise ReportSchemaError(
+            f"expected a report matching {REPORT_SCHEMA_PATH.name}, got at {where}: {msg}"
+            + (f" (and {more} more problem{'s' * (more != 1)})" if more else "")
+        )
 
 
 def validate_report(doc: Mapping | Report) -> None:

@@ -6,8 +6,13 @@ Layout (formats/store.md has the full description)::
     releases/<release>/items/<entry>.npy   per-item scores of an entry (float64, np.save)
     releases/<release>/runs/<run-id>.json  every run's raw report, written once, never replaced
     releases/<release>/compare.json        the comparison with the previous release
+    releases/<release>/compares/<h>.json   the comparison made for the report.json whose bytes
+                                           hash to ``h`` (what :meth:`Store.read_compare` reads)
 
-History is the listing of ``releases/``, ordered by each report's ``created_at``.
+History is the listing of ``releases/``, ordered by each report's ``created_at``. A publish makes
+a release visible last: the comparison of the new report is stored (under the report's hash)
+before the report itself, so a reader sees the old report with its comparison or the new one
+with its comparison, never a report without the comparison it was published with.
 
 Two backends behind one small interface, :class:`Store`: ``put_bytes`` / ``get_bytes`` /
 ``exists`` / ``list`` (plus ``put_json`` / ``get_json``), and the domain helpers on top of them
@@ -23,7 +28,8 @@ Two backends behind one small interface, :class:`Store`: ``put_bytes`` / ``get_b
   (``If-None-Match: *``).
 
 Errors are :class:`StoreError` (a missing key: :class:`StoreKeyError`; a refused overwrite:
-:class:`StoreExistsError`), and name the store and the key. They deliberately do not derive from
+:class:`StoreExistsError`; a stored document that cannot be used: :class:`StoreUnreadableError`),
+and name the store and the key. They deliberately do not derive from
 ``OSError``: a missing release is not a transient failure worth retrying. Real I/O failures
 (a full disk, a dropped connection) still surface as ``OSError`` / botocore errors.
 """
@@ -44,13 +50,23 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
+from tinyllm import safeio
+
 DEFAULT_STORE = "./evalstore"
+
+MAX_OBJECT_BYTES = 1 << 30
+"""The largest stored object a reader takes (1 GiB: the per-item scores of 134 million items);
+a larger one is refused before it is read (:class:`StoreUnreadableError`)."""
+
+MAX_JSON_BYTES = 64 << 20
+"""The largest stored JSON document (a report, a run, a comparison) a reader takes: 64 MiB."""
 
 # One key segment: a release, an entry name, a run id, a file name. A leading dot is refused so
 # that temporary files (".report.json.x1y2.tmp") are never mistaken for keys, and ".." never
@@ -73,6 +89,14 @@ class StoreExistsError(StoreError):
 
 class StoreConflictError(StoreError):
     """A compare-and-swap update lost the race more times than it may retry."""
+
+
+class StoreUnreadableError(StoreError):
+    """A stored document exists but cannot be used: not a regular file (a FIFO, a device, a
+    folder), larger than the readers take, malformed, or not matching its format (a report not
+    matching eval-results.schema.json, a comparison not matching compare.schema.json, an items
+    file whose header disagrees with its size). The message names the key and says what was
+    expected; readers list such a document as unreadable and go on with the others."""
 
 
 CAS_ATTEMPTS = 20
@@ -171,6 +195,18 @@ def _dump_json(obj: Any, f: BinaryIO) -> None:
     writer.write("\n")
 
 
+def _json_bytes(obj: Any) -> bytes:
+    """The exact bytes :meth:`Store.put_json` and ``update_json`` store for ``obj``."""
+    buf = io.BytesIO()
+    _dump_json(obj, buf)
+    return buf.getvalue()
+
+
+def _digest(data: bytes) -> str:
+    """The first 16 hex digits of the sha256 of ``data``: the hash in content-addressed names."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
 def new_run_id(now: datetime | None = None) -> str:
     """A run id that sorts by time: ``20261129T180000Z-3fa2c1`` (UTC second + 6 random hex)."""
     t = (now or datetime.now(UTC)).astimezone(UTC)
@@ -226,6 +262,28 @@ def merge_report(
     return merged
 
 
+# a run id from new_run_id(): the UTC second it was made, then 6 hex digits
+_RUN_TIME = re.compile(r"^(\d{8}T\d{6}Z)-[0-9a-f]{6}\.json$")
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One release folder with a ``report.json``, as :meth:`Store.history_entries` lists it.
+
+    ``release``: the folder's name (for an unreadable entry possibly not a valid release name);
+    ``created_at``: the report's (None when unreadable); ``error``: None for a readable release,
+    else one line naming the key and saying why it cannot be read.
+    """
+
+    release: str
+    created_at: datetime | None = None
+    error: str | None = None
+
+    @property
+    def readable(self) -> bool:
+        return self.error is None
+
+
 class Store:
     """The store interface: four byte-level operations and the domain helpers built on them.
 
@@ -241,8 +299,10 @@ class Store:
         """Write ``data`` at ``key`` atomically; with ``overwrite=False`` refuse an existing key."""
         raise NotImplementedError
 
-    def get_bytes(self, key: str) -> bytes:
-        """The bytes at ``key``; :class:`StoreKeyError` when there is none."""
+    def get_bytes(self, key: str, *, max_bytes: int = MAX_OBJECT_BYTES) -> bytes:
+        """The bytes at ``key``; :class:`StoreKeyError` when there is none,
+        :class:`StoreUnreadableError` for an object larger than ``max_bytes`` or (local folder)
+        anything but a regular file, refused before it is read."""
         raise NotImplementedError
 
     def exists(self, key: str) -> bool:
@@ -255,17 +315,18 @@ class Store:
 
     def put_json(self, key: str, obj: Any, *, overwrite: bool = True) -> None:
         """Write ``obj`` as strict JSON (NaN refused) at ``key``, atomically."""
-        buf = io.BytesIO()
-        _dump_json(obj, buf)
-        self.put_bytes(key, buf.getvalue(), overwrite=overwrite)
+        self.put_bytes(key, _json_bytes(obj), overwrite=overwrite)
 
     def get_json(self, key: str, what: str = "JSON") -> Any:
-        """Parse the JSON at ``key``; a malformed file is a :class:`StoreError` naming the key."""
-        data = self.get_bytes(key)
+        """Parse the JSON at ``key`` (at most :data:`MAX_JSON_BYTES`); a malformed file is a
+        :class:`StoreUnreadableError` naming the key."""
+        return self._parse_json(key, self.get_bytes(key, max_bytes=MAX_JSON_BYTES), what)
+
+    def _parse_json(self, key: str, data: bytes, what: str) -> Any:
         try:
             return json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            raise StoreError(
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            raise StoreUnreadableError(
                 f"{self.where(key)}: malformed {what}: expected JSON, got {e}"
             ) from None
 
@@ -282,6 +343,12 @@ class Store:
     @staticmethod
     def compare_key(release: str) -> str:
         return f"releases/{_check_name(release, 'release')}/compare.json"
+
+    @staticmethod
+    def compare_version_key(release: str, report_bytes: bytes) -> str:
+        """``releases/<release>/compares/<h>.json``: the comparison made for the report.json
+        whose bytes are ``report_bytes`` (``h``: the first 16 hex digits of their sha256)."""
+        return f"releases/{_check_name(release, 'release')}/compares/{_digest(report_bytes)}.json"
 
     @staticmethod
     def run_key(release: str, run_id: str) -> str:
@@ -308,9 +375,9 @@ class Store:
         return key
 
     def read_run(self, release: str, run_id: str) -> dict:
-        """The raw report of one run."""
+        """The raw report of one run, checked like :meth:`read_report`."""
         key = self.run_key(release, run_id)
-        return check_report(self._get_json_or_missing(key, release, "run"), self.where(key))
+        return self._checked_report(key, self._get_json_or_missing(key, release, "run"))
 
     def runs(self, release: str) -> list[str]:
         """The run ids of a release, sorted (run ids from :func:`new_run_id` sort by time)."""
@@ -366,25 +433,66 @@ class Store:
         return ref
 
     def read_items(self, release: str, name: str, ref: str | None = None) -> np.ndarray:
-        """An entry's per-item scores: ``np.load(allow_pickle=False)`` of the stored bytes.
+        """An entry's per-item scores: a 1-d float64 ``.npy`` (at most :data:`MAX_OBJECT_BYTES`).
 
         ``ref``: the row's ``items`` reference (``items/<file>.npy``); without it, the fixed
-        name ``items/<entry>.npy``.
+        name ``items/<entry>.npy``. The ``.npy`` header is checked before anything is
+        allocated: a 1-d float64 array (either byte order) whose length times 8 bytes is exactly
+        the data after the header, so a 200-byte file claiming 10^11 items is refused at once.
+        Nothing is ever unpickled (an object array is refused). Any bad file is a
+        :class:`StoreUnreadableError` naming the key.
         """
         key = self.items_key(release, name) if ref is None else self.ref_key(release, ref)
-        data = self.get_bytes(key)
-        try:
-            a = np.load(io.BytesIO(data), allow_pickle=False)
-        except (ValueError, OSError, EOFError) as e:
-            raise StoreError(
-                f"{self.where(key)}: malformed items: expected a .npy array, got {e}"
-            ) from None
-        if not isinstance(a, np.ndarray) or a.ndim != 1:
-            raise StoreError(
-                f"{self.where(key)}: expected a 1-d array of per-item scores, got shape "
+        return self._load_npy(key, self.get_bytes(key))
+
+    def _load_npy(self, key: str, data: bytes) -> np.ndarray:
+        where = self.where(key)
+        if not data.startswith(b"\x93NUMPY"):
+            # not a .npy: np.load tells an .npz (refused below by its type) from other bytes
+            # (refused: allow_pickle=False never unpickles them)
+            try:
+                a = np.load(io.BytesIO(data), allow_pickle=False)
+            except (ValueError, OSError, EOFError) as e:
+                raise StoreUnreadableError(
+                    f"{where}: malformed items: expected a .npy array, got {e}"
+                ) from None
+            raise StoreUnreadableError(
+                f"{where}: expected a 1-d array of per-item scores, got shape "
                 f"{getattr(a, 'shape', None)}"
             )
-        return a
+        buf = io.BytesIO(data)
+        try:
+            version = np.lib.format.read_magic(buf)
+            if version == (1, 0):
+                shape, _fortran, dtype = np.lib.format.read_array_header_1_0(buf)
+            elif version == (2, 0):
+                shape, _fortran, dtype = np.lib.format.read_array_header_2_0(buf)
+            else:
+                raise ValueError(f"expected .npy format version 1.0 or 2.0, got {version}")
+        except (ValueError, OSError, EOFError, SyntaxError) as e:
+            raise StoreUnreadableError(
+                f"{where}: malformed items: expected a .npy array, got {e}"
+            ) from None
+        if dtype.hasobject:
+            raise StoreUnreadableError(
+                f"{where}: malformed items: expected a .npy array of numbers, got dtype {dtype} "
+                "(object arrays are pickles; allow_pickle=False never loads them)"
+            )
+        if len(shape) != 1:
+            raise StoreUnreadableError(
+                f"{where}: expected a 1-d array of per-item scores, got shape {shape}"
+            )
+        if dtype.kind != "f" or dtype.itemsize != 8:
+            raise StoreUnreadableError(
+                f"{where}: expected per-item scores as float64, got dtype {dtype}"
+            )
+        start, n = buf.tell(), shape[0]
+        if n * 8 != len(data) - start:  # checked before anything of that size is allocated
+            raise StoreUnreadableError(
+                f"{where}: malformed items: expected {n} float64 values ({n * 8} bytes) after "
+                f"the header, as its shape {shape} says, got {len(data) - start} bytes"
+            )
+        return np.frombuffer(data, dtype=dtype, count=n, offset=start).astype(np.float64)
 
     def items_loader(self, release: str, report: dict | None = None) -> Callable[[str], np.ndarray]:
         """``name -> per-item scores`` of ``release``: the loader :func:`compare_reports` takes.
@@ -447,18 +555,47 @@ class Store:
         raise NotImplementedError
 
     def read_report(self, release: str) -> dict:
-        """The release's merged report; a missing release or malformed file names the key."""
+        """The release's merged report, validated: the validated reader of every report.json.
+
+        A missing release is a :class:`StoreKeyError`. A report that cannot be used is a
+        :class:`StoreUnreadableError` naming the key and what was expected: not a regular file,
+        over :data:`MAX_JSON_BYTES`, not JSON, missing what the store relies on
+        (:func:`check_report`), or not matching formats/eval-results.schema.json
+        (:func:`tinyllm.report.check_stored_report`).
+        """
         key = self.report_key(release)
-        return check_report(self._get_json_or_missing(key, release, "report"), self.where(key))
+        return self._checked_report(key, self._get_json_or_missing(key, release, "report"))
+
+    def _checked_report(self, key: str, doc: Any) -> dict:
+        from tinyllm.report import ReportSchemaError, check_stored_report
+
+        where = self.where(key)
+        try:
+            check_report(doc, where)
+        except StoreError as e:
+            raise StoreUnreadableError(str(e)) from None
+        try:
+            check_stored_report(doc)
+        except ReportSchemaError as e:
+            raise StoreUnreadableError(f"{where}: {e}") from None
+        return doc
 
     def has_report(self, release: str) -> bool:
         return self.exists(self.report_key(release))
 
     def write_compare(self, release: str, cmp: dict) -> str:
         """Write ``releases/<release>/compare.json`` (validated against compare.schema.json)."""
+        return self._put_compare(self.compare_key(release), cmp)
+
+    def write_compare_version(self, release: str, report_bytes: bytes, cmp: dict) -> str:
+        """Write the comparison made for the report.json whose bytes are ``report_bytes`` at
+        :meth:`compare_version_key` (validated); return the key. :func:`publish_run` writes it
+        before the report, so every report it makes visible has its comparison already."""
+        return self._put_compare(self.compare_version_key(release, report_bytes), cmp)
+
+    def _put_compare(self, key: str, cmp: dict) -> str:
         from tinyllm.compare import validate_compare
 
-        key = self.compare_key(release)
         try:
             validate_compare(cmp)
         except ValueError as e:
@@ -467,11 +604,42 @@ class Store:
         return key
 
     def read_compare(self, release: str) -> dict:
-        """The stored comparison of a release with its previous one."""
+        """The comparison of a release's report with its previous release, validated.
+
+        The comparison made for the report.json as it is now (``compares/<h>.json``, ``h`` the
+        hash of its bytes) when there is one, else ``compare.json`` (stores written before
+        comparisons were kept per report, and comparisons written with :meth:`write_compare`
+        alone). A missing one is a :class:`StoreKeyError`; one that is not a JSON object with a
+        ``rows`` list matching formats/compare.schema.json is a :class:`StoreUnreadableError`
+        naming the key and what was expected.
+        """
         key = self.compare_key(release)
-        cmp = self._get_json_or_missing(key, release, "comparison")
+        try:
+            report_bytes = self.get_bytes(self.report_key(release), max_bytes=MAX_JSON_BYTES)
+        except (StoreKeyError, StoreUnreadableError):
+            report_bytes = None  # no usable report: only compare.json can say anything
+        if report_bytes is not None:
+            version = self.compare_version_key(release, report_bytes)
+            try:
+                return self._checked_compare(version, self.get_json(version, "comparison"))
+            except StoreKeyError:
+                pass
+        return self._checked_compare(key, self._get_json_or_missing(key, release, "comparison"))
+
+    def _checked_compare(self, key: str, cmp: Any) -> dict:
+        from tinyllm.compare import validate_compare
+
+        where = self.where(key)
         if not isinstance(cmp, dict):
-            raise StoreError(f"{self.where(key)}: expected a JSON object, got {type(cmp).__name__}")
+            raise StoreUnreadableError(f"{where}: expected a JSON object, got {type(cmp).__name__}")
+        if not isinstance(cmp.get("rows"), list):
+            raise StoreUnreadableError(
+                f"{where}: expected 'rows' to be a list, got {type(cmp.get('rows')).__name__}"
+            )
+        try:
+            validate_compare(cmp)
+        except ValueError as e:
+            raise StoreUnreadableError(f"{where}: {e}") from None
         return cmp
 
     def write_site_file(self, key: str, data: bytes, content_type: str) -> str:
@@ -494,27 +662,64 @@ class Store:
                 names.append(parts[1])
         return names
 
+    def history_entries(self) -> list[HistoryEntry]:
+        """Every release folder with a ``report.json``, readable or not; never raises for a bad
+        stored file (only for the backend itself: an unreachable endpoint, a refused listing).
+
+        A readable release is ``HistoryEntry(release, created_at, error=None)``; one whose report
+        cannot be used (:meth:`read_report` raises a :class:`StoreError`: malformed, not matching
+        its schema, a FIFO, or a folder name that is not a valid release name such as
+        ``v1 copy``) is ``HistoryEntry(release, None, error="<key>: <why>")``. Order: readable
+        releases by ``created_at``, then name (the history); each unreadable one in its place by
+        the time in its first run id (``runs/YYYYMMDDTHHMMSSZ-xxxxxx.json``) when it has one,
+        else after all the others, by name. A release folder without a ``report.json`` (a run
+        that never finished) is not listed.
+        """
+        reports, run_times = [], {}
+        for key in self.list("releases/"):
+            parts = key.split("/")
+            if len(parts) == 3 and parts[2] == "report.json":
+                reports.append(parts[1])
+            elif len(parts) == 4 and parts[2] == "runs" and parts[3].endswith(".json"):
+                m = _RUN_TIME.match(parts[3])
+                if m and parts[1] not in run_times:  # keys are sorted: the first run id
+                    t = datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+                    run_times[parts[1]] = t
+        placed = []
+        for name in reports:
+            where = self.where(f"releases/{name}/report.json")
+            try:
+                _check_name(name, f"{where}: release folder")
+                created = parse_created_at(self.read_report(name)["created_at"], where)
+            except StoreKeyError:
+                continue  # deleted between the listing and the read: not there any more
+            except StoreError as e:
+                entry = HistoryEntry(name, None, str(e))
+                t = run_times.get(name)
+                placed.append(((0, t.timestamp(), name) if t else (1, 0.0, name), entry))
+                continue
+            placed.append(((0, created.timestamp(), name), HistoryEntry(name, created)))
+        placed.sort(key=lambda p: p[0])
+        return [entry for _, entry in placed]
+
     def history(self, *, skip_unreadable: bool = False) -> list[tuple[str, datetime]]:
-        """``(release, created_at)`` of every release with a report, oldest first.
+        """``(release, created_at)`` of every release with a readable report, oldest first.
 
         Order: ``created_at``, then the release name for equal times. A release folder without
         a ``report.json`` (a run that never finished) is not part of the history. A report that
-        cannot be read (malformed JSON, no ``created_at``: a :class:`StoreError`) raises, or with
-        ``skip_unreadable`` is left out with a warning naming it; errors of the backend itself
-        (an unreachable endpoint) always raise.
+        cannot be read (see :meth:`history_entries`) raises :class:`StoreUnreadableError`, or
+        with ``skip_unreadable`` is left out with a warning naming it; errors of the backend
+        itself (an unreachable endpoint) always raise.
         """
         out = []
-        for name in self._release_names():
-            key = self.report_key(name)
-            try:
-                created = parse_created_at(self.read_report(name)["created_at"], self.where(key))
-            except StoreError as e:
+        for entry in self.history_entries():
+            if entry.error is not None:
                 if not skip_unreadable:
-                    raise
-                warnings.warn(f"left out of the history: {e}", stacklevel=2)
+                    raise StoreUnreadableError(entry.error)
+                warnings.warn(f"left out of the history: {entry.error}", stacklevel=2)
                 continue
-            out.append((name, created))
-        out.sort(key=lambda t: (t[1], t[0]))
+            assert entry.created_at is not None
+            out.append((entry.release, entry.created_at))
         return out
 
     def releases(self) -> list[str]:
@@ -534,6 +739,32 @@ class Store:
         names = [n for n, _ in hist]
         if release not in names:
             return names[-1] if names else None
+        i = names.index(release)
+        return names[i - 1] if i > 0 else None
+
+    def baseline_release(self, release: str) -> str | None:
+        """The release a publish of ``release`` is compared with when no ``previous`` is given.
+
+        1. ``release`` is not in the history yet (its first publish): the newest readable
+           release other than itself, by ``created_at`` then name, whatever the publisher's
+           clock says (a release dated ahead of this machine's clock is not skipped);
+        2. ``release`` is in the history and its comparison names a readable release other
+           than itself: that one (a rerun keeps the baseline its release was published with);
+        3. otherwise the release before it in the history (:meth:`previous_release`), or None.
+
+        Unreadable releases are skipped with a warning, as in :meth:`previous_release`.
+        """
+        _check_name(release, "release")
+        names = [n for n, _ in self.history(skip_unreadable=True)]
+        others = [n for n in names if n != release]
+        if release not in names:
+            return others[-1] if others else None
+        try:
+            prev = self.read_compare(release).get("previous")
+        except StoreError:
+            prev = None  # none, or unreadable: fall back to the history order
+        if prev in others:
+            return prev
         i = names.index(release)
         return names[i - 1] if i > 0 else None
 
@@ -618,15 +849,21 @@ class LocalStore(Store):
         with _naming(self.where(key)):
             self._atomic_write(key, lambda f: _dump_json(obj, f), overwrite)
 
-    def get_bytes(self, key: str) -> bytes:
+    def get_bytes(self, key: str, *, max_bytes: int = MAX_OBJECT_BYTES) -> bytes:
+        # safeio.read_regular opens without blocking and checks with fstat before reading: a
+        # FIFO, a device or a folder in place of the file is refused at once, never waited on,
+        # and a file over max_bytes is refused before it is read
         path = self._path(key)
         try:
             with _naming(self.where(key)):
-                return path.read_bytes()
+                return safeio.read_regular(path, max_bytes=max_bytes, what="key")
         except (FileNotFoundError, NotADirectoryError):
             raise StoreKeyError(f"{self.where(key)}: no such key") from None
-        except IsADirectoryError:
-            raise StoreError(f"{self.where(key)}: expected a file, got a folder") from None
+        except safeio.UnsafePathError as e:
+            why = str(e).removeprefix(f"key {path}: ")
+            if why == "expected a regular file, got a folder":
+                why = "expected a file, got a folder"
+            raise StoreUnreadableError(f"{self.where(key)}: {why}") from None
 
     @contextlib.contextmanager
     def _locked(self, key: str):
@@ -740,18 +977,29 @@ class S3Store(Store):
                 ) from None
             self.client.put_object(Bucket=self.bucket, Key=k, Body=data)
 
-    def get_bytes(self, key: str) -> bytes:
+    def get_bytes(self, key: str, *, max_bytes: int = MAX_OBJECT_BYTES) -> bytes:
+        return self._get(key, max_bytes)[0]
 
-        return self._get(key)[0]
-
-    def _get(self, key: str) -> tuple[bytes, str]:
-        """The bytes at ``key`` and their ETag."""
+    def _get(self, key: str, max_bytes: int = MAX_OBJECT_BYTES) -> tuple[bytes, str]:
+        """The bytes at ``key`` and their ETag; an object over ``max_bytes`` is refused by its
+        ContentLength before its body is read (and a body longer than that is cut and refused)."""
         from botocore.exceptions import ClientError
 
         try:
             with _naming(self.where(key)):
                 obj = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
-                return obj["Body"].read(), obj["ETag"]
+                size = obj.get("ContentLength")
+                if isinstance(size, int) and size > max_bytes:
+                    obj["Body"].close()
+                    raise StoreUnreadableError(
+                        f"{self.where(key)}: expected at most {max_bytes} bytes, got {size}"
+                    )
+                data = obj["Body"].read(max_bytes + 1)
+                if len(data) > max_bytes:
+                    raise StoreUnreadableError(
+                        f"{self.where(key)}: expected at most {max_bytes} bytes, got more"
+                    )
+                return data, obj["ETag"]
         except ClientError as e:
             if self._code(e) in ("NoSuchKey", "404", "NotFound"):
                 raise StoreKeyError(f"{self.where(key)}: no such key") from None
@@ -771,23 +1019,18 @@ class S3Store(Store):
         delay, cap = CAS_BACKOFF_S
         for _attempt in range(CAS_ATTEMPTS):
             try:
-                data, etag = self._get(key)
-                old = json.loads(data.decode("utf-8"))
+                data, etag = self._get(key, MAX_JSON_BYTES)
+                old = self._parse_json(key, data, what)
                 cond = {"IfMatch": etag}
             except StoreKeyError as e:
                 if "no such bucket" in str(e):
                     raise
                 old, cond = None, {"IfNoneMatch": "*"}
-            except (UnicodeDecodeError, ValueError) as e:
-                raise StoreError(
-                    f"{self.where(key)}: malformed {what}: expected JSON, got {e}"
-                ) from None
             new = update(old)
-            buf = io.BytesIO()
-            _dump_json(new, buf)
+            body = _json_bytes(new)
             try:
                 with _naming(self.where(key)):
-                    self.client.put_object(Bucket=self.bucket, Key=k, Body=buf.getvalue(), **cond)
+                    self.client.put_object(Bucket=self.bucket, Key=k, Body=body, **cond)
                 return new
             except ClientError as e:
                 code = self._code(e)
@@ -869,11 +1112,14 @@ def open_store(uri: str | os.PathLike[str] = DEFAULT_STORE, *, client: Any = Non
 def check_publish_args(uri: str, release: str, previous: str | None = None) -> Store:
     """Everything about a publish that can be checked before any scoring; returns the store.
 
-    The release name (a key segment), the store (opened, reachable and writable: a probe is
-    written and deleted), and ``previous`` (when given, a release the store has). A bad
-    argument is refused here instead of after every entry was scored and the release written.
+    The release name (a key segment), ``previous`` (when given: not the release itself, a
+    release cannot be its own baseline), the store (opened, reachable and writable: a probe is
+    written and deleted), and ``previous`` again (a release the store has). A bad argument is
+    refused here instead of after every entry was scored and the release written.
     """
     _check_name(release, "release")
+    if previous is not None:
+        _check_previous(release, previous)
     st = open_store(uri)
     st.check_writable()
     if previous is not None:
@@ -887,10 +1133,28 @@ def check_publish_args(uri: str, release: str, previous: str | None = None) -> S
     return st
 
 
+def _check_previous(release: str, previous: str) -> str:
+    """``previous`` names another release: comparing a release with itself says nothing."""
+    _check_name(previous, "previous")
+    if previous == release:
+        raise StoreError(
+            f"previous: expected a release other than the one being published, got {previous!r} "
+            f"(the release itself: a release cannot be compared with itself)"
+        )
+    return previous
+
+
 def iter_reports(store: Store, releases: Iterable[str] | None = None) -> Iterable[tuple[str, dict]]:
     """``(release, report)`` for ``releases`` (default: the whole history, oldest first)."""
     for name in store.releases() if releases is None else releases:
         yield name, store.read_report(name)
+
+
+# The first failure of each publish that failed, by (store, release, run id): a retried publish
+# (same run id) that fails too raises the first failure again, with the retry's error as a
+# note, so the error a user reads is the cause and not a later symptom. Bounded: the oldest go.
+_FIRST_FAILURES: dict[tuple[str, str, str], BaseException] = {}
+_FIRST_FAILURES_KEPT = 64
 
 
 def publish_run(
@@ -904,29 +1168,95 @@ def publish_run(
     seed: int = 0,
     run_id: str | None = None,
 ) -> dict:
-    """Publish one run of a release: items, the run file, the merged report, the comparison.
+    """Publish one run of a release: items, the run file, the comparison, the merged report.
 
+    0. every ``status: "ok"`` row with per-item scores is checked against them
+       (:func:`tinyllm.compare.row_items_problem`: ``n`` is their count, and ``value`` their
+       mean in the metric's units for the mean metrics); a row that disagrees becomes an error
+       row saying why, and its scores are not stored;
     1. each entry's per-item scores under a content-addressed name (:meth:`Store.write_items_ref`),
        and each row's ``items`` set to that name (a row without scores gets ``null``);
     2. the run's raw report at ``runs/<run-id>.json`` (never overwritten);
-    3. the release's ``report.json`` merged with the run's rows as one compare-and-swap
-       (:meth:`Store.update_report`): concurrent runs of other entries keep their rows;
-    4. ``compare.json`` against ``previous`` (default: the release before this one), computed
-       from the report as it now is, and recomputed if another run changed the report meanwhile,
-       so the last comparison written is always the one of the last report.
+    3. the baseline: ``previous``, or :meth:`Store.baseline_release` (decided before this
+       release is visible, so the release never counts as its own predecessor);
+    4. the release's ``report.json`` merged with the run's rows as one compare-and-swap
+       (:meth:`Store.update_report`): concurrent runs of other entries keep their rows. Inside
+       the swap, before the new report is put, its comparison with the baseline is written at
+       :meth:`Store.compare_version_key` of the new report's bytes: the release (or its new
+       report) becomes visible only once its comparison is stored, and a publish that fails or
+       is killed anywhere leaves the old report with its old comparison;
+    5. ``compare.json``, a copy of the comparison of the report as it now is (recomputed if
+       another run changed the report meanwhile), for tools that read the file itself.
 
     Every report is validated against formats/eval-results.schema.json before it is written.
+    A retried publish (same ``run_id``) that fails again raises the first attempt's error.
     Returns ``{"run_id", "report", "compare", "store"}`` (``report``: the merged report the
     comparison was made on).
     """
-    from tinyllm.compare import compare_reports
+    _check_name(release, "release")
+    if previous is not None:
+        _check_previous(release, previous)
+    attempt = (store.uri, release, run_id) if run_id else None
+    run_id = run_id or new_run_id()
+    try:
+        out = _publish(store, release, run_report, items, order, previous, seed, run_id)
+    except Exception as e:
+        first = _FIRST_FAILURES.get(attempt) if attempt else None
+        if attempt is None or first is None or first is e:
+            if attempt is not None:
+                _FIRST_FAILURES[attempt] = e
+                while len(_FIRST_FAILURES) > _FIRST_FAILURES_KEPT:
+                    del _FIRST_FAILURES[next(iter(_FIRST_FAILURES))]
+            raise
+        first.add_note(f"a retry of this publish failed too: {type(e).__name__}: {e}")
+        raise first  # noqa: B904 (the retry's error is its context and its note)
+    if attempt is not None:
+        _FIRST_FAILURES.pop(attempt, None)
+    return out
+
+
+def _mismatch_row(row: dict, problem: str) -> dict:
+    """``row`` as an error row: its result disagrees with its per-item scores."""
+    from tinyllm.compare import RowItemsMismatchError
+
+    out = dict(row)
+    out.update(
+        status="error",
+        error={"type": RowItemsMismatchError.__name__, "message": problem},
+        value=None,
+        lo=None,
+        hi=None,
+        interval=None,
+        n=None,
+        items=None,
+    )
+    return out
+
+
+def _publish(
+    store: Store,
+    release: str,
+    run_report: dict,
+    items: dict[str, Any],
+    order: Sequence[str] | None,
+    previous: str | None,
+    seed: int,
+    run_id: str,
+) -> dict:
+    from tinyllm.compare import compare_reports, row_items_problem
     from tinyllm.report import validate_report
 
-    _check_name(release, "release")
-    run_id = run_id or new_run_id()
-    refs = {name: store.write_items_ref(release, name, arr) for name, arr in items.items()}
+    rows, arrays = [], dict(items)
+    for row in run_report["rows"]:
+        arr = items.get(row.get("name")) if isinstance(row, dict) else None
+        problem = row_items_problem(row, arr) if arr is not None else None
+        if problem is not None:
+            row = _mismatch_row(row, problem)
+            arrays.pop(row["name"])
+        rows.append(row)
+    refs = {name: store.write_items_ref(release, name, arr) for name, arr in arrays.items()}
     run = dict(run_report)
-    run["rows"] = [dict(r, items=refs.get(r["name"])) for r in run_report["rows"]]
+    run["rows"] = [dict(r, items=refs.get(r["name"])) for r in rows]
     validate_report(run)
     try:
         store.write_run(release, run_id, run)
@@ -935,28 +1265,45 @@ def publish_run(
         if store.read_run(release, run_id) != run:
             raise
 
+    prev = previous if previous is not None else store.baseline_release(release)
+    prev_report = store.read_report(prev) if prev is not None else None
+    made: dict[str, dict] = {}  # digest of a report's bytes -> the comparison made for it
+
+    def compare_with(report: dict, data: bytes) -> dict:
+        assert prev is not None and prev_report is not None
+        cmp = compare_reports(
+            prev_report,
+            report,
+            store.items_loader(prev, prev_report),
+            store.items_loader(release, report),
+            seed=seed,
+        )
+        store.write_compare_version(release, data, cmp)
+        made[_digest(data)] = cmp
+        return cmp
+
     def merge(old: dict | None) -> dict:
         merged = merge_report(old, run, order)
         validate_report(merged)
+        if prev_report is not None:  # the comparison is stored before the report is visible
+            compare_with(merged, _json_bytes(merged))
         return merged
 
     merged = store.update_report(release, merge)
-    prev = previous or store.previous_release(release)
     cmp = None
-    if prev is not None:
+    if prev_report is not None:
         key = store.report_key(release)
-        prev_report = store.read_report(prev)
         for _ in range(CAS_ATTEMPTS):
-            seen = store.get_bytes(key)
-            merged = check_report(json.loads(seen.decode("utf-8")), store.where(key), release)
-            cmp = compare_reports(
-                prev_report,
-                merged,
-                store.items_loader(prev, prev_report),
-                store.items_loader(release, merged),
-                seed=seed,
-            )
+            seen = store.get_bytes(key, max_bytes=MAX_JSON_BYTES)
+            merged = check_report(store._parse_json(key, seen, "report"), store.where(key), release)
+            cmp = made.get(_digest(seen))
+            if cmp is None:  # another run's report, put by a writer that stored no comparison
+                try:
+                    version = store.compare_version_key(release, seen)
+                    cmp = store._checked_compare(version, store.get_json(version, "comparison"))
+                except StoreKeyError:
+                    cmp = compare_with(merged, seen)
             store.write_compare(release, cmp)
-            if store.get_bytes(key) == seen:  # nobody merged in between: this compare is current
+            if store.get_bytes(key, max_bytes=MAX_JSON_BYTES) == seen:  # still the last report
                 break
     return {"run_id": run_id, "report": merged, "compare": cmp, "store": store.uri}
