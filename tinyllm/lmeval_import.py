@@ -12,7 +12,9 @@ The fields follow lm-eval's own rules (``ConfigurableTask.doc_to_text`` / ``doc_
 
 * ``doc_to_text``: a column name gives that column; anything else is a Jinja template rendered
   with the document's fields (jinja2, ``StrictUndefined``, ``keep_trailing_newline``, lm-eval's
-  ``regex_replace`` filter);
+  ``regex_replace`` filter) in jinja2's ``ImmutableSandboxedEnvironment``: a task file is
+  untrusted input, so a template that reaches for an unsafe attribute (``__globals__``,
+  ``__class__``, a list's ``append``, ...) is refused, naming the YAML file and key;
 * ``doc_to_choice``: a column name (a list), a YAML list, a mapping (its values), or a template
   whose rendering is a Python list literal (``ast.literal_eval``);
 * ``doc_to_target``: an int, a column name, or a template; all-digit text is an index, other text
@@ -26,6 +28,12 @@ Data: ``dataset_path: json`` with ``dataset_kwargs: {data_files: ...}`` (a file,
 lm-eval does), else from the YAML's folder. The split is ``test_split``, else ``validation_split``, else ``train_split``.
 Nothing is ever downloaded; hub datasets, ``!function`` hooks, ``process_docs``, few-shot
 settings, ``description`` and multiple-input tasks are refused with an error naming the key.
+
+Inputs are untrusted: a YAML file is read as a regular file of at most
+:data:`MAX_CONFIG_BYTES` through :func:`tinyllm.safeio.load_yaml` (an alias bomb is refused), an
+``include:`` cycle is refused naming the cycle, a data file is a regular file of at most
+:data:`MAX_DATA_BYTES` (a FIFO or a device is refused, never read). The output is checked before
+anything is converted and written with :func:`tinyllm.safeio.write_atomic`.
 """
 
 from __future__ import annotations
@@ -39,7 +47,13 @@ from typing import Any
 
 import yaml
 
-__all__ = ["TaskImportError", "convert", "import_task", "load_config"]
+from tinyllm import safeio
+
+__all__ = ["TaskImportError", "check_out", "convert", "import_task", "load_config"]
+
+MAX_CONFIG_BYTES = 1 << 20  # a task YAML is a few KB; lm-eval's largest are under 100 KB
+MAX_DATA_BYTES = 1 << 30  # the data are parsed in memory whole, as datasets' JSON reader does
+MAX_INCLUDE_DEPTH = 32  # lm-eval's task folders nest includes two or three deep
 
 
 class TaskImportError(ValueError):
@@ -68,32 +82,65 @@ _UNSUPPORTED = {
 }
 
 
-def load_config(path: str | os.PathLike) -> dict:
-    """The task's config: the YAML at ``path`` over the files it ``include:``-s (recursively,
-    relative to each file's folder; the including file's keys win)."""
-    p = Path(path)
-    if not p.is_file():
-        raise TaskImportError(f"{p}: task config not found")
+def _read_regular(path: Path, max_bytes: int, what: str) -> bytes:
+    """The bytes of the regular file ``path``; a FIFO, a device, a folder or a larger file is a
+    TaskImportError saying what it is (nothing is read from it)."""
     try:
-        doc = yaml.load(p.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - SafeLoader
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        return safeio.read_regular(path, max_bytes=max_bytes, what=what)
+    except (FileNotFoundError, NotADirectoryError):
+        raise TaskImportError(f"{path}: {what} not found") from None
+    except (safeio.UnsafePathError, IsADirectoryError) as e:
+        raise TaskImportError(str(e)) from None
+
+
+def load_config(path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> dict:
+    """The task's config: the YAML at ``path`` over the files it ``include:``-s (recursively,
+    relative to each file's folder; the including file's keys win).
+
+    ``_origin`` maps each key to the file that set it (errors name that file). An include cycle
+    (``a.yaml`` including itself, or ``a -> b -> a``) or more than :data:`MAX_INCLUDE_DEPTH`
+    nested includes is a TaskImportError naming the files."""
+    p = Path(path)
+    key = p.resolve()
+    if key in _chain:
+        cycle = " -> ".join(str(x) for x in (*_chain[_chain.index(key) :], key))
+        raise TaskImportError(f"{p}: include: expected no include cycle, got {cycle}")
+    if len(_chain) > MAX_INCLUDE_DEPTH:
+        raise TaskImportError(
+            f"{p}: include: expected at most {MAX_INCLUDE_DEPTH} nested includes, got more"
+        )
+    raw = _read_regular(p, MAX_CONFIG_BYTES, "task config")
+    try:
+        doc = safeio.load_yaml(raw.decode("utf-8"), str(p), loader=_Loader)
+    except (yaml.YAMLError, UnicodeDecodeError, safeio.UnsafePathError) as e:
         raise TaskImportError(f"{p}: expected a YAML task config, got: {e}") from None
     if not isinstance(doc, dict):
         raise TaskImportError(f"{p}: expected a YAML mapping, got {type(doc).__name__}")
     inc = doc.pop("include", None)
+    origin = dict.fromkeys(doc, str(p))
     if inc is not None:
-        base = load_config(p.parent / inc)
+        if not isinstance(inc, str):
+            raise TaskImportError(f"{p}: include: expected a file name, got {inc!r}")
+        base = load_config(p.parent / inc, (*_chain, key))
+        origin = {**base.pop("_origin"), **origin}
         base.update(doc)
         doc = base
     doc.setdefault("_dir", str(p.parent))
     doc.setdefault("_file", str(p))
+    doc["_origin"] = origin
     return doc
 
 
 def _env():
-    from jinja2 import BaseLoader, Environment, StrictUndefined
+    """lm-eval's template environment (``StrictUndefined``, ``keep_trailing_newline``, its
+    ``regex_replace`` filter), sandboxed: a template reads the document's fields and calls
+    non-mutating methods, and nothing else (no dunder attributes, no ``__globals__``)."""
+    from jinja2 import BaseLoader, StrictUndefined
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    env = Environment(loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True)
+    env = ImmutableSandboxedEnvironment(
+        loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True
+    )
     env.filters["regex_replace"] = lambda s, pattern, repl, count=0: re.sub(
         pattern, repl, s, count=count
     )
@@ -111,7 +158,7 @@ def _resolve(base_dir: str, name: str) -> Path:
 
 def _read_records(path: Path, field: str | None) -> list[dict]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_regular(path, MAX_DATA_BYTES, "data file").decode("utf-8")
     except UnicodeDecodeError as e:
         raise TaskImportError(f"{path}: expected UTF-8 JSON, got: {e}") from None
     if path.suffix == ".jsonl" or (field is None and not text.lstrip().startswith(("[", "{"))):
@@ -175,6 +222,11 @@ def _split_files(cfg: dict) -> dict[str, list[str]]:
         ) from None
     if p.is_file():
         return {"train": [str(p)], "test": [str(p)], "validation": [str(p)]}
+    if not p.is_dir():
+        raise TaskImportError(
+            f"{where}: dataset_path {dp!r}: expected a local JSON/JSONL file or folder, got "
+            f"{safeio.path_kind(p)}"
+        )
     out = {}
     for f in sorted(p.iterdir()):
         if f.suffix in (".jsonl", ".json"):
@@ -182,14 +234,22 @@ def _split_files(cfg: dict) -> dict[str, list[str]]:
     return out
 
 
-def _field(env, spec: Any, doc: dict, what: str, where: str) -> Any:
+def _field(env, spec: Any, doc: dict, what: str, where: str, cfg: dict) -> Any:
     if isinstance(spec, _Function):
         raise TaskImportError(f"{where}: {what}: !function {spec.ref} (Python hooks are not run)")
     if isinstance(spec, str):
         if spec in doc:
             return doc[spec]
+        from jinja2.exceptions import SecurityError
+
         try:
             return env.from_string(spec).render(**doc)
+        except SecurityError as e:  # the sandbox refused an attribute: the task file is at fault
+            yaml_file = cfg["_origin"].get(what, cfg["_file"])
+            raise TaskImportError(
+                f"{yaml_file}: {what}: expected a template that reads only the document's "
+                f"fields, got an unsafe access ({e}) in {spec!r}"
+            ) from None
         except Exception as e:  # noqa: BLE001 - jinja's errors, with the template named
             raise TaskImportError(f"{where}: {what}: template {spec!r} failed: {e}") from None
     return spec
@@ -241,7 +301,7 @@ def convert(path: str | os.PathLike, split: str | None = None) -> list[dict]:
     env = _env()
     items = []
     for i, (dwhere, doc) in enumerate(docs):
-        text = _field(env, cfg["doc_to_text"], doc, "doc_to_text", dwhere)
+        text = _field(env, cfg["doc_to_text"], doc, "doc_to_text", dwhere, cfg)
         if isinstance(text, int) or (
             isinstance(text, str) and text.isdigit() and cfg["doc_to_text"] not in doc
         ):
@@ -250,7 +310,7 @@ def convert(path: str | os.PathLike, split: str | None = None) -> list[dict]:
                 "(one context per choice) are not supported"
             )
         spec = cfg["doc_to_choice"]
-        choices = _field(env, spec, doc, "doc_to_choice", dwhere)
+        choices = _field(env, spec, doc, "doc_to_choice", dwhere, cfg)
         if isinstance(spec, str) and spec not in doc:
             try:
                 choices = ast.literal_eval(choices)
@@ -267,7 +327,7 @@ def convert(path: str | os.PathLike, split: str | None = None) -> list[dict]:
             )
         choices = [str(c) for c in choices]
         tspec = cfg["doc_to_target"]
-        target = _field(env, tspec, doc, "doc_to_target", dwhere)
+        target = _field(env, tspec, doc, "doc_to_target", dwhere, cfg)
         templated = not (isinstance(tspec, str) and tspec in doc)
         if isinstance(target, str) and templated and target.isdigit():
             target = int(target)  # lm-eval: an all-digit rendering is an index
@@ -306,16 +366,23 @@ def convert(path: str | os.PathLike, split: str | None = None) -> list[dict]:
     return items
 
 
+def check_out(out: str | os.PathLike) -> Path:
+    """Refuse an output path that is not a regular file or a new path whose parent is a folder
+    (a FIFO, a symlink, a device, a folder: :func:`tinyllm.safeio.check_target`), naming
+    ``--out``; returns the path. :func:`import_task` calls it before converting anything."""
+    return safeio.check_target(out, "--out")
+
+
 def import_task(
     path: str | os.PathLike, out: str | os.PathLike, split: str | None = None
 ) -> tuple[Path, int]:
     """Convert the lm-eval task at ``path`` (:func:`convert`) and write it to ``out`` as JSONL
-    (UTF-8, one item a line, written to a temporary name then renamed). Returns (out, items)."""
+    (UTF-8, one item a line). ``out`` is checked first (:func:`check_out`), so a bad target fails
+    before any work; the file is written with :func:`tinyllm.safeio.write_atomic` (a random
+    temporary name beside it, then renamed: a planted link is never followed). Returns
+    (out, items)."""
+    dst = check_out(out)
     items = convert(path, split)
-    dst = Path(out)
-    tmp = dst.with_name(dst.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for it in items:
-            f.write(json.dumps(it, ensure_ascii=False) + "\n")
-    os.replace(tmp, dst)
+    text = "".join(json.dumps(it, ensure_ascii=False) + "\n" for it in items)
+    safeio.write_atomic(dst, text.encode("utf-8"), what="--out")
     return dst, len(items)
