@@ -183,23 +183,15 @@ def test_history_with_the_s3_endpoint_down_is_one_line_naming_the_store(
     assert "s3://tl-b1/x/releases/" in ex.value.__notes__
 
 
-def test_publish_to_a_missing_bucket_is_one_line(monkeypatch, capsys, tmp_path, tiny):
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        _dead_endpoint(monkeypatch, tmp_path)
-        host, port = server.get_host_and_port()
-        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
-        code, out, err = run_main(
-            monkeypatch,
-            capsys,
-            *("eval", "--suite", "zoo", "--manifest", tiny / "zoo.yaml"),
-            *("--store", "s3://tl-no-bucket/p", "--release", "r1"),
-        )
-    finally:
-        server.stop()
+def test_publish_to_a_missing_bucket_is_one_line(monkeypatch, capsys, tmp_path, tiny, s3_env):
+    _dead_endpoint(monkeypatch, tmp_path)  # its settings (one attempt), with moto's endpoint
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_env)
+    code, out, err = run_main(
+        monkeypatch,
+        capsys,
+        *("eval", "--suite", "zoo", "--manifest", tiny / "zoo.yaml"),
+        *("--store", "s3://tl-no-bucket/p", "--release", "r1"),
+    )
     assert code == 1
     lines = err.strip().splitlines()
     assert len(lines) == 1, err

@@ -337,40 +337,24 @@ def test_one_release_plots_one_point(tmp_path):
     assert 'data-verdict="no comparison"' in dashboard.build_site(st)["index.html"].decode()
 
 
-def test_publish_to_s3_writes_dashboard_keys_with_content_types(tmp_path, monkeypatch):
+def test_publish_to_s3_writes_dashboard_keys_with_content_types(s3_env):
     import boto3
-    from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        for k, v in {
-            "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_CONFIG_FILE": str(tmp_path / "no-config"),
-            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-credentials"),
-        }.items():
-            monkeypatch.setenv(k, v)
-        s3 = boto3.client("s3")
-        s3.create_bucket(Bucket="tl-dash")
-        st = open_store("s3://tl-dash/team")
-        rows = [_row(n, f, k, m, 1) for n, f, k, m in ENTRIES]
-        _publish(st, "r1", rows, T0, 1)
-        release_keys = sorted(st.list("releases/"))
-        where = dashboard.publish_site(st)
-        assert where == "s3://tl-dash/team/dashboard/index.html"
-        head = s3.head_object(Bucket="tl-dash", Key="team/dashboard/index.html")
-        assert head["ContentType"] == "text/html; charset=utf-8"
-        keys = sorted(st.list("dashboard/"))
-        assert "dashboard/entry/gpt.html" in keys and "dashboard/release/r1.html" in keys
-        assert sorted(st.list("releases/")) == release_keys
-        body = s3.get_object(Bucket="tl-dash", Key="team/dashboard/index.html")["Body"].read()
-        assert b"s3://tl-dash/team/" in body
-    finally:
-        server.stop()
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="tl-dash")
+    st = open_store("s3://tl-dash/team")
+    rows = [_row(n, f, k, m, 1) for n, f, k, m in ENTRIES]
+    _publish(st, "r1", rows, T0, 1)
+    release_keys = sorted(st.list("releases/"))
+    where = dashboard.publish_site(st)
+    assert where == "s3://tl-dash/team/dashboard/index.html"
+    head = s3.head_object(Bucket="tl-dash", Key="team/dashboard/index.html")
+    assert head["ContentType"] == "text/html; charset=utf-8"
+    keys = sorted(st.list("dashboard/"))
+    assert "dashboard/entry/gpt.html" in keys and "dashboard/release/r1.html" in keys
+    assert sorted(st.list("releases/")) == release_keys
+    body = s3.get_object(Bucket="tl-dash", Key="team/dashboard/index.html")["Body"].read()
+    assert b"s3://tl-dash/team/" in body
 
 
 def test_site_files_outside_dashboard_are_refused(store):

@@ -290,36 +290,8 @@ def test_rerun_of_one_entry_keeps_the_other_rows_and_the_old_run(tmp_path):
 
 
 # --- S3 through a real moto server ---------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def s3_env(moto_endpoint, monkeypatch, tmp_path):
-    # every test starts from an empty S3: moto keeps its buckets in the process, across servers
-    # and across pytest sessions in one process (mutmut runs the suite more than once)
-    import urllib.request
-
-    urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST"))
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
-    # no config or credentials file of the machine may leak in
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    return moto_endpoint
+# moto_endpoint and s3_env come from tests/conftest.py: one moto server that serializes writes,
+# so a conditional PUT is atomic as on S3 (tests/s3server.py)
 
 
 def test_s3_store_round_trip_against_moto(s3_env):

@@ -217,45 +217,33 @@ def test_bad_manifest_fails_before_anything_runs(zoo_dir, tmp_path, monkeypatch)
     assert not (tmp_path / "store").exists()
 
 
-def test_s3_store_through_moto_server(zoo_dir, monkeypatch):
+def test_s3_store_through_moto_server(zoo_dir, monkeypatch, s3_env):
     boto3 = pytest.importorskip("boto3")
-    from moto.server import ThreadedMotoServer
+    boto3.client("s3").create_bucket(Bucket="evals")
+    m = write_manifest(zoo_dir, HEALTHY)
+    out = eval_suite(manifest=m, release="r1", store="s3://evals/tinyllm")
+    eval_suite(manifest=m, release="r2", store="s3://evals/tinyllm")
+    st = open_store("s3://evals/tinyllm")
+    assert st.releases() == ["r1", "r2"]
+    assert st.read_report("r1")["rows"] == out["report"]["rows"]
+    keys = boto3.client("s3").list_objects_v2(Bucket="evals")["Contents"]
+    names = {k["Key"] for k in keys}
+    assert "tinyllm/releases/r1/report.json" in names
+    assert "tinyllm/releases/r2/compare.json" in names
+    assert json.loads(st.get_bytes("releases/r2/compare.json"))["rows"][0]["verdict"] == (
+        "unchanged"
+    )
+    # the CLI's closing line names the release folder without a double slash (issue 12)
+    from typer.testing import CliRunner
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        boto3.client("s3").create_bucket(Bucket="evals")
-        m = write_manifest(zoo_dir, HEALTHY)
-        out = eval_suite(manifest=m, release="r1", store="s3://evals/tinyllm")
-        eval_suite(manifest=m, release="r2", store="s3://evals/tinyllm")
-        st = open_store("s3://evals/tinyllm")
-        assert st.releases() == ["r1", "r2"]
-        assert st.read_report("r1")["rows"] == out["report"]["rows"]
-        keys = boto3.client("s3").list_objects_v2(Bucket="evals")["Contents"]
-        names = {k["Key"] for k in keys}
-        assert "tinyllm/releases/r1/report.json" in names
-        assert "tinyllm/releases/r2/compare.json" in names
-        assert json.loads(st.get_bytes("releases/r2/compare.json"))["rows"][0]["verdict"] == (
-            "unchanged"
-        )
-        # the CLI's closing line names the release folder without a double slash (issue 12)
-        from typer.testing import CliRunner
+    from tinyllm.cli import app
 
-        from tinyllm.cli import app
-
-        monkeypatch.setenv("COLUMNS", "200")
-        args = ["eval", "--suite", "zoo", "--manifest", m, "--store", "s3://evals/tinyllm"]
-        res = CliRunner().invoke(app, [*args, "--release", "r3", "-q", "--only", "kn3"])
-        assert res.exit_code == 0, res.output
-        assert "written to s3://evals/tinyllm/releases/r3/" in res.stdout.replace("\n", "")
-        assert "//releases" not in res.stdout.replace("\n", "")
-    finally:
-        server.stop()
+    monkeypatch.setenv("COLUMNS", "200")
+    args = ["eval", "--suite", "zoo", "--manifest", m, "--store", "s3://evals/tinyllm"]
+    res = CliRunner().invoke(app, [*args, "--release", "r3", "-q", "--only", "kn3"])
+    assert res.exit_code == 0, res.output
+    assert "written to s3://evals/tinyllm/releases/r3/" in res.stdout.replace("\n", "")
+    assert "//releases" not in res.stdout.replace("\n", "")
 
 
 def test_cli_release_runs_the_flow_and_only_reruns_one_entry(zoo_dir, tmp_path):
@@ -313,16 +301,16 @@ def test_data_file_rewritten_in_place_is_rescored(zoo_dir, tmp_path, monkeypatch
 
 
 class ResettingEndpoint:
-    """A moto server on a fixed port that goes down on demand: while down, the port answers the
-    first connection with a TCP reset (as a dying endpoint does), then moto is started again on
-    the same port, with the same buckets (moto keeps its state in this process)."""
+    """A moto server (tests/s3server.py's) on a fixed port that goes down on demand: while down,
+    the port answers the first connection with a TCP reset (as a dying endpoint does), then moto
+    is started again on the same port, with the same buckets (moto keeps its state in this
+    process)."""
 
     def __init__(self):
-        from moto.server import ThreadedMotoServer
+        from s3server import MotoS3Server
 
-        self._cls = ThreadedMotoServer
-        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self.server.start()
+        self._cls = MotoS3Server
+        self.server = MotoS3Server(ip_address="127.0.0.1", port=0).start()
         self.host, self.port = self.server.get_host_and_port()
         self.resets = 0
         self.back = threading.Event()
@@ -343,8 +331,7 @@ class ResettingEndpoint:
             conn.close()  # linger 0: an RST, "connection reset by peer"
             sock.close()
             self.resets += 1
-            self.server = self._cls(ip_address=self.host, port=self.port, verbose=False)
-            self.server.start()
+            self.server = self._cls(ip_address=self.host, port=self.port).start()
             self.back.set()
 
         threading.Thread(target=reset_then_restart, daemon=True).start()
@@ -353,22 +340,25 @@ class ResettingEndpoint:
         self.server.stop()
 
 
-def s3_env(monkeypatch, endpoint):
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{endpoint.host}:{endpoint.port}")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+def point_at(monkeypatch, endpoint, home):
+    """boto3 reaches ``endpoint`` (a ResettingEndpoint) through the environment alone."""
+    from s3server import aws_env
+
+    for k, v in aws_env(f"http://{endpoint.host}:{endpoint.port}", home).items():
+        monkeypatch.setenv(k, v)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # no retries inside botocore: Prefect's count
 
 
-def test_publish_is_retried_when_the_store_is_down_for_the_first_attempt(zoo_dir, monkeypatch):
+def test_publish_is_retried_when_the_store_is_down_for_the_first_attempt(
+    zoo_dir, monkeypatch, tmp_path
+):
     """Item 4: the S3 endpoint goes down after scoring; the publish task's first attempt gets a
     connection reset, the endpoint comes back, the retry publishes (scores are not redone)."""
     import boto3
 
     endpoint = ResettingEndpoint()
     try:
-        s3_env(monkeypatch, endpoint)
+        point_at(monkeypatch, endpoint, tmp_path)
         boto3.client("s3").create_bucket(Bucket="evals-retry")  # moto keeps buckets per process
 
         class DownAfterScoring(CountingLoader):
