@@ -116,7 +116,7 @@ def s3_clients(endpoint: str, n: int) -> list[Any]:
     import boto3
     from botocore.config import Config
 
-    config = Config(retries={"max_attempts": 1}, max_pool_connections=2)
+    config = Config(retries={"total_max_attempts": 1}, max_pool_connections=2)
     return [boto3.client("s3", endpoint_url=endpoint, config=config) for _ in range(n)]
 
 
