@@ -439,6 +439,7 @@ def task_import_lmeval_cmd(
     """Convert a local lm-evaluation-harness multiple-choice task into a tinyllm task file."""
     from tinyllm.lmeval_import import import_task
 
+    _check_target(out)  # before the conversion: nothing is read or written for a bad --out
     try:
         path, n = import_task(config, out, split)
     except (ValueError, OSError) as e:
@@ -512,45 +513,31 @@ def _print_report(report, path_note: str) -> None:
     )
 
 
+def _check_target(path: str, flag: str = "--out") -> Path:
+    """A file the CLI writes (``--out``) must be a regular file or a new path whose parent is a
+    folder (:func:`tinyllm.safeio.check_target`): a symlink, FIFO, device or folder is refused
+    before any work, instead of being replaced by a regular file or written through."""
+    from tinyllm.safeio import UnsafePathError, check_target
+
+    try:
+        return check_target(path, flag)
+    except UnsafePathError as e:
+        raise _lm_fail(str(e)) from None
+
+
 def _check_out(out: str) -> None:
-    """``--out`` must be a regular file or a new path (and ``items/`` beside it a folder or
-    new): a symlink, FIFO, device or folder is refused before anything is scored, instead of
-    being replaced by a regular file."""
-    import stat
-    from pathlib import Path
+    """``eval --out``: the report's target (:func:`_check_target`), and ``items/`` beside it a
+    folder or a new path."""
+    from tinyllm.safeio import path_kind
 
-    def kind(p: Path) -> str | None:
-        try:
-            mode = p.lstat().st_mode
-        except FileNotFoundError:
-            return None
-        for test, name in (
-            (stat.S_ISREG, "a regular file"),
-            (stat.S_ISDIR, "a folder"),
-            (stat.S_ISLNK, "a symbolic link"),
-            (stat.S_ISFIFO, "a FIFO"),
-            (stat.S_ISCHR, "a character device"),
-            (stat.S_ISBLK, "a block device"),
-            (stat.S_ISSOCK, "a socket"),
-        ):
-            if test(mode):
-                return name
-        return "a special file"
-
-    p = Path(out)
-    got = kind(p)
-    if got not in (None, "a regular file"):
-        raise _lm_fail(f"--out {out}: expected a regular file or a new path, got {got}")
+    p = _check_target(out)
     items = p.parent / "items"
-    got = kind(items)
+    got = path_kind(items)
     if got not in (None, "a folder"):
         raise _lm_fail(
             f"--out {out}: expected {items} (the per-item scores beside the report) to be a "
             f"folder or a new path, got {got}"
         )
-    parent = kind(p.parent) if str(p.parent) not in ("", ".") else "a folder"
-    if parent not in (None, "a folder"):
-        raise _lm_fail(f"--out {out}: expected its parent to be a folder, got {parent}")
 
 
 @eval_app.callback(invoke_without_command=True)
@@ -835,12 +822,46 @@ def _store_or_exit(uri: str):
         _store_error(e)
 
 
+def _existing_store_or_exit(uri: str):
+    """The store of a command that reads it (compare, history, dashboard): a local store must be
+    a folder that exists, so a mistyped ``--store`` is an error, not an empty store (and, for
+    ``dashboard``, a new folder holding an empty site)."""
+    if "://" not in uri and not os.path.exists(uri):  # a link to a store folder is fine
+        _store_error(
+            ValueError(f"--store {uri}: expected an existing store folder, got no such path")
+        )
+    return _store_or_exit(uri)
+
+
+MAX_N_PERM = 1_000_000
+"""The most permutations per row ``compare`` and ``history`` accept: the library's bound
+``tinyllm.compare.MAX_N_PERM`` (the same number, written here so that ``--help`` needs no numpy;
+a test checks they agree). One row of 500 items takes about 5 s at this count on one core
+(``time tinyllm compare --n-perm 1000000``); 1e12 would run for weeks."""
+
+LARGE_N_PERM = 100_000
+"""From this many permutations per row, ``compare`` reports its progress on stderr."""
+
+
+def _check_n_perm(n_perm: int) -> None:
+    """Refuse ``--n-perm`` above the library's maximum before the store is even opened."""
+    from tinyllm import compare
+
+    most = compare.MAX_N_PERM
+    if n_perm > most:
+        _store_error(
+            ValueError(f"--n-perm: expected at most {most} permutations per row, got {n_perm}")
+        )
+
+
 @app.command("compare")
 def compare_cmd(
     a: str = typer.Argument(..., help="The earlier (baseline) release."),
     b: str = typer.Argument(..., help="The release to judge against A."),
     store: str = typer.Option("./evalstore", "--store", help="A folder or s3://bucket/prefix."),
-    n_perm: int = typer.Option(10_000, "--n-perm", min=1, help="Permutations per row."),
+    n_perm: int = typer.Option(
+        10_000, "--n-perm", min=1, help=f"Permutations per row (at most {MAX_N_PERM})."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the permutation test."),
     alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0, help="Test level."),
     as_json: bool = typer.Option(False, "--json", help="Print compare.json, not a table."),
@@ -854,17 +875,26 @@ def compare_cmd(
     from tinyllm.compare import compare_reports, compare_table, regressions
     from tinyllm.store import StoreError
 
-    st = _store_or_exit(store)
+    _check_n_perm(n_perm)
+    st = _existing_store_or_exit(store)
     try:
-        cmp = compare_reports(
-            st.read_report(a),
-            st.read_report(b),
-            st.items_loader(a),
-            st.items_loader(b),
-            n_perm=n_perm,
-            seed=seed,
-            alpha=alpha,
-        )
+        prev, cur = st.read_report(a), st.read_report(b)
+        # compare_reports has no per-row callback: a large count gets a line when it starts and
+        # one when it ends, so a long run does not look hung
+        rows, quiet = len(cur["rows"]), n_perm < LARGE_N_PERM
+        with _Progress(
+            f"comparing {b} with {a}, {n_perm} permutations per row", rows, quiet
+        ) as bar:
+            cmp = compare_reports(
+                prev,
+                cur,
+                st.items_loader(a),
+                st.items_loader(b),
+                n_perm=n_perm,
+                seed=seed,
+                alpha=alpha,
+            )
+            bar.update(rows)
     except (StoreError, ValueError) as e:
         _store_error(e)
     if as_json:
@@ -878,11 +908,18 @@ def compare_cmd(
 _HISTORY_STYLE = {"regressed": "bold red", "improved": "green", "error": "red", "skipped": "yellow"}
 
 
+def _history_line(text: str, style: str) -> None:
+    console.print(text, style=style, highlight=False, markup=False, soft_wrap=True)
+
+
 @app.command("history")
 def history_cmd(
     store: str = typer.Option("./evalstore", "--store", help="A folder or s3://bucket/prefix."),
     n_perm: int = typer.Option(
-        10_000, "--n-perm", min=1, help="Permutations, for releases without a stored compare.json."
+        10_000,
+        "--n-perm",
+        min=1,
+        help=f"Permutations, for releases without a stored compare.json (at most {MAX_N_PERM}).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed, for releases without compare.json."),
 ) -> None:
@@ -891,16 +928,18 @@ def history_cmd(
     A release whose report.json cannot be read is listed in its place with the reason (the
     others are still shown, each compared with the last readable release before it), and the
     command then exits with 1. A release folder without a report (a run that never finished, or
-    one in progress) is listed as such and is not an error.
+    one in progress) is listed as such and is not an error. A compare.json that cannot be read
+    (or is not a valid comparison) is named, and the comparison is computed instead.
     """
     from rich import box
     from rich.table import Table
 
     from tinyllm.compare import compare_reports, regressions, summary_line
-    from tinyllm.dashboard import load_history
+    from tinyllm.dashboard import fmt_interval, fmt_value, load_history
     from tinyllm.store import StoreError
 
-    st = _store_or_exit(store)
+    _check_n_perm(n_perm)
+    st = _existing_store_or_exit(store)
     try:
         views = load_history(st)
     except StoreError as e:
@@ -913,32 +952,22 @@ def history_cmd(
         previous: tuple[str, dict] | None = None  # (name, report) of the last readable one
         for v in views:
             if v.report is None:
-                if st.has_report(v.name):
+                if v.has_report_file:
                     unreadable.append(v.name)
-                    console.print(
-                        f"{v.name}  unreadable: {v.error}",
-                        style="bold red",
-                        highlight=False,
-                        markup=False,
-                        soft_wrap=True,
-                    )
+                    _history_line(f"{v.name}  unreadable: {v.error}", "bold red")
                 else:
-                    console.print(
-                        f"{v.name}  {v.error}", style="dim", highlight=False, markup=False
-                    )
+                    _history_line(f"{v.name}  {v.error}", "dim")
                 continue
             report = v.report
             verdicts: dict[str, str] = {}
-            cmp = v.compare
+            cmp = v.compare  # load_history keeps only a valid comparison
             if v.compare_error is not None:
-                console.print(
-                    f"{v.name}: compare.json unreadable ({v.compare_error}); compared here instead",
-                    style="yellow",
-                    highlight=False,
-                    markup=False,
-                    soft_wrap=True,
+                _history_line(
+                    f"{v.name}: compare.json unreadable: {v.compare_error} (compared here instead)",
+                    "yellow",
                 )
             if cmp is None and previous is not None:  # no stored comparison: compute one
+                # an unreadable items file makes its row "not comparable", not an error
                 cmp = compare_reports(
                     previous[1],
                     report,
@@ -951,7 +980,7 @@ def history_cmd(
                 verdicts = {r["name"]: r["verdict"] for r in cmp["rows"]}
             title = f"{v.name}  ({report['created_at']})"
             title += f"  {summary_line(cmp)}" if cmp is not None else "  (first release)"
-            console.print(title, style="bold", highlight=False, markup=False, soft_wrap=True)
+            _history_line(title, "bold")
             table = Table(
                 box=box.SIMPLE_HEAD,
                 pad_edge=False,
@@ -961,14 +990,12 @@ def history_cmd(
                 justify = "right" if col in ("value", "n") else "left"
                 table.add_column(col, justify=justify, no_wrap=True)
             for r in report["rows"]:
-                value = r.get("value")
-                lo, hi = r.get("lo"), r.get("hi")
                 verdict = verdicts.get(r["name"], "-")
                 table.add_row(
                     r["name"],
                     str(r.get("metric") or "-"),
-                    "-" if value is None else f"{value:.4f}",
-                    "-" if lo is None or hi is None else f"[{lo:.4f}, {hi:.4f}]",
+                    fmt_value(r.get("value")),
+                    fmt_interval(r.get("lo"), r.get("hi")),
                     "-" if r.get("n") is None else str(r["n"]),
                     f"[{_HISTORY_STYLE.get(r.get('status'), 'green')}]{r.get('status')}[/]",
                     f"[{_HISTORY_STYLE[verdict]}]{verdict}[/]"
@@ -1015,43 +1042,77 @@ def dashboard_cmd(
     ),
     open_: bool = typer.Option(False, "--open", help="Open the overview in a web browser."),
     serve_port: int | None = typer.Option(
-        None, "--serve", min=0, max=65535, help="Then serve it on http://127.0.0.1:PORT/."
+        None,
+        "--serve",
+        min=0,
+        max=65535,
+        help="Then serve it on http://127.0.0.1:PORT/ (0: a free port, printed).",
     ),
 ) -> None:
-    """Render the store's run history into a static site (overview, trends, releases, entries)."""
+    """Render the store's run history into a static site (overview, trends, releases, entries).
+
+    Every argument is checked before anything is written: the store (a local one must exist),
+    --out (a folder or a new path), and --serve (needs --out for an s3:// store; the port is
+    bound first, so a busy one is refused before the site is built)."""
     import time
     import webbrowser
     from pathlib import Path
 
     from tinyllm import dashboard
+    from tinyllm.safeio import UnsafePathError, path_kind
     from tinyllm.store import LocalStore, StoreError
 
-    st = _store_or_exit(store)
-    t0 = time.perf_counter()
-    try:
-        files = dashboard.build_site(st)
-        if out is not None:
-            folder = Path(out)
-            where = str(dashboard.write_site(files, folder))
-        else:
-            where = dashboard.publish_site(st, files)
-            folder = st.root / dashboard.SITE_PREFIX if isinstance(st, LocalStore) else None
-    except (StoreError, OSError) as e:
-        _store_error(e)
-    console.print(
-        f"dashboard: {len(files)} pages from {st.uri} in {time.perf_counter() - t0:.1f} s: {where}",
-        highlight=False,
-        markup=False,
-        soft_wrap=True,
-    )
-    if open_ and folder is not None:
-        webbrowser.open((folder / "index.html").resolve().as_uri())
+    st = _existing_store_or_exit(store)
+    if out is not None:
+        got = path_kind(out)
+        if got not in (None, "a folder"):
+            _store_error(ValueError(f"--out {out}: expected a folder or a new path, got {got}"))
+        folder = Path(out)
+    elif isinstance(st, LocalStore):
+        folder = st.root / dashboard.SITE_PREFIX
+    else:
+        folder = None
+    if serve_port is not None and folder is None:
+        _store_error(ValueError("--serve: expected --out DIR for an s3:// store"))
+    server = None
     if serve_port is not None:
-        if folder is None:
-            _store_error(ValueError("--serve: expected --out DIR for an s3:// store"))
-        console.print(f"serving {folder} on http://127.0.0.1:{serve_port}/ (Ctrl-C stops)")
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how the server is stopped
-            dashboard.serve(folder, serve_port)
+        try:
+            server = dashboard.bind(folder, serve_port)
+        except OSError as e:
+            _store_error(
+                ValueError(f"--serve {serve_port}: expected a free port on 127.0.0.1, got {e}")
+            )
+    try:
+        t0 = time.perf_counter()
+        try:
+            files = dashboard.build_site(st)
+            if out is not None:
+                where = str(dashboard.write_site(files, folder))
+            else:
+                where = dashboard.publish_site(st, files)
+        except (StoreError, OSError, UnsafePathError) as e:
+            _store_error(e)
+        console.print(
+            f"dashboard: {len(files)} pages from {st.uri} in {time.perf_counter() - t0:.1f} s: "
+            f"{where}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+        if open_ and folder is not None:
+            webbrowser.open((folder / "index.html").resolve().as_uri())
+        if server is not None:
+            port = server.server_address[1]  # the bound port: the real one for --serve 0
+            console.print(
+                f"serving {folder} on http://127.0.0.1:{port}/ (Ctrl-C stops)",
+                highlight=False,
+                soft_wrap=True,
+            )
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how the server is stopped
+                server.serve_forever()
+    finally:
+        if server is not None:
+            server.server_close()
 
 
 # <<< dashboard <<<

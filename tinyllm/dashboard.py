@@ -48,7 +48,6 @@ up is interactivity (hover values); the entry page's table has every number inst
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import functools
 import hashlib
@@ -59,12 +58,12 @@ import math
 import os
 import re
 import socketserver
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinyllm import safeio
 from tinyllm.compare import DIRECTION, _fmt, _fmt_p
 from tinyllm.store import LocalStore, Store, StoreError, parse_created_at
 
@@ -109,7 +108,8 @@ class ReleaseView:
     name: str
     slug: str
     report: dict | None = None
-    error: str | None = None  # why the report is unreadable
+    error: str | None = None  # why the report is unreadable, or that there is none
+    has_report_file: bool = False  # a report.json is there (readable or not)
     created_at: _dt.datetime | None = None
     compare: dict | None = None
     compare_error: str | None = None
@@ -141,10 +141,6 @@ def _error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _read_json(store: Store, key: str, what: str) -> Any:
-    return store.get_json(key, what)
-
-
 def load_history(store: Store) -> list[ReleaseView]:
     """Every release folder under ``releases/``, in history order, each read as far as it can be.
 
@@ -157,11 +153,13 @@ def load_history(store: Store) -> list[ReleaseView]:
         parts = key.split("/")
         if len(parts) < 3 or not parts[1]:
             continue
-        f = folders.setdefault(parts[1], {"files": [], "runs": []})
+        f = folders.setdefault(parts[1], {"files": [], "runs": [], "compares": []})
         if len(parts) == 3:
             f["files"].append(parts[2])
         elif len(parts) == 4 and parts[2] == "runs" and parts[3].endswith(".json"):
             f["runs"].append(parts[3][: -len(".json")])
+        elif len(parts) == 4 and parts[2] == "compares":
+            f["compares"].append(parts[3])
     views = []
     slugs: set[str] = set()
     for name, f in folders.items():
@@ -169,8 +167,10 @@ def load_history(store: Store) -> list[ReleaseView]:
         while s in slugs:  # two odd names with one hash prefix: practically never
             s += "_"
         slugs.add(s)
-        v = ReleaseView(name=name, slug=s)
-        if "report.json" not in f["files"]:
+        v = ReleaseView(name=name, slug=s, has_report_file="report.json" in f["files"])
+        # each document is read on its own: a bad one (a StoreError naming its key) is kept on
+        # the view as the reason and the others are still read
+        if not v.has_report_file:
             v.error = "no report.json (a run that never finished, or one still in progress)"
         else:
             try:
@@ -178,22 +178,17 @@ def load_history(store: Store) -> list[ReleaseView]:
                 v.created_at = parse_created_at(v.report["created_at"], store.where(name))
             except (StoreError, ValueError, OSError) as e:
                 v.report, v.error = None, _error_text(e)
-        if "compare.json" in f["files"]:
-            try:
-                cmp = store.read_compare(name)
-                if not isinstance(cmp.get("rows"), list):
-                    raise StoreError(f"{store.where(store.compare_key(name))}: expected 'rows'")
-                v.compare = cmp
+        if "compare.json" in f["files"] or f["compares"]:
+            try:  # validated against compare.schema.json: the pages read every key of it
+                v.compare = store.read_compare(name)
             except (StoreError, ValueError, OSError) as e:
                 v.compare_error = _error_text(e)
         for run_id in sorted(f["runs"]):
             run = RunView(run_id=run_id)
-            try:
-                doc = _read_json(store, f"releases/{name}/runs/{run_id}.json", "run")
-                if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
-                    raise StoreError("expected a report object with a 'rows' list")
+            try:  # read_run checks created_at and that every row is an object with a name
+                doc = store.read_run(name, run_id)
                 run.created_at = str(doc.get("created_at"))
-                run.rows = [r for r in doc["rows"] if isinstance(r, dict)]
+                run.rows = [_norm(r, ("name", "status")) for r in doc["rows"]]
             except (StoreError, ValueError, OSError) as e:
                 run.error = _error_text(e)
             v.runs.append(run)
@@ -606,30 +601,45 @@ def _markup(svg: str) -> Any:
     return Markup(svg)  # matplotlib's own SVG writer escapes every text it puts in
 
 
-def write_site(files: dict[str, bytes], out: str | os.PathLike[str]) -> Path:
-    """Write the site into the local folder ``out``; return the path of its index.html.
-
-    Each file goes to a temporary name in its folder and is moved into place with
-    :func:`os.replace`, so a browser never reads half a page; the index goes last, so its links
-    point at pages that exist. No fsync: the site is derived data, rebuilt by the next publish.
-    """
-    root = Path(out)
-    for path in sorted(files, key=lambda p: p == "index.html"):  # the index last
+def _check_site_paths(files: dict[str, bytes], root: Path) -> list[str]:
+    """The site's paths, index last, once every one is known to be writable under ``root``
+    without following a link: each name a safe one, every folder on the way a real folder or
+    missing, every file a regular file or missing. A planted link is refused here, before
+    anything is written (:func:`safeio.write_under` checks again as it writes)."""
+    paths = sorted(files, key=lambda p: p == "index.html")  # the index last
+    got = safeio.path_kind(root)
+    if got not in (None, "a folder"):
+        raise safeio.UnsafePathError(f"{root}: expected a folder or a new path, got {got}")
+    for path in paths:
         parts = path.split("/")
         if any(not _SAFE.match(p) for p in parts):
             raise ValueError(f"site file: expected a relative path of safe names, got {path!r}")
-        target = root.joinpath(*parts)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                os.fchmod(f.fileno(), 0o644)  # mkstemp makes 0600; a static site is for everyone
-                f.write(files[path])
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+        folder = root
+        for part in parts[:-1]:
+            folder = folder / part
+            got = safeio.path_kind(folder)
+            if got is None:
+                break  # created by write_under; nothing below it exists yet
+            if got != "a folder":
+                raise safeio.UnsafePathError(f"{folder}: expected a folder, got {got}")
+        else:
+            safeio.check_target(folder / parts[-1], "site file")
+    return paths
+
+
+def write_site(files: dict[str, bytes], out: str | os.PathLike[str]) -> Path:
+    """Write the site into the local folder ``out``; return the path of its index.html.
+
+    Every file goes through :func:`safeio.write_under`: every folder under ``out`` is a real
+    folder and the file a regular file or a new name, so a planted symlink (a folder or a page)
+    is refused, never written through; all paths are checked before the first file is written.
+    Each file goes to a fresh temporary name in its folder and is moved into place, so a browser
+    never reads half a page; the index goes last, so its links point at pages that exist. No
+    fsync: the site is derived data, rebuilt by the next publish.
+    """
+    root = Path(out)
+    for path in _check_site_paths(files, root):
+        safeio.write_under(root, path, files[path], fsync=False)
     return root / "index.html"
 
 
@@ -664,14 +674,21 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+def bind(folder: str | os.PathLike[str], port: int) -> socketserver.ThreadingTCPServer:
+    """A server for ``folder`` bound to 127.0.0.1:PORT (0: a free port) but not yet serving;
+    ``server.server_address[1]`` is the port it is bound to. Call ``serve_forever()``."""
+    handler = functools.partial(_QuietHandler, directory=os.fspath(folder))
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", port), handler)
+    server.daemon_threads = True
+    return server
+
+
 def serve(folder: str | os.PathLike[str], port: int, *, block: bool = True) -> Any:
     """Serve ``folder`` on http://127.0.0.1:PORT/ with the standard library's http.server.
 
     ``block=False`` starts it on a daemon thread and returns the server (call ``shutdown()``).
     """
-    handler = functools.partial(_QuietHandler, directory=os.fspath(folder))
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", port), handler)
-    server.daemon_threads = True
+    server = bind(folder, port)
     if block:
         with server:
             server.serve_forever()
