@@ -357,29 +357,14 @@ def test_serve_on_a_busy_port_is_refused_before_the_site_is_written(tmp_path):
 
 
 @pytest.fixture
-def s3(tmp_path, monkeypatch):
-    """moto's S3 server on 127.0.0.1 with an empty bucket tl-dash; yields a boto3 client."""
+def s3(s3_env):
+    """conftest's moto S3 (an empty one, found through the environment) with a bucket tl-dash;
+    a boto3 client."""
     import boto3
-    from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        for k, v in {
-            "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_CONFIG_FILE": str(tmp_path / "no-config"),
-            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-credentials"),
-        }.items():
-            monkeypatch.setenv(k, v)
-        client = boto3.client("s3")
-        client.create_bucket(Bucket="tl-dash")
-        yield client
-    finally:
-        server.stop()
+    client = boto3.client("s3")
+    client.create_bucket(Bucket="tl-dash")
+    return client
 
 
 def test_s3_dashboard_serve_without_out_is_refused_before_anything_is_uploaded(s3):
