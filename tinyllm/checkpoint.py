@@ -9,7 +9,10 @@ A checkpoint is a folder::
 A count-based family may instead be ONE ``.safetensors`` file whose string metadata carries
 ``tl_arch`` and ``format_version`` (plus the family's own keys). Nothing is ever unpickled.
 
-Every failure is a :class:`CheckpointError` that names the file and says what was expected.
+Every failure is a :class:`CheckpointError` that names the file and says what was expected. Files
+are read only when they are regular files (a FIFO or a device is refused, saying what it is) and
+written with :func:`tinyllm.safeio.write_atomic` (a fresh random temporary name, never through a
+planted link).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -24,9 +28,14 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save
 
+from tinyllm import safeio
+
 FORMAT_VERSION = 1
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
+MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KB; a larger one is refused unread
+HF_WEIGHTS_INDEX = "model.safetensors.index.json"  # a sharded Hugging Face checkpoint
+HF_UNSAFE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5")
 
 
 class CheckpointError(ValueError):
@@ -34,9 +43,18 @@ class CheckpointError(ValueError):
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    safeio.write_atomic(path, data, what="checkpoint file")
+
+
+def _check_regular(path: Path, missing: str) -> None:
+    """``path`` (a link to one is fine) must be a regular file: ``missing`` is the message when
+    nothing is there; a FIFO, a device or a folder is refused, saying what it is."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise CheckpointError(missing) from None
+    if not stat.S_ISREG(mode):
+        raise CheckpointError(f"{path}: expected a regular file, got {safeio.mode_kind(mode)}")
 
 
 def _clean_tensors(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -57,8 +75,7 @@ def save_checkpoint(
     ``config`` is the family's config as a JSON-native dict; ``extra`` adds top-level keys
     (a classifier's ``tl_head``, say). Each file is written under a temporary name and renamed.
     """
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
+    d = safeio.make_dirs(directory, [])  # a real folder, never a planted link
     doc = {
         "tl_arch": arch,
         "format_version": FORMAT_VERSION,
@@ -86,12 +103,16 @@ def read_config(directory: str | os.PathLike, known_archs: Iterable[str] | None 
     if not d.exists():
         raise CheckpointError(f"{d}: checkpoint not found (expected a folder with {CONFIG_NAME})")
     if not d.is_dir():
-        raise CheckpointError(f"{d}: expected a checkpoint folder, got a file")
+        got = "a file" if d.is_file() else safeio.path_kind(d)
+        raise CheckpointError(f"{d}: expected a checkpoint folder, got {got}")
     path = d / CONFIG_NAME
-    if not path.is_file():
-        raise CheckpointError(f"{path}: missing (expected the checkpoint's {CONFIG_NAME})")
+    _check_regular(path, f"{path}: missing (expected the checkpoint's {CONFIG_NAME})")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        raw = safeio.read_regular(path, max_bytes=MAX_CONFIG_BYTES, what="checkpoint config")
+    except safeio.UnsafePathError as e:
+        raise CheckpointError(str(e)) from None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{path}: expected valid JSON, got a parse error: {e}") from None
     if not isinstance(doc, dict):
@@ -132,12 +153,44 @@ def expected_from(state_dict: Mapping[str, torch.Tensor]) -> dict[str, tuple[tup
 
 
 def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    if not path.is_file():
-        raise CheckpointError(f"{path}: missing (expected the checkpoint's weights)")
+    _check_regular(path, f"{path}: missing (expected the checkpoint's weights)")
     try:
         return load_file(str(path))
     except (SafetensorError, OSError, RuntimeError, ValueError) as e:
         raise CheckpointError(f"{path}: expected a readable safetensors file, got: {e}") from None
+
+
+def tensor_header(path: str | os.PathLike) -> dict[str, tuple[tuple[int, ...], str]]:
+    """``{name: (shape, dtype name)}`` of a safetensors file, from its header alone (no tensor
+    is read; safetensors checks the header against the file's size, so a shape the file cannot
+    hold is refused). A family checks its config against this before it allocates a model."""
+    p = Path(path)
+    _check_regular(p, f"{p}: missing (expected the checkpoint's weights)")
+    try:
+        with safe_open(str(p), framework="pt") as f:
+            return {
+                k: (tuple(f.get_slice(k).get_shape()), str(f.get_slice(k).get_dtype()))
+                for k in f.keys()  # noqa: SIM118 - safe_open has keys(), no __iter__
+            }
+    except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+        raise CheckpointError(f"{p}: expected a readable safetensors file, got: {e}") from None
+
+
+def check_hf_weights(directory: str | os.PathLike) -> Path:
+    """A Hugging Face model folder must hold safetensors weights (``model.safetensors`` or a
+    sharded ``model.safetensors.index.json``): a folder with only ``pytorch_model.bin`` (or
+    another pickle-based format) is refused, so nothing is ever unpickled. Returns the folder."""
+    d = Path(directory)
+    for name in (WEIGHTS_NAME, HF_WEIGHTS_INDEX):
+        if (d / name).exists():
+            _check_regular(d / name, f"{d / name}: missing")
+            return d
+    unsafe = [n for n in HF_UNSAFE_WEIGHTS if (d / n).exists()]
+    got = f"only {', '.join(unsafe)}" if unsafe else "no weights file"
+    raise CheckpointError(
+        f"{d}: expected Hugging Face weights in {WEIGHTS_NAME} (safetensors; tinyllm never "
+        f"unpickles weights), got {got}"
+    )
 
 
 def check_tensors(
@@ -179,7 +232,6 @@ def load_tensors(
 def save_single(path: str | os.PathLike, arch: str, tensors: Mapping, metadata: Mapping) -> Path:
     """Write a one-file checkpoint: tensors plus string metadata naming ``tl_arch``."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     meta = {k: str(v) for k, v in metadata.items()}
     meta.update({"tl_arch": arch, "format_version": str(FORMAT_VERSION)})
     _atomic_write_bytes(p, save(_clean_tensors(tensors), metadata=meta))  # mode follows umask
@@ -189,8 +241,7 @@ def save_single(path: str | os.PathLike, arch: str, tensors: Mapping, metadata: 
 def read_single_metadata(path: str | os.PathLike) -> dict[str, str]:
     """The string metadata of a one-file checkpoint, validated to name ``tl_arch``."""
     p = Path(path)
-    if not p.is_file():
-        raise CheckpointError(f"{p}: checkpoint file not found")
+    _check_regular(p, f"{p}: checkpoint file not found")
     try:
         with safe_open(str(p), framework="pt") as f:
             meta = dict(f.metadata() or {})

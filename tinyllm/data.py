@@ -11,12 +11,18 @@ followed by one newline byte, and a split is the concatenation of its documents 
     >>> from tinyllm.data import build_lee
     >>> corpus = build_lee("zoo/data")          # writes lee_train.bin and lee_val.bin
     >>> corpus.n_val_bytes                       # about 36 KB
+
+Every file here is written with :func:`tinyllm.safeio.write_atomic` (a fresh random temporary
+name beside it, then renamed: a planted link or special file is never written through), and a
+file a user names is read only when it is a regular file (:func:`tinyllm.tokens.open_regular`: a
+FIFO or a device is refused, saying what it is).
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import re
@@ -27,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyllm.tokens import ByteTokenizer, read_tokens, write_tokens
+from tinyllm import safeio
+from tinyllm.tokens import ByteTokenizer, open_regular, read_tokens, write_tokens
 
 LEE_FILE = "lee_background.cor"
 VAL_EVERY = 10  # document i goes to val when i % VAL_EVERY == VAL_EVERY - 1
@@ -38,6 +45,17 @@ SPLITS = ("train", "val")
 
 class DataError(FileNotFoundError):
     """A data file that should ship with an installed package is missing or unreadable."""
+
+
+def _write_text(path: Path, text: str) -> Path:
+    """``text`` as UTF-8 at ``path``, atomically (:func:`tinyllm.safeio.write_atomic`)."""
+    return safeio.write_atomic(path, text.encode("utf-8"), what="data file")
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The bytes of the regular file ``path`` (a FIFO or a device: a ValueError saying so)."""
+    with open_regular(path, "data file") as f:
+        return f.read()
 
 
 def gensim_test_data_dir() -> Path:
@@ -75,7 +93,7 @@ def lee_documents(path: str | os.PathLike | None = None) -> list[str]:
     """
     p = Path(path) if path is not None else lee_path()
     try:
-        raw = p.read_bytes()
+        raw = _read_bytes(p)
     except FileNotFoundError:
         raise DataError(f"{p}: expected the Lee corpus file, got no such file") from None
     try:
@@ -186,16 +204,12 @@ def hash_split(sentence: str) -> str:
 def write_rows(path: str | os.PathLike, rows: list[Row]) -> Path:
     """Write ``rows`` as a rows file (JSONL, formats/rows.md), atomically (temp file + rename)."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(
         json.dumps({"split": r.split, "sentence": r.sentence, "label": r.label}, ensure_ascii=False)
         + "\n"
         for r in rows
     )
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
-    return p
+    return _write_text(p, text)
 
 
 def read_rows(path: str | os.PathLike) -> list[Row]:
@@ -204,7 +218,7 @@ def read_rows(path: str | os.PathLike) -> list[Row]:
     ValueError naming the file and line; a file without rows is refused."""
     p = Path(path)
     rows = []
-    with open(p, encoding="utf-8") as f:
+    with open_regular(p, "rows file") as raw, io.TextIOWrapper(raw, encoding="utf-8") as f:
         for i, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -389,13 +403,8 @@ def cldr_dates_pairs() -> list[tuple[str, str]]:
 
 def write_pairs(path: str | os.PathLike, pairs: list[tuple[str, str]]) -> Path:
     """Write (src, tgt) pairs as a seq2seq task file (JSONL ``{"src", "tgt"}``), atomically."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps({"src": s, "tgt": t}, ensure_ascii=False) + "\n" for s, t in pairs)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
-    return p
+    return _write_text(Path(path), text)
 
 
 def cldr_files(out_dir: str | os.PathLike) -> dict[str, Path]:
@@ -471,14 +480,9 @@ def write_word_pairs(
 ) -> Path:
     """Write a word-pairs file (formats/word-pairs.md): an optional ``# source`` line, then one
     ``w1 w2 score`` line per pair (``repr`` of the float score), atomically."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     head = f"# {source}\n" if source else ""
     text = head + "".join(f"{a} {b} {s!r}\n" for a, b, s in pairs)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
-    return p
+    return _write_text(Path(path), text)
 
 
 def wordsim_files(out_dir: str | os.PathLike) -> dict[str, Path]:
@@ -487,12 +491,8 @@ def wordsim_files(out_dir: str | os.PathLike) -> dict[str, Path]:
     and ``simlex999`` = the word pairs converted from gensim's test data
     (:func:`gensim_word_pairs`) into ``wordsim353.txt`` / ``simlex999.txt``."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     train_docs, _ = lee_split()
-    train = out / WORDSIM_TRAIN_NAME
-    tmp = train.with_name(train.name + ".tmp")
-    tmp.write_text("".join(d + "\n" for d in train_docs), encoding="utf-8")
-    os.replace(tmp, train)
+    train = _write_text(out / WORDSIM_TRAIN_NAME, "".join(d + "\n" for d in train_docs))
     files = {"train": train}
     for key, src in WORD_PAIR_SOURCES.items():
         files[key] = write_word_pairs(
@@ -504,7 +504,8 @@ def wordsim_files(out_dir: str | os.PathLike) -> dict[str, Path]:
 def read_wordsim_train(path: str | os.PathLike) -> list[list[str]]:
     """The training text as word2vec's ``train`` receives it: one list of words
     (:func:`tokenize_words`) per line (= per document); lines without words are dropped."""
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    with open_regular(path, "data file") as raw, io.TextIOWrapper(raw, encoding="utf-8") as f:
+        lines = f.read().split("\n")  # universal newlines, as read_text reads
     docs = [tokenize_words(line) for line in lines]
     return [d for d in docs if d]
 

@@ -11,17 +11,23 @@ A token file is a 32-byte little-endian header followed by the ids::
     32     ...   count ids of that dtype, little-endian
 
 Reading uses ``numpy.memmap``: the file is never loaded whole, so evaluating a file of any length
-keeps memory bounded by what the caller reads at a time.
+keeps memory bounded by what the caller reads at a time. Only a regular file is read (a FIFO or a
+device is refused, saying what it is, and never blocks), and an int64 file's ids are checked to be
+non-negative, a chunk at a time. Writing goes through :func:`tinyllm.safeio.write_atomic`.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
+
+from tinyllm import safeio
 
 MAGIC = b"TLTOKENS"
 VERSION = 1
@@ -29,6 +35,7 @@ HEADER = struct.Struct("<8sIIQQ")  # magic, version, dtype code, count, reserved
 HEADER_SIZE = HEADER.size  # 32
 DTYPES = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 3: np.dtype("<u4"), 4: np.dtype("<i8")}
 _CODES = {dt: code for code, dt in DTYPES.items()}
+CHECK_CHUNK = 1 << 22  # ids per chunk when an int64 file's ids are checked (32 MiB)
 
 
 class TokenFileError(ValueError):
@@ -141,7 +148,9 @@ def encode_batch(
 def write_tokens(path: str | os.PathLike, ids, dtype: str | None = None) -> Path:
     """Write ``ids`` as a token file; the dtype defaults to the smallest that holds them.
 
-    The file is written to a temporary name and renamed, so a reader never sees half of it.
+    The file is written to a fresh random temporary name beside it and renamed
+    (:func:`tinyllm.safeio.write_atomic`), so a reader never sees half of it and a planted link
+    or special file at ``path`` is never written through.
     """
     path = Path(path)
     a = np.asarray(ids)
@@ -156,28 +165,57 @@ def write_tokens(path: str | os.PathLike, ids, dtype: str | None = None) -> Path
         dt = np.dtype(dtype).newbyteorder("<")
         if dt not in _CODES:
             raise ValueError(f"write_tokens: expected dtype uint8/uint16/uint32/int64, got {dtype}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+
+    def write(f: BinaryIO) -> None:
         f.write(HEADER.pack(MAGIC, VERSION, _CODES[dt], a.size, 0))
         f.write(a.astype(dt).tobytes())
-    os.replace(tmp, path)
+
+    safeio.write_atomic(path, write, what="token file")
     return path
 
 
-def read_header(path: str | os.PathLike) -> tuple[np.dtype, int]:
-    """Validate a token file's header against its size; returns (dtype, count)."""
-    path = Path(path)
+def open_regular(path: str | os.PathLike, what: str) -> BinaryIO:
+    """``path`` opened for binary reading, refused unless it is a regular file (a link to one is
+    followed): a FIFO or a device is a ValueError saying what it is, raised at once (the file is
+    opened non-blocking, so a FIFO without a writer does not hang). Nothing missing: a
+    FileNotFoundError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        size = path.stat().st_size
-    except FileNotFoundError:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise safeio.UnsafePathError(
+                f"{path}: {what}: expected a regular file, got {safeio.mode_kind(mode)}"
+            )
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_checked(path: Path) -> tuple[BinaryIO, np.dtype, int]:
+    """The open token file, its dtype and count, the header validated against the size."""
+    try:
+        f = open_regular(path, "token file")
+    except (FileNotFoundError, NotADirectoryError):
         raise TokenFileError(f"{path}: token file not found") from None
+    except safeio.UnsafePathError as e:
+        raise TokenFileError(str(e)) from None
+    try:
+        dt, count = _check_header(path, f)
+    except BaseException:
+        f.close()
+        raise
+    return f, dt, count
+
+
+def _check_header(path: Path, f: BinaryIO) -> tuple[np.dtype, int]:
+    """(dtype, count) from the header of the open file ``f``, checked against its size."""
+    size = os.fstat(f.fileno()).st_size
     if size < HEADER_SIZE:
         raise TokenFileError(
             f"{path}: truncated token file: expected a {HEADER_SIZE}-byte header, got {size} bytes"
         )
-    with open(path, "rb") as f:
-        magic, version, code, count, _ = HEADER.unpack(f.read(HEADER_SIZE))
+    magic, version, code, count, _ = HEADER.unpack(f.read(HEADER_SIZE))
     if magic != MAGIC:
         raise TokenFileError(f"{path}: not a token file: expected magic {MAGIC!r}, got {magic!r}")
     if version != VERSION:
@@ -198,21 +236,43 @@ def read_header(path: str | os.PathLike) -> tuple[np.dtype, int]:
     return dt, int(count)
 
 
+def read_header(path: str | os.PathLike) -> tuple[np.dtype, int]:
+    """Validate a token file's header against its size; returns (dtype, count). A FIFO or a
+    device is refused (TokenFileError saying what it is), never read."""
+    f, dt, count = _open_checked(Path(path))
+    f.close()
+    return dt, count
+
+
 def read_tokens(path: str | os.PathLike, min_tokens: int = 0) -> np.ndarray:
-    """Open a token file as a read-only ``numpy.memmap`` of its ids (nothing is loaded).
+    """Open a token file as a read-only ``numpy.memmap`` of its ids (nothing is loaded; an int64
+    file is scanned once, a chunk at a time, for negative ids, refused naming the file).
 
     ``min_tokens``: refuse a file with fewer tokens, naming the file (perplexity needs 2: token
     0 has no context and is never scored).
     """
-    dt, count = read_header(path)
-    if count < min_tokens:
-        raise TokenFileError(
-            f"{path}: expected at least {min_tokens} tokens (token 0 has no context and is "
-            f"never scored), got {count}"
-        )
-    if count == 0:
-        return np.zeros(0, dtype=dt)
-    return np.memmap(path, dtype=dt, mode="r", offset=HEADER_SIZE, shape=(count,))
+    path = Path(path)
+    f, dt, count = _open_checked(path)
+    with f:
+        if count < min_tokens:
+            raise TokenFileError(
+                f"{path}: expected at least {min_tokens} tokens (token 0 has no context and is "
+                f"never scored), got {count}"
+            )
+        if count == 0:
+            return np.zeros(0, dtype=dt)
+        # the file just checked, not whatever the path names now
+        ids = np.memmap(f, dtype=dt, mode="r", offset=HEADER_SIZE, shape=(count,))
+    if dt.kind == "i":  # int64, the one signed dtype: ids are never negative (as written)
+        for s in range(0, count, CHECK_CHUNK):
+            lo = int(ids[s : s + CHECK_CHUNK].min())
+            if lo < 0:
+                i = s + int(np.argmax(ids[s : s + CHECK_CHUNK] < 0))
+                raise TokenFileError(
+                    f"{path}: expected non-negative token ids, got {lo} (first negative id at "
+                    f"index {i})"
+                )
+    return ids
 
 
 def check_byte_ids(ids, who: str) -> np.ndarray:

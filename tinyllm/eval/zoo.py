@@ -31,6 +31,7 @@ import errno
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -39,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyllm import __version__
-from tinyllm.checkpoint import CONFIG_NAME, read_single_metadata
+from tinyllm import __version__, safeio
+from tinyllm.checkpoint import CONFIG_NAME, MAX_CONFIG_BYTES, check_hf_weights, read_single_metadata
 from tinyllm.checkpoint import read_config as read_checkpoint_config
 from tinyllm.eval.kinds import SCORERS, Scored
 from tinyllm.eval.kinds.lm import BYTE_CHECK_CHUNK, HF, lm_token_nlls
@@ -125,8 +126,9 @@ def read_config(path: str | os.PathLike) -> dict:
             "metadata": meta,
         }
     cfg_path = p / CONFIG_NAME
-    try:
-        doc = json.loads(cfg_path.read_text(encoding="utf-8"))
+    try:  # a FIFO or a device is refused at once (never read), a huge file before it is read
+        raw = safeio.read_regular(cfg_path, max_bytes=MAX_CONFIG_BYTES, what="config")
+        doc = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError):
         doc = None  # let the checkpoint reader say what is wrong, naming the file
     if isinstance(doc, dict) and "tl_arch" not in doc and isinstance(doc.get("model_type"), str):
@@ -152,12 +154,17 @@ def _kind_of_family(family: str) -> str:
 
 
 def _load_hf(path: Path):
-    """A local Hugging Face causal LM, float32, in eval mode (transformers imported lazily)."""
+    """A local Hugging Face causal LM, float32, in eval mode (transformers imported lazily).
+
+    Safetensors weights only (``use_safetensors=True``): a folder with only
+    ``pytorch_model.bin`` is a CheckpointError (:func:`tinyllm.checkpoint.check_hf_weights`),
+    never unpickled."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    check_hf_weights(path)
     model = AutoModelForCausalLM.from_pretrained(
-        str(path), local_files_only=True, dtype=torch.float32
+        str(path), local_files_only=True, dtype=torch.float32, use_safetensors=True
     )
     model.eval()
     return model
@@ -168,8 +175,9 @@ def load_model(path: str | os.PathLike):
 
     Dispatch: :func:`read_config` gives ``tl_arch`` (from ``config.json``, or from the metadata of
     a one-file ``.safetensors`` checkpoint); ``"hf"`` goes to
-    ``transformers.AutoModelForCausalLM.from_pretrained(path, local_files_only=True)``, every
-    other arch to ``FAMILIES[tl_arch].load(path)``.
+    ``transformers.AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
+    use_safetensors=True)`` (never ``pytorch_model.bin``), every other arch to
+    ``FAMILIES[tl_arch].load(path)``.
     """
     p = Path(path)
     config = read_config(p)
@@ -300,6 +308,20 @@ def _resolve(base_dir: Path, rel: str) -> Path:
     return p if p.is_absolute() else base_dir / p
 
 
+def _check_input(path: Path, what: str, name: str, *, folder: bool) -> None:
+    """An entry's checkpoint (a folder or a regular file) or data (a regular file), links to
+    them followed: a FIFO or a device is refused, saying what it is, before anything opens it."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(f"{path}: {what} not found (entry {name!r})") from None
+    if not (stat.S_ISREG(mode) or (folder and stat.S_ISDIR(mode))):
+        want = "a folder or a regular file" if folder else "a regular file"
+        raise safeio.UnsafePathError(
+            f"{path}: {what}: expected {want}, got {safeio.mode_kind(mode)} (entry {name!r})"
+        )
+
+
 def score_entry_items(
     entry: Entry | Mapping,
     *,
@@ -334,11 +356,9 @@ def score_entry_items(
         rng = entry_rng(seed, entry.name)
         ckpt = _resolve(base_dir, entry.checkpoint)
         data = _resolve(base_dir, entry.data)
-        if not ckpt.exists():
-            raise FileNotFoundError(f"{ckpt}: checkpoint not found (entry {entry.name!r})")
+        _check_input(ckpt, "checkpoint", entry.name, folder=True)
         row["checkpoint_sha256"] = sha256_path(ckpt)
-        if not data.is_file():
-            raise FileNotFoundError(f"{data}: data file not found (entry {entry.name!r})")
+        _check_input(data, "data file", entry.name, folder=False)
         row["data_sha256"] = sha256_path(data)
         config = read_config(ckpt)
         if config["tl_arch"] != entry.family:
@@ -393,7 +413,7 @@ def score_entry(
     """
     row, items = score_entry_items(entry, seed=seed, base_dir=base_dir)
     if items is not None and items_dir is not None:
-        _save_npy(Path(items_dir) / f"{row['name']}.npy", items)
+        _save_npy(Path(items_dir), f"{row['name']}.npy", items)
     elif items is not None:
         row["items"] = None
     return row
@@ -523,12 +543,11 @@ def run_zoo(
 # ---- writing -----------------------------------------------------------------------------------
 
 
-def _save_npy(path: Path, arr: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.save(f, np.asarray(arr, dtype=np.float64), allow_pickle=False)
-    os.replace(tmp, path)
+def _save_npy(root: Path, relpath: str, arr: np.ndarray) -> Path:
+    """``arr`` as float64 ``.npy`` at ``root/relpath`` (:func:`tinyllm.safeio.write_under`: every
+    folder on the way a real folder, a random temporary name, never through a link)."""
+    a = np.asarray(arr, dtype=np.float64)
+    return safeio.write_under(root, relpath, lambda f: np.save(f, a, allow_pickle=False))
 
 
 def write_report(report: Report | Mapping, path: str | os.PathLike) -> Path:
@@ -537,13 +556,15 @@ def write_report(report: Report | Mapping, path: str | os.PathLike) -> Path:
 
     A report that violates the schema is refused (:class:`tinyllm.report.ReportSchemaError`)
     and nothing is written. Per-item scores come from ``report.item_scores``; a row that names an
-    items file that is neither attached nor already beside ``path`` is refused too. Every file is
-    written under a temporary name and renamed, the JSON last.
+    items file that is neither attached nor already beside ``path`` is refused too, and so is a
+    ``path`` that is a FIFO, a link or a device, or an ``items`` that is not a real folder
+    (:class:`tinyllm.safeio.UnsafePathError`, before anything is written). Every file is written
+    under a fresh random temporary name and renamed (:mod:`tinyllm.safeio`), the JSON last.
     """
     doc = report.to_json() if isinstance(report, Report) else json.loads(json.dumps(report))
     validate_report(doc)
     arrays = report.item_scores if isinstance(report, Report) else {}
-    out = Path(path)
+    out = safeio.check_target(path, "report")
     folder = out.parent
     missing = [
         r["items"]
@@ -557,13 +578,12 @@ def write_report(report: Report | Mapping, path: str | os.PathLike) -> Path:
             f"{out}: rows reference per-item scores that were neither given nor found beside "
             f"the report: {missing}"
         )
-    folder.mkdir(parents=True, exist_ok=True)
+    safeio.make_dirs(folder, [])
     for r in doc["rows"]:
         if r["items"] is not None and r["name"] in arrays:
-            _save_npy(folder / r["items"], arrays[r["name"]])
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(tmp, out)
+            _save_npy(folder, r["items"], arrays[r["name"]])
+    text = json.dumps(doc, indent=2, allow_nan=False) + "\n"
+    safeio.write_atomic(out, text.encode("utf-8"), what="report")
     return out
 
 

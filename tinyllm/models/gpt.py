@@ -26,11 +26,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyllm.checkpoint import (
+    CONFIG_NAME,
+    WEIGHTS_NAME,
     CheckpointError,
+    check_hf_weights,
     expected_from,
     load_tensors,
     read_family_config,
     save_checkpoint,
+    tensor_header,
 )
 from tinyllm.models.layers import ACTIVATIONS, Block, init_gpt_weights
 from tinyllm.models.training import lr_at, optimizer_step
@@ -467,10 +471,43 @@ def save(model: Model, path: str | os.PathLike) -> Path:
     return save_checkpoint(path, ARCH, dataclasses.asdict(model.cfg), _stored_tensors(model))
 
 
+def _check_config_sizes(path: Path, cfg: Config) -> None:
+    """The config's sizes against the weights' header, before a model is allocated: a
+    ``block_size`` of 10**15 in config.json is a CheckpointError naming the file and the key,
+    not an allocation of petabytes (n_head divides n_embd, so it is bounded by it too)."""
+    weights = path / WEIGHTS_NAME
+    header = tensor_header(weights)
+    where = path / CONFIG_NAME
+    for name, keys in (
+        ("wte.weight", ("vocab_size", "n_embd")),
+        ("wpe.weight", ("block_size", "n_embd")),
+    ):
+        if name not in header:
+            raise CheckpointError(
+                f"{weights}: expected a tensor {name!r} (a gpt checkpoint), got tensors "
+                f"{sorted(header)[:8]}"
+            )
+        shape = header[name][0]
+        for dim, key in enumerate(keys):
+            if len(shape) != 2 or shape[dim] != getattr(cfg, key):
+                raise CheckpointError(
+                    f"{where}: {key}: expected {shape[dim] if len(shape) == 2 else '?'} "
+                    f"({name} in {WEIGHTS_NAME} is {list(shape)}), got {getattr(cfg, key)}"
+                )
+    layers = {k.split(".")[1] for k in header if k.startswith("h.") and k.count(".") >= 2}
+    if len(layers) != cfg.n_layer:
+        raise CheckpointError(
+            f"{where}: n_layer: expected {len(layers)} (the blocks h.* in {WEIGHTS_NAME}), "
+            f"got {cfg.n_layer}"
+        )
+
+
 def load(path: str | os.PathLike) -> Model:
-    """Read a checkpoint folder written by :func:`save`; every tensor's name, shape, dtype and
-    finiteness is checked against a freshly built model (CheckpointError naming the file)."""
+    """Read a checkpoint folder written by :func:`save`; the config's sizes are checked against
+    the weights' header first (:func:`_check_config_sizes`), then every tensor's name, shape,
+    dtype and finiteness against a freshly built model (CheckpointError naming the file)."""
     cfg = read_family_config(path, ARCH, Config)
+    _check_config_sizes(Path(path), cfg)
     model = Model(cfg)
     tensors = load_tensors(path, expected_from(_stored_tensors(model)))
     if cfg.tie_weights:
@@ -562,6 +599,9 @@ def load_hf_gpt2(model_or_dir, *, share: bool = False) -> Model:
     Architectural variants we do not implement (another LayerNorm eps, ``n_inner`` != 4D,
     unscaled or layer-scaled attention, cross-attention) are refused with a ValueError.
 
+    A folder is read from safetensors weights only (``use_safetensors=True``): one with only
+    ``pytorch_model.bin`` is a CheckpointError, never unpickled.
+
     ``share=True`` copies nothing: every parameter of the result is a view of the HF model's
     own float32 tensor (a Conv1D weight seen transposed, so ``F.linear`` runs the same
     ``x @ W`` as HF's ``addmm``), built without initializing weights, so it costs milliseconds
@@ -574,7 +614,8 @@ def load_hf_gpt2(model_or_dir, *, share: bool = False) -> Model:
         d = Path(model_or_dir)
         if not (d / "config.json").is_file():
             raise CheckpointError(f"{d}: expected a Hugging Face model folder with config.json")
-        hf = GPT2LMHeadModel.from_pretrained(str(d), local_files_only=True)
+        check_hf_weights(d)  # safetensors only: pytorch_model.bin is never unpickled
+        hf = GPT2LMHeadModel.from_pretrained(str(d), local_files_only=True, use_safetensors=True)
     else:
         hf = model_or_dir
     hc = getattr(hf, "config", None)
