@@ -2,6 +2,7 @@
 
     .venv/bin/python tools/mutate.py                          # every module of the core, in turn
     .venv/bin/python tools/mutate.py --module tinyllm/stats.py  # one module (repeatable)
+    .venv/bin/python tools/mutate.py --module 'tinyllm/eval/lm/*.py'  # the instrument, whole
     make mutate MODULE=tinyllm/stats.py                       # the same through make
 
 Each module is mutated against ONLY its own fast unit tests (MODULES below: no Prefect flow
@@ -28,18 +29,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+LM_MODULES = tuple(
+    f"tinyllm/eval/lm/{m}.py"
+    for m in ("windowing", "heads", "ppl", "scoring", "kvcache", "choices", "tasks", "paired")
+)
+
 # module -> its fast unit tests (pytest node ids or files); no flows/, no browser tests
 MODULES: dict[str, list[str]] = {
     "tinyllm/stats.py": ["tests/test_stats.py"],
     "tinyllm/compare.py": ["tests/test_compare.py"],
-    "tinyllm/eval/lm.py": [
-        "tests/eval/test_lm.py",
-        "tests/eval/test_lm_properties.py",
-        "tests/eval/test_mc_cache.py",
-        "tests/eval/test_lm_oracles.py",
-        "tests/eval/test_lm_mc_oracles.py",
-        "tests/eval/test_lm_hf_oracles.py",
-    ],
+    # the instrument, whole or one module at a time, against all of its tests (tests/eval/lm/
+    # mirrors the package; a module is also reached through the tests of the modules above it)
+    **{m: ["tests/eval/lm"] for m in ("tinyllm/eval/lm/*.py", *LM_MODULES)},
     "tinyllm/eval/zoo.py": ["tests/eval/test_zoo.py"],
     "tinyllm/eval/kinds/*.py": [
         "tests/eval/test_kind_classifier.py",
@@ -109,7 +110,7 @@ def main() -> int:
     a = ap.parse_args()
     if a.child:
         return _child(a.child, a.max_children)
-    modules = a.module or list(MODULES)
+    modules = a.module or [m for m in MODULES if m not in LM_MODULES]  # the package once
     for m in modules:
         if m not in MODULES:
             sys.exit(f"tools/mutate.py: expected one of {list(MODULES)}, got {m!r}")

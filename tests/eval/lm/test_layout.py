@@ -1,0 +1,90 @@
+"""The instrument's package layout (tinyllm/eval/lm/): one way down, no cycle, small modules,
+and the SPEC names exported from ``tinyllm.eval.lm`` as before the split.
+
+Imports are read from each module's source (function-local imports included: they are
+imports too), so a cycle is caught even where Python would not trip over it at import time.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tinyllm.eval import lm
+
+PACKAGE = Path(lm.__file__).parent
+
+# each module may import only those before it (the order of the package docstring)
+ORDER = ["windowing", "heads", "ppl", "scoring", "kvcache", "choices", "tasks", "paired"]
+
+# the names callers use (SPEC.md, the CLI, the zoo, the benchmarks, the families)
+SPEC_NAMES = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_MC_TOKEN_BUDGET",
+    "DEFAULT_TOKEN_BUDGET",
+    "METRICS",
+    "FamilyLM",
+    "Result",
+    "choice_lls",
+    "compare",
+    "default_batch_size",
+    "eval_ppl",
+    "hf_gpt2_twin",
+    "item_predictions",
+    "iter_windows",
+    "log_probs",
+    "model_ctx_len",
+    "read_task",
+    "run_task",
+    "score_choices",
+    "summarize_nlls",
+    "token_nlls",
+    "windows",
+]
+
+
+def _lm_imports(path: Path) -> set[str]:
+    """The tinyllm.eval.lm modules ``path`` imports, anywhere in the file."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "tinyllm.eval.lm":
+                found |= {a.name for a in node.names}
+            elif node.module.startswith("tinyllm.eval.lm."):
+                found.add(node.module.split(".")[3])
+            elif node.module == "tinyllm.eval" and any(a.name == "lm" for a in node.names):
+                found.add("__init__")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "tinyllm.eval.lm":
+                    found.add("__init__")
+                elif a.name.startswith("tinyllm.eval.lm."):
+                    found.add(a.name.split(".")[3])
+    return found
+
+
+def test_the_modules_are_the_documented_ones():
+    assert sorted(p.stem for p in PACKAGE.glob("*.py")) == sorted([*ORDER, "__init__"])
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_a_module_imports_only_the_modules_above_it(name):
+    above = set(ORDER[: ORDER.index(name)])
+    got = _lm_imports(PACKAGE / f"{name}.py")
+    assert got <= above, f"{name}.py imports {sorted(got - above)}, expected only {sorted(above)}"
+
+
+@pytest.mark.parametrize("name", [*ORDER, "__init__"])
+def test_no_module_is_over_600_lines(name):
+    n = len((PACKAGE / f"{name}.py").read_text(encoding="utf-8").splitlines())
+    assert n <= 600, f"{name}.py: expected at most 600 lines, got {n}"
+
+
+def test_the_package_exports_the_spec_names():
+    assert set(SPEC_NAMES) <= set(lm.__all__)
+    for name in lm.__all__:
+        assert hasattr(lm, name), name
+    assert callable(lm.windows) and lm.windows(6, 4, 2) == [(0, 4, 1), (2, 6, 4)]
+    assert callable(lm.compare)  # functions, not the modules of the same concept

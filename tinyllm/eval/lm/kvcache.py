@@ -1,0 +1,237 @@
+"""The KV-cache engines of multiple choice and the check that guards them.
+
+An engine drives one model's cache for :func:`tinyllm.eval.lm.scoring.cached_lls`: ``head``
+(the output head), ``prefill(x, lens)`` (run right-padded contexts, keep their keys and values)
+and ``extend(state, rows, lens, y, pos, new_mask)`` (feed packed choices after them).
+:class:`GPTCache` drives our GPT (``hidden_cached``), :class:`HFCache` a Hugging Face causal LM
+(``past_key_values``). :func:`cache_engine` picks the first engine of a model whose
+log-likelihoods reproduce the plain path on a probe of the first requests (:func:`probe`),
+checked once per model and engine; :func:`cache_verdicts` says what that check found.
+
+The Hugging Face pieces (:func:`hf_kv`, :class:`HFCache`) use nothing else of this module.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+import warnings
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from tinyllm.eval.lm.heads import MAX_LOGITS, VERIFY_TOL, hf_gpt2_twin
+from tinyllm.eval.lm.scoring import Req, cached_lls, plain_lls
+
+_VERDICTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {engine: agrees?}
+
+
+class GPTCache:
+    """Our GPT through :meth:`tinyllm.models.gpt.Model.hidden_cached`."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.head = model, model.lm_head
+
+    def prefill(self, x: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """``(h [Bc, D] at each context's last token, cache)``: right padding is never read by
+        valid positions; the last block runs its attention output and MLP at those rows only."""
+        h, cache = self.model.hidden_cached(x, last=lens - 1)  # h [Bc, 1, D]
+        return h[:, 0], cache
+
+    def extend(
+        self,
+        cache: Any,
+        rows: torch.Tensor,
+        lens: torch.Tensor,
+        y: torch.Tensor,
+        pos: torch.Tensor,
+        new_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """Hidden states ``[Bq, Tq, D]`` of ``y`` fed at positions ``pos`` after the cached
+        contexts ``rows`` (``lens`` tokens each, their padding masked), ``new_mask`` among the
+        new tokens."""
+        everyone = rows.numel() == cache.batch and bool((rows == torch.arange(cache.batch)).all())
+        past = cache if everyone else cache.select(rows)
+        valid = torch.arange(past.length)[None, :] < lens[:, None]  # [Bq, S]: not the padding
+        h, _ = self.model.hidden_cached(y, past, positions=pos, past_valid=valid, new_mask=new_mask)
+        return h
+
+
+def cache_verdicts(model: Any) -> dict[str, bool]:
+    """What the cache check found for ``model``: ``{engine: reproduced the plain path?}`` for
+    each engine checked, in the order tried -- ``"gpt"`` (our GPT's own cache), ``"twin"`` (a
+    Hugging Face GPT-2 run by our GPT, :func:`~tinyllm.eval.lm.heads.hf_gpt2_twin`), ``"hf"``
+    (a Hugging Face model's own cache). Multiple choice is scored from the first engine whose
+    verdict is True; with none, every context + choice in full. Empty when nothing was checked:
+    a model without a cache, one scored only with ``cache="off"`` or not scored yet, or a model
+    that cannot be weakly referenced (checked anew on every call). A copy: changing it changes
+    nothing.
+
+    Example: after ``choice_lls(gpt_model, tok, items)`` -> ``{"gpt": True}``.
+    """
+    try:
+        return dict(_VERDICTS.get(model, {}))
+    except TypeError:  # not weak-referenceable: no verdict is kept
+        return {}
+
+
+def cache_engine(model: Any, reqs: list[Req], max_logits: int = MAX_LOGITS) -> Any:
+    """The cached path for ``model`` if it has one and it reproduces the plain path on a probe
+    of the first requests (checked once per model and path), else None. A Hugging Face
+    GPT-2 is tried first through our GPT on its own weights (:func:`hf_gpt2_twin`), then
+    through its own cache. ``max_logits`` bounds the head blocks of the check's passes."""
+    makers: list[tuple[str, Callable[[], Any]]] = []
+    if callable(getattr(model, "hidden_cached", None)) and isinstance(
+        getattr(model, "lm_head", None), nn.Module
+    ):
+        makers.append(("gpt", lambda: GPTCache(model)))
+    elif (
+        callable(getattr(model, "get_output_embeddings", None))
+        and isinstance(getattr(model, "base_model", None), nn.Module)
+        and getattr(model, "base_model", None) is not model
+    ):
+        twin = hf_gpt2_twin(model)
+        if twin is not None:
+            makers.append(("twin", lambda: GPTCache(twin)))
+        makers.append(("hf", lambda: HFCache(model)))
+    try:
+        verdicts = _VERDICTS.setdefault(model, {})
+    except TypeError:
+        verdicts = {}
+    for i, (tag, make) in enumerate(makers):
+        try:
+            engine = make()
+        except Exception:  # noqa: BLE001 - no usable cache: the next path
+            continue
+        if tag not in verdicts:
+            verdicts[tag] = _cache_agrees(
+                model, engine, reqs, warn=i == len(makers) - 1, max_logits=max_logits
+            )
+        if verdicts[tag]:
+            return engine
+    return None
+
+
+def _cache_agrees(
+    model: Any, engine: Any, reqs: list[Req], warn: bool, max_logits: int = MAX_LOGITS
+) -> bool:
+    """Whether ``engine`` gives the plain path's log-likelihoods on a probe of ``reqs``."""
+    picked = probe(reqs)
+    want = [math.nan] * len(reqs)
+    diff = math.inf
+    try:
+        plain_lls(model, reqs, picked, 1 << 30, want, None, max_logits)
+        sub = [reqs[k] for k in picked]
+        got = [math.nan] * len(sub)
+        # one pass whatever the lengths: a cache that mishandles padding is caught here
+        cached_lls(engine, sub, 1 << 30, got, None, max_pad=1.0, max_logits=max_logits)
+        diff = max(abs(got[i] - want[k]) / max(1.0, abs(want[k])) for i, k in enumerate(picked))
+        ok = diff <= VERIFY_TOL
+    except Exception as e:  # noqa: BLE001 - a cache we cannot drive: the plain path
+        diff, ok = math.inf, False
+        if warn:
+            warnings.warn(f"{type(model).__name__}: cached scoring failed ({e!r})", stacklevel=5)
+    if not ok and warn:
+        warnings.warn(
+            f"{type(model).__name__}: scoring choices from cached keys/values does not "
+            f"reproduce the plain forward pass (max relative difference {diff:.3g}); "
+            "scoring every context + choice in full",
+            stacklevel=5,
+        )
+    return ok
+
+
+def probe(reqs: list[Req]) -> list[int]:
+    """The requests the cache check scores (indices into ``reqs``, sorted): the shortest and the
+    longest of the first three contexts (when those have one length, the first later context of
+    another length), with their choices, so padding, repeats and multi-token choices are
+    exercised; the check scores them in one padded pass.
+
+    Example: contexts of 5, 2, 9, 1, 12 tokens with two choices each -> ``[2, 3, 4, 5]`` (the
+    2- and the 9-token context).
+    """
+    by_ctx: dict[bytes, list[int]] = {}
+    for k, r in enumerate(reqs):
+        key = r.ctx.tobytes()
+        if key not in by_ctx and len(by_ctx) == 3:
+            break  # a fourth context: the first three have every one of their choices
+        by_ctx.setdefault(key, []).append(k)
+    groups = sorted(by_ctx.values(), key=lambda g: reqs[g[0]].ctx.size)
+    if groups and reqs[groups[0][0]].ctx.size == reqs[groups[-1][0]].ctx.size:
+        n0 = reqs[groups[0][0]].ctx.size
+        other = next((k for k in range(len(reqs)) if reqs[k].ctx.size != n0), None)
+        if other is not None:  # its choices: the requests of that context that follow it
+            key = reqs[other].ctx.tobytes()
+            run = itertools.takewhile(
+                lambda k: reqs[k].ctx.tobytes() == key, range(other, len(reqs))
+            )
+            groups.append(list(run))
+    pick = groups[:1] + groups[-1:] if len(groups) > 1 else groups
+    return sorted({k for g in pick for k in g})
+
+
+# ---------------------------------------------------------------------------------------------
+# Hugging Face models
+
+
+def hf_kv(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per-layer (keys, values) ``[B, H, S, Dh]`` of a Hugging Face cache, any recent version:
+    ``cache.layers[i].keys/.values`` (transformers >= 4.56), ``cache.key_cache[i]`` /
+    ``.value_cache[i]`` (4.36 - 4.55), or a tuple of ``(k, v, ...)`` per layer (before).
+    Raises ValueError for key and value lists of different lengths."""
+    if hasattr(cache, "layers"):
+        return [(lay.keys, lay.values) for lay in cache.layers]
+    if hasattr(cache, "key_cache"):
+        return list(zip(cache.key_cache, cache.value_cache, strict=True))
+    return [(kv[0], kv[1]) for kv in cache]
+
+
+class HFCache:
+    """A Hugging Face causal LM through its base model's cache (``past_key_values``)."""
+
+    def __init__(self, model: Any) -> None:
+        from transformers import DynamicCache  # optional dependency: only for HF models
+
+        self.base, self.head, self._dyn = (
+            model.base_model,
+            model.get_output_embeddings(),
+            DynamicCache,
+        )
+        params = inspect.signature(self.base.forward).parameters
+        self.kw = "cache" if "cache" in params else "past_key_values"
+
+    def prefill(self, x: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """``(h [Bc, D] at each context's last token, (per-layer keys/values, attention mask))``."""
+        am = (torch.arange(x.shape[1])[None, :] < lens[:, None]).long()  # [Bc, Lc]
+        out = self.base(input_ids=x, attention_mask=am, use_cache=True)
+        cache = getattr(out, self.kw, None) or getattr(out, "past_key_values", None)
+        h = out.last_hidden_state  # [Bc, Lc, D]
+        return h[torch.arange(h.shape[0]), lens - 1], (hf_kv(cache), am)  # [Bc, D]
+
+    def extend(
+        self,
+        state: Any,
+        rows: torch.Tensor,
+        lens: torch.Tensor,
+        y: torch.Tensor,
+        pos: torch.Tensor,
+        new_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """As :meth:`GPTCache.extend`, through a fresh ``DynamicCache`` of the selected rows and
+        a 4-d boolean attention mask."""
+        kv, am = state
+        cache = self._dyn()
+        for i, (k, v) in enumerate(kv):
+            cache.update(k.index_select(0, rows), v.index_select(0, rows), i)
+        old = am.index_select(0, rows).bool()  # [Bq, S]: the context, not its padding
+        Tq = y.shape[1]
+        # a 4-d boolean mask [Bq, 1, Tq, S + Tq] is used by the model as given
+        mask = torch.cat([old[:, None, :].expand(-1, Tq, -1), new_mask], dim=2)[:, None]
+        out = self.base(
+            input_ids=y, attention_mask=mask, position_ids=pos, use_cache=True, **{self.kw: cache}
+        )
+        return out.last_hidden_state
