@@ -58,16 +58,16 @@ mutate: $(VENV)/.installed-dev
 	$(PIP) install -e '.[mutation]' 2> >(grep -v 'is ignored: it is neither' >&2)
 	nice $(PY) tools/mutate.py $(if $(MODULE),--module '$(MODULE)')
 
-# stop the Prefect server that `make demo` started
+# stop the Prefect server that `make demo` (or `make server-pg`) started, then its PostgreSQL;
+# `tinyllm server stop` signals the pid in server.pid only when it is that server (server.json)
 stop:
-	@if [ -f $(PREFECT_HOME)/server.pid ] && kill $$(cat $(PREFECT_HOME)/server.pid) 2>/dev/null; \
-	then echo "stopped the Prefect server (pid $$(cat $(PREFECT_HOME)/server.pid))"; fi; \
-	rm -f $(PREFECT_HOME)/server.pid
-	@if [ -x $(VENV)/bin/tinyllm ]; then $(VENV)/bin/tinyllm server stop; fi  # + PostgreSQL
+	@if [ -x $(VENV)/bin/tinyllm ]; then $(VENV)/bin/tinyllm server stop; \
+	else echo "no $(VENV)/bin/tinyllm: no server of this checkout was started (make demo)"; fi
 
-# a Prefect server on PostgreSQL (a cluster under .prefect/pg), for many workers and Dask runs
+# a Prefect server on PostgreSQL (a cluster under .prefect/pg), for many workers and Dask runs;
+# PostgreSQL keeps the port of its last start when free (PG_PORT=5433: that port)
 server-pg: $(VENV)/.installed
-	$(VENV)/bin/tinyllm server start --db postgres
+	$(VENV)/bin/tinyllm server start --db postgres $(if $(PG_PORT),--pg-port $(PG_PORT))
 
 clean:
 	rm -rf $(VENV) .prefect .pytest_cache

@@ -61,8 +61,9 @@ def ensure_server(
     console: Console, api_url: str | None = None, wait_s: float = SERVER_START_TIMEOUT_S
 ) -> str:
     """Return the API address of a running local Prefect server, starting one in the background
-    if none answers. Its database, log (``server.log``) and pid (``server.pid``) are under
-    :func:`prefect_home`; it outlives this process (``make stop`` stops it)."""
+    if none answers. Its database, log (``server.log``), pid (``server.pid``) and identity
+    (``server.json``: pid, start time, command line, see :func:`tinyllm.pgserver.stop`) are
+    under :func:`prefect_home`; it outlives this process (``make stop`` stops it)."""
     api_url = api_url or local_api_url()
     if _healthy(api_url):
         console.print(f"Prefect server already running at {api_url}")
@@ -84,7 +85,10 @@ def ensure_server(
         env=env,
         start_new_session=True,  # outlives `make demo`, so the UI stays up
     )
-    (home / "server.pid").write_text(f"{proc.pid}\n")
+    # server.pid and server.json (its start time and command line): what `make stop` may stop
+    from tinyllm.pgserver import Server, record_server
+
+    record_server(Server(api_url, proc.pid, "sqlite", home))
     console.print(f"starting a Prefect server (pid {proc.pid}, log {home / 'server.log'}) ...")
     t0 = time.monotonic()
     while time.monotonic() - t0 < wait_s:
