@@ -107,6 +107,33 @@ def test_every_templated_key_is_sandboxed(tmp_path, key):
     assert not mark.exists() and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [
+        (
+            "{{ 'a' * 10**7 }}",
+            "expected a repeated sequence of at most 1000000 items, got 1 x 10000000",
+        ),
+        (
+            "{{ 10**7 * ['a'] }}",
+            "expected a repeated sequence of at most 1000000 items, got 1 x 10000000",
+        ),
+        ("{{ 7 ** 1000000 }}", "expected a power of at most 4096 bits, got 7 ** 1000000"),
+    ],
+)
+def test_a_template_cannot_exhaust_memory(tmp_path, payload, why):
+    y = _task(tmp_path, doc_to_text=payload + "Q: {{q}}")
+    with pytest.raises(TaskImportError) as e:
+        convert(y)
+    assert str(e.value).startswith(f"{y}: doc_to_text: expected a template that reads only")
+    assert why in str(e.value)
+
+
+def test_bounded_operators_still_compute_within_the_bounds(tmp_path):
+    y = _task(tmp_path, doc_to_text="{{ '-' * 3 }}{{ 2 ** 10 }}{{ 3 * 4 }} {{q}}")
+    assert convert(y)[0]["context"] == "---102412 What do bees make?"
+
+
 def test_an_unsafe_template_from_an_included_file_names_that_file(tmp_path):
     mark = tmp_path / "pwned"
     base = tmp_path / "_base.yaml"

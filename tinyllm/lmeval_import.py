@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from tinyllm import safeio
 
@@ -131,16 +132,44 @@ def load_config(path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> dict:
     return doc
 
 
+# the largest sequence a template's ``*`` may build and the largest power its ``**`` may take:
+# a prompt is a few KB; ``{{ 'a' * 10**10 }}`` must not exhaust memory
+MAX_TEMPLATE_SEQ = 1_000_000
+MAX_TEMPLATE_POW_BITS = 4096
+
+
+class _BoundedSandbox(ImmutableSandboxedEnvironment):
+    """jinja2's immutable sandbox with ``*`` and ``**`` bounded (the sandbox bounds ``range``
+    only): a repeated string or list longer than :data:`MAX_TEMPLATE_SEQ`, or a power of more
+    than :data:`MAX_TEMPLATE_POW_BITS` bits, is a :class:`jinja2.sandbox.SecurityError`."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context, operator, left, right):
+        if operator == "*":
+            for seq, k in ((left, right), (right, left)):
+                repeated = isinstance(seq, str | bytes | list | tuple) and isinstance(k, int)
+                if repeated and len(seq) * k > MAX_TEMPLATE_SEQ:
+                    raise SecurityError(
+                        f"expected a repeated sequence of at most {MAX_TEMPLATE_SEQ} items, "
+                        f"got {len(seq)} x {k}"
+                    )
+        elif isinstance(left, int) and isinstance(right, int) and right > 0:
+            bits = max(abs(left), 1).bit_length() * right
+            if bits > MAX_TEMPLATE_POW_BITS:
+                raise SecurityError(
+                    f"expected a power of at most {MAX_TEMPLATE_POW_BITS} bits, got {left} ** {right}"
+                )
+        return super().call_binop(context, operator, left, right)
+
+
 def _env():
     """lm-eval's template environment (``StrictUndefined``, ``keep_trailing_newline``, its
     ``regex_replace`` filter), sandboxed: a template reads the document's fields and calls
     non-mutating methods, and nothing else (no dunder attributes, no ``__globals__``)."""
     from jinja2 import BaseLoader, StrictUndefined
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    env = ImmutableSandboxedEnvironment(
-        loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True
-    )
+    env = _BoundedSandbox(loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True)
     env.filters["regex_replace"] = lambda s, pattern, repl, count=0: re.sub(
         pattern, repl, s, count=count
     )
@@ -240,11 +269,9 @@ def _field(env, spec: Any, doc: dict, what: str, where: str, cfg: dict) -> Any:
     if isinstance(spec, str):
         if spec in doc:
             return doc[spec]
-        from jinja2.exceptions import SecurityError
-
         try:
             return env.from_string(spec).render(**doc)
-        except SecurityError as e:  # the sandbox refused an attribute: the task file is at fault
+        except SecurityError as e:  # the sandbox refused an access or a size: the task file's fault
             yaml_file = cfg["_origin"].get(what, cfg["_file"])
             raise TaskImportError(
                 f"{yaml_file}: {what}: expected a template that reads only the document's "
