@@ -377,11 +377,9 @@ def test_s3_refusing_one_put_leaves_old_or_complete_state_and_reports_that_failu
         def refuse(params, n=n, calls=calls, **kw):  # the request's own parameters
             calls.append(params["Key"])
             if len(calls) == n:
-                raise ClientError(
-                    {"Error": {"Code": "InternalError", "Message": "We encountered an internal error"},
-                     "ResponseMetadata": {"HTTPStatusCode": 500}},
-                    "PutObject",
-                )  # fmt: skip
+                error = {"Code": "InternalError", "Message": "We encountered an internal error"}
+                meta = {"HTTPStatusCode": 500}
+                raise ClientError({"Error": error, "ResponseMetadata": meta}, "PutObject")
 
         client.meta.events.register("before-parameter-build.s3.PutObject", refuse)
         err = None

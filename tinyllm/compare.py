@@ -92,13 +92,17 @@ def row_items_problem(row: dict, items: Any) -> str | None:
     name = row.get("name")
     a = np.asarray(items)
     if a.ndim != 1 or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
-        return f"row {name!r}: expected 1-d numeric per-item scores, got dtype {a.dtype} shape {a.shape}"
+        return (
+            f"row {name!r}: expected 1-d numeric per-item scores, got dtype {a.dtype} "
+            f"shape {a.shape}"
+        )
     a = a.astype(np.float64)
     n = row.get("n")
     if isinstance(n, bool) or n != a.size:
         return f"row {name!r}: expected n = {a.size} (the number of its per-item scores), got {n!r}"
-    if not np.all(np.isfinite(a)):
-        return f"row {name!r}: expected finite per-item scores, got {int(np.sum(~np.isfinite(a)))} that are not"
+    bad = int(np.sum(~np.isfinite(a)))
+    if bad:
+        return f"row {name!r}: expected finite per-item scores, got {bad} that are not"
     metric = row.get("metric")
     if metric in MEAN_METRICS:
         scale = ITEM_SCALE.get(metric, 1.0)
