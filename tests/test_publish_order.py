@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 import uuid
 
 import numpy as np
@@ -252,7 +253,15 @@ def killed_at(n: int, action, patch) -> bool:
         except BaseException:
             code = 3
         os._exit(code)
-    _, status = os.waitpid(pid, 0)
+    for _ in range(1200):  # a child that neither finishes nor dies in 120 s is a failure
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail(f"the publishing child was still running after 120 s (write {n})")
     if os.WIFSIGNALED(status):
         assert os.WTERMSIG(status) == signal.SIGKILL
         return True
