@@ -90,6 +90,24 @@ class MotoS3Server:
         self._server = self._thread = None
 
 
+def slow_writes(monkeypatch: Any, seconds: float, keys: str = "") -> None:
+    """moto sleeps ``seconds`` after checking a PUT's condition, before writing (each key
+    ending in ``keys``): racing writers all fall into moto's check-then-write window. It patches
+    moto's backend (``S3Backend.put_object``), not our code; ``monkeypatch`` undoes it."""
+    import time
+
+    from moto.s3.models import S3Backend
+
+    put_object = S3Backend.put_object
+
+    def slow_put_object(self: Any, bucket_name: str, key_name: str, *args: Any, **kw: Any) -> Any:
+        if key_name.endswith(keys):
+            time.sleep(seconds)
+        return put_object(self, bucket_name, key_name, *args, **kw)
+
+    monkeypatch.setattr(S3Backend, "put_object", slow_put_object)
+
+
 def reset_s3(endpoint: str) -> None:
     """Empty moto's S3: every bucket of this process, whichever server made it."""
     import urllib.request

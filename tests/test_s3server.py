@@ -1,36 +1,22 @@
 """The suite's S3 server (tests/s3server.py): conditional writes are atomic, as on S3.
 
-moto checks a PUT's condition and then writes, unlocked; these tests slow moto's write down (its
-backend's put_object, not our code) so that every racing writer is inside that window at once.
+moto checks a PUT's condition and then writes, unlocked; these tests slow moto's write down
+(s3server.slow_writes) so that every racing writer is inside that window at once.
 Against moto's plain ThreadedMotoServer all of them then win; against ours exactly one does."""
 
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
-from s3server import race_conditional_puts, s3_clients, writer_body
+from s3server import race_conditional_puts, s3_clients, slow_writes, writer_body
 
 WRITERS = 8
 
 
-@pytest.fixture
-def slow_moto_writes(monkeypatch):
-    """moto's backend sleeps 0.3 s between a PUT's condition check and its write."""
-    from moto.s3.models import S3Backend
-
-    put_object = S3Backend.put_object
-
-    def slow_put_object(self, *args, **kwargs):
-        time.sleep(0.3)
-        return put_object(self, *args, **kwargs)
-
-    monkeypatch.setattr(S3Backend, "put_object", slow_put_object)
-
-
 @pytest.mark.parametrize("condition", ["If-Match", "If-None-Match"])
-def test_racing_conditional_puts_have_exactly_one_winner(s3_env, slow_moto_writes, condition):
+def test_racing_conditional_puts_have_exactly_one_winner(s3_env, monkeypatch, condition):
+    slow_writes(monkeypatch, 0.3)
     clients = s3_clients(s3_env, WRITERS)
     clients[0].create_bucket(Bucket="tl-race")
     status = race_conditional_puts(

@@ -414,6 +414,19 @@ def test_concurrent_reruns_of_one_release_lose_nothing_s3(s3_env):
     check_concurrent_reruns("s3://tl-race/team", env)
 
 
+def test_concurrent_reruns_lose_nothing_when_every_report_write_is_slow_s3(s3_env, monkeypatch):
+    """The compare-and-swap with the race window held open: moto takes 0.3 s between checking
+    a report.json PUT's If-Match and writing it, so racing writers always collide and the 412
+    retries always run (on moto's unserialized server this test loses rows)."""
+    import boto3
+    from s3server import slow_writes
+
+    slow_writes(monkeypatch, 0.3, keys="report.json")
+    boto3.client("s3").create_bucket(Bucket="tl-race")
+    env = {k: os.environ[k] for k in os.environ if k.startswith("AWS_")}
+    check_concurrent_reruns("s3://tl-race/team", env)
+
+
 def test_s3_compare_and_swap_retries_a_lost_race(s3_env):
     """If-Match on the ETag: a write that slips in between read and put is not overwritten."""
     import boto3
