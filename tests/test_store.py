@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 
 import numpy as np
@@ -479,7 +480,8 @@ def test_one_corrupt_old_report_does_not_stop_later_releases_from_being_compared
     nll = np.random.default_rng(0).gamma(2.0, 0.8, 300)
 
     def run(release: str, day: int, items: np.ndarray) -> dict:
-        row = make_row("gpt", float(items.mean()), checkpoint="c", data="d", options={})
+        bpb = float(items.mean()) / math.log(2)  # the row agrees with its items (nats)
+        row = make_row("gpt", bpb, n=items.size, checkpoint="c", data="d", options={})
         rep = make_report(release, f"2026-11-{day:02d}T18:00:00Z", [row])
         return publish_run(store, release, rep, {"gpt": items})
 
@@ -1372,16 +1374,14 @@ def test_check_writable_probes_the_store_folder_itself(tmp_path, monkeypatch):
 
 
 def test_local_read_errors_carry_a_note_naming_the_key(tmp_path, monkeypatch):
-    from pathlib import Path
-
     store = open_store(tmp_path)
     store.put_bytes("releases/r1/x.json", b"{}")
 
-    def refuse(self):
+    def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(Path, "read_bytes", refuse)
-    with pytest.raises(PermissionError) as ei:
+    with monkeypatch.context() as m, pytest.raises(PermissionError) as ei:
+        m.setattr(os, "open", refuse)  # the OS refuses the read (root ignores file modes)
         store.get_bytes("releases/r1/x.json")
     assert ei.value.__notes__ == [f"{tmp_path}/releases/r1/x.json"]
 
