@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from s3server import aws_env
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,17 +79,6 @@ def test_the_docs_have_commands():
     assert "README.md" in files and len(COMMANDS) >= 10
 
 
-@pytest.fixture(scope="module")
-def moto():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 TINY_RECIPES = None
 
 
@@ -126,7 +116,7 @@ def _hf_model(folder: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def checkout(tmp_path_factory, moto):
+def checkout(tmp_path_factory, moto_endpoint):
     """The scratch folder: zoo/, the named input files, an S3 bucket."""
     import boto3
 
@@ -150,15 +140,8 @@ def checkout(tmp_path_factory, moto):
         (yml.parent / "data" / "test.jsonl").write_text(docs, encoding="utf-8")
         yml.write_text(ARC_YAML, encoding="utf-8")
     _hf_model(tmp / "path" / "to" / "hf-model")
-    env = {
-        "AWS_ENDPOINT_URL": moto,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": str(tmp / "no-aws-config"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(tmp / "no-aws-credentials"),
-    }
-    boto3.client("s3", endpoint_url=moto, region_name="us-east-1", aws_access_key_id="testing",
+    env = aws_env(moto_endpoint, tmp)
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1", aws_access_key_id="testing",
                  aws_secret_access_key="testing").create_bucket(Bucket="bucket")  # fmt: skip
     return tmp, env
 
