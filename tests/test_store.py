@@ -1227,7 +1227,7 @@ def test_s3_other_errors_are_raised_with_a_note_and_nothing_written(s3):
 
 @pytest.mark.parametrize("code", ["PreconditionFailed", "412", "ConditionalRequestConflict", "409"])
 def test_s3_compare_and_swap_retries_on_every_lost_race_code(s3, code, monkeypatch):
-    import tinyllm.store as st
+    import tinyllm.store.s3 as st  # the S3 backend waits with its time.sleep
 
     monkeypatch.setattr(st, "time", type("T", (), {"sleep": staticmethod(lambda s: None)}))
     lost = []
@@ -1244,7 +1244,7 @@ def test_s3_compare_and_swap_retries_on_every_lost_race_code(s3, code, monkeypat
 
 
 def test_s3_compare_and_swap_gives_up_after_20_lost_races_backing_off(s3, monkeypatch):
-    import tinyllm.store as st
+    import tinyllm.store.s3 as st  # the S3 backend waits with its time.sleep
 
     sleeps, draws = [], []
     monkeypatch.setattr(st, "time", type("T", (), {"sleep": staticmethod(sleeps.append)}))

@@ -23,24 +23,28 @@ alpha); the verdict follows ``p``.
 
 Every other pair is "not comparable" with the reason (a status that is not ok, different data,
 different n, no per-item scores -- Spearman rows have none). Rows in only one release are
-"added" or "removed". The result validates against ``formats/compare.schema.json``.
+"added" or "removed". The result validates against ``compare.schema.json`` (tinyllm/schemas/).
+
+Per-item scores come through loaders (:data:`ItemLoader`), so this module knows no store: a
+loader's :class:`tinyllm.errors.StorageError` (the store's errors derive from it), ``OSError``,
+``ValueError`` or ``KeyError`` makes the row "not comparable" with the message as the reason.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tinyllm import schemas
+from tinyllm.errors import StorageError
 from tinyllm.stats import LN2, mean_ci, paired_permutation_test
 
 SCHEMA_VERSION = 1
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "formats" / "compare.schema.json"
+SCHEMA_PATH = schemas.schema_file(schemas.COMPARE)
 
 #: which way is better, per metric
 DIRECTION: dict[str, str] = {
@@ -172,11 +176,9 @@ def _short(sha: Any) -> str:
 
 
 def _load(load: ItemLoader, name: str, side: str) -> tuple[np.ndarray | None, str | None]:
-    from tinyllm.store import StoreError
-
     try:
         a = np.asarray(load(name), dtype=np.float64)
-    except (StoreError, OSError, ValueError, KeyError) as e:
+    except (StorageError, OSError, ValueError, KeyError) as e:
         return None, f"{side} per-item scores unreadable: {e}"
     if a.ndim != 1:
         return None, f"{side} per-item scores: expected a 1-d array, got shape {a.shape}"
@@ -365,28 +367,17 @@ def compare_reports(
 
 @functools.cache
 def _validator() -> Any:
-    import jsonschema
-
-    try:
-        schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"compare schema: expected {SCHEMA_PATH}, it is missing") from None
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
+    return schemas.build_validator(schemas.load_schema(SCHEMA_PATH, "compare"))
 
 
 def validate_compare(cmp: Any) -> None:
-    """Validate a comparison against formats/compare.schema.json; ValueError names the place."""
-    from jsonschema.exceptions import best_match
-
+    """Validate a comparison against compare.schema.json; ValueError names the place."""
     errors = list(_validator().iter_errors(cmp))
     if errors:
-        e = best_match(errors)
-        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
+        where, message = schemas.best_problem(errors)
         raise ValueError(
             f"compare.json: expected an object matching compare.schema.json, got at {where}: "
-            f"{e.message}" + (f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else "")
+            f"{message}" + (f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else "")
         )
 
 
@@ -398,13 +389,15 @@ def regressions(cmp: dict) -> list[dict]:
 # --- rendering ----------------------------------------------------------------------------------
 
 
-def _fmt(x: float | None, signed: bool = False) -> str:
+def format_number(x: float | None, signed: bool = False) -> str:
+    """``0.1234`` (4 decimals; ``+0.1234`` signed), ``-`` for None: every number in the tables."""
     if x is None:
         return "-"
     return f"{x:+.4f}" if signed else f"{x:.4f}"
 
 
-def _fmt_p(p: float | None) -> str:
+def format_p(p: float | None) -> str:
+    """A p-value: ``0.012`` (3 decimals), ``1.0e-04`` below 0.001, ``-`` for None."""
     if p is None:
         return "-"
     return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
@@ -413,7 +406,7 @@ def _fmt_p(p: float | None) -> str:
 def _delta_text(r: dict) -> str:
     if r["delta"] is None:
         return "-"
-    return f"{_fmt(r['delta'], True)} [{_fmt(r['lo'], True)}, {_fmt(r['hi'], True)}]"
+    return f"{format_number(r['delta'], True)} [{format_number(r['lo'], True)}, {format_number(r['hi'], True)}]"
 
 
 def _metric_text(r: dict) -> str:
@@ -450,10 +443,10 @@ def compare_markdown(cmp: dict) -> str:
         cells = [
             f"`{r['name']}`",
             _metric_text(r),
-            _fmt(r["previous_value"]),
-            _fmt(r["current_value"]),
+            format_number(r["previous_value"]),
+            format_number(r["current_value"]),
             _delta_text(r),
-            _fmt_p(r["p"]),
+            format_p(r["p"]),
             "-" if r["n"] is None else str(r["n"]),
             verdict,
         ]
@@ -505,9 +498,9 @@ def compare_table(cmp: dict) -> Any:
             r["name"],
             Text(r["verdict"], style=_STYLE.get(r["verdict"], "")),
             _metric_text(r),
-            _fmt(r["previous_value"]),
-            _fmt(r["current_value"]),
+            format_number(r["previous_value"]),
+            format_number(r["current_value"]),
             delta,
-            _fmt_p(r["p"]),
+            format_p(r["p"]),
         )
     return table

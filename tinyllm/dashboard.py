@@ -64,14 +64,13 @@ from pathlib import Path
 from typing import Any
 
 from tinyllm import safeio
-from tinyllm.compare import DIRECTION, _fmt, _fmt_p
-from tinyllm.store import LocalStore, Store, StoreError, parse_created_at
+from tinyllm.compare import DIRECTION, format_number, format_p
+from tinyllm.store import LocalStore, Store, StoreError, history_order, parse_created_at
 
 SITE_PREFIX = "dashboard"
 """Where the site lives inside a store: ``<store>/dashboard/index.html`` beside ``releases/``."""
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_RUN_TIME = re.compile(r"^(\d{8}T\d{6}Z)")
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8"}
 
 # the CSS class (and the legend's words) of a row's verdict against the previous release
@@ -144,9 +143,10 @@ def _error_text(e: BaseException) -> str:
 def load_history(store: Store) -> list[ReleaseView]:
     """Every release folder under ``releases/``, in history order, each read as far as it can be.
 
-    Readable releases are ordered by ``created_at`` then name (the store's history order).
-    Unreadable ones are placed by the time in their first run id when it has one, else after
-    all the others (by name). Nothing raises for a bad file: the reason is kept on the view.
+    The order is the store's (:func:`tinyllm.store.history_order`): readable releases by
+    ``created_at`` then name; unreadable ones by the time in their first run id when it has
+    one, else after all the others (by name). Nothing raises for a bad file: the reason is kept
+    on the view.
     """
     folders: dict[str, dict[str, list[str]]] = {}
     for key in store.list("releases/"):
@@ -194,17 +194,7 @@ def load_history(store: Store) -> list[ReleaseView]:
             v.runs.append(run)
         views.append(v)
 
-    def order(v: ReleaseView) -> tuple:
-        if v.created_at is not None:
-            return (0, v.created_at.timestamp(), v.name)
-        for run in v.runs:
-            m = _RUN_TIME.match(run.run_id)
-            if m:
-                t = _dt.datetime.strptime(m.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=_dt.UTC)
-                return (0, t.timestamp(), v.name)
-        return (1, 0.0, v.name)
-
-    views.sort(key=order)
+    views.sort(key=lambda v: history_order(v.name, v.created_at, [r.run_id for r in v.runs]))
     return views
 
 
@@ -219,7 +209,7 @@ def _num(x: Any) -> float | None:
 
 def fmt_value(x: Any) -> str:
     """``0.1234`` (4 decimals, like ``tinyllm history``); ``-`` for none."""
-    return _fmt(_num(x))
+    return format_number(_num(x))
 
 
 def fmt_interval(lo: Any, hi: Any, signed: bool = False) -> str:
@@ -227,18 +217,18 @@ def fmt_interval(lo: Any, hi: Any, signed: bool = False) -> str:
     lo, hi = _num(lo), _num(hi)
     if lo is None or hi is None:
         return "-"
-    return f"[{_fmt(lo, signed)}, {_fmt(hi, signed)}]"
+    return f"[{format_number(lo, signed)}, {format_number(hi, signed)}]"
 
 
 def fmt_delta(r: dict | None) -> str:
     """``+0.0721 [+0.0650, +0.0790]`` (delta and its interval, like ``tinyllm compare``)."""
     if not r or _num(r.get("delta")) is None:
         return "-"
-    return f"{_fmt(r['delta'], True)} {fmt_interval(r.get('lo'), r.get('hi'), True)}"
+    return f"{format_number(r['delta'], True)} {fmt_interval(r.get('lo'), r.get('hi'), True)}"
 
 
 def fmt_p(p: Any) -> str:
-    return _fmt_p(_num(p))
+    return format_p(_num(p))
 
 
 def metric_text(metric: Any) -> str:

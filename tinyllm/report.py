@@ -1,12 +1,14 @@
-"""The formats of the zoo: manifest in, report out (formats/manifest.md, formats/*.schema.json).
+"""The formats of the zoo: manifest in, report out (formats/manifest.md, tinyllm/schemas/).
 
 * :class:`Manifest` / :class:`Entry` / :class:`EntryOptions` -- what to score (pydantic, strict:
-  unknown keys, a missing field or a duplicate name is refused). ``formats/manifest.schema.json``
-  is generated from :class:`Manifest` by :func:`write_manifest_schema` (``python -m
-  tinyllm.report``); a test checks that the committed file equals the generated one.
+  unknown keys, a missing field or a duplicate name is refused).
+  ``tinyllm/schemas/manifest.schema.json`` is generated from :class:`Manifest` by
+  :func:`write_manifest_schema` (``python -m tinyllm.report``); a test checks that the committed
+  file equals the generated one.
 * :class:`Row` / :class:`Report` -- the result of a zoo run. Every report is validated against the
-  hand-written JSON Schema ``formats/eval-results.schema.json`` (draft 2020-12) with jsonschema by
-  :func:`validate_report` before it is written.
+  hand-written JSON Schema ``tinyllm/schemas/eval-results.schema.json`` (draft 2020-12, package
+  data read by :mod:`tinyllm.schemas`) with jsonschema by :func:`validate_report` before it is
+  written.
 * :func:`sha256_path` -- the content hash of a checkpoint (file or folder) or data file; the
   report records it per row and a cache key can reuse it.
 
@@ -28,14 +30,13 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from tinyllm import safeio
+from tinyllm import safeio, schemas
 
 SCHEMA_VERSION = 1
 MAX_MANIFEST_BYTES = 16 << 20
 """The largest manifest file read (16 MiB; a manifest of 10,000 entries is about 2 MB)."""
-FORMATS_DIR = Path(__file__).resolve().parent.parent / "formats"
-MANIFEST_SCHEMA_PATH = FORMATS_DIR / "manifest.schema.json"
-REPORT_SCHEMA_PATH = FORMATS_DIR / "eval-results.schema.json"
+MANIFEST_SCHEMA_PATH = schemas.schema_file(schemas.MANIFEST)
+REPORT_SCHEMA_PATH = schemas.schema_file(schemas.REPORT)
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 KINDS = ("lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings")
@@ -57,7 +58,7 @@ class ManifestError(ValueError):
 
 
 class ReportSchemaError(ValueError):
-    """A report that does not validate against formats/eval-results.schema.json."""
+    """A report that does not validate against eval-results.schema.json (tinyllm/schemas/)."""
 
 
 # ---- manifest ----------------------------------------------------------------------------------
@@ -236,12 +237,13 @@ def manifest_json_schema() -> dict:
 
 
 def manifest_schema_text() -> str:
-    """The exact text of ``formats/manifest.schema.json`` (2-space indent, trailing newline)."""
+    """The exact text of ``tinyllm/schemas/manifest.schema.json`` (2-space indent, trailing
+    newline)."""
     return json.dumps(manifest_json_schema(), indent=2) + "\n"
 
 
 def write_manifest_schema(path: str | os.PathLike = MANIFEST_SCHEMA_PATH) -> Path:
-    """(Re)generate ``formats/manifest.schema.json`` from the pydantic model."""
+    """(Re)generate ``tinyllm/schemas/manifest.schema.json`` from the pydantic model."""
     p = Path(path)
     p.write_text(manifest_schema_text(), encoding="utf-8")
     return p
@@ -259,7 +261,7 @@ class ErrorInfo(BaseModel):
 
 
 class Row(BaseModel):
-    """One manifest entry's result (see formats/eval-results.schema.json for each field)."""
+    """One manifest entry's result (see tinyllm/schemas/eval-results.schema.json for each field)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -342,24 +344,14 @@ _REPORT_VALIDATOR = None
 
 
 def report_schema() -> dict:
-    """The hand-written JSON Schema of a report (``formats/eval-results.schema.json``)."""
-    try:
-        return json.loads(REPORT_SCHEMA_PATH.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{REPORT_SCHEMA_PATH}: the report schema is missing (tinyllm reads it from the "
-            f"source tree's formats/ folder; install with `pip install -e .`)"
-        ) from None
+    """The hand-written JSON Schema of a report (``tinyllm/schemas/eval-results.schema.json``)."""
+    return schemas.load_schema(REPORT_SCHEMA_PATH, "report")
 
 
 def _validator():
     global _REPORT_VALIDATOR
     if _REPORT_VALIDATOR is None:
-        from jsonschema import Draft202012Validator
-
-        schema = report_schema()
-        Draft202012Validator.check_schema(schema)
-        _REPORT_VALIDATOR = Draft202012Validator(schema)
+        _REPORT_VALIDATOR = schemas.build_validator(report_schema())
     return _REPORT_VALIDATOR
 
 
@@ -397,18 +389,11 @@ def check_stored_report(doc: Any) -> None:
     """
     global _STORED_VALIDATOR
     if _STORED_VALIDATOR is None:
-        from jsonschema import Draft202012Validator
-
-        schema = stored_report_schema()
-        Draft202012Validator.check_schema(schema)
-        _STORED_VALIDATOR = Draft202012Validator(schema)
+        _STORED_VALIDATOR = schemas.build_validator(stored_report_schema())
     errors = list(_STORED_VALIDATOR.iter_errors(doc))
     if errors:
-        from jsonschema.exceptions import best_match
-
-        e = best_match(errors)
-        where = "/".join(map(str, e.absolute_path)) or "(top level)"
-        msg = e.message if len(e.message) <= 200 else e.message[:200] + "..."
+        where, msg = schemas.best_problem(errors)
+        msg = msg if len(msg) <= 200 else msg[:200] + "..."
         more = len(errors) - 1
         raise ReportSchemaError(
             f"expected a report matching {REPORT_SCHEMA_PATH.name}, got at {where}: {msg}"
@@ -417,7 +402,7 @@ def check_stored_report(doc: Any) -> None:
 
 
 def validate_report(doc: Mapping | Report) -> None:
-    """Validate a report document against ``formats/eval-results.schema.json`` (draft 2020-12).
+    """Validate a report document against ``eval-results.schema.json`` (draft 2020-12).
 
     Raises :class:`ReportSchemaError` listing every violation as ``path: message``.
     """
@@ -470,5 +455,5 @@ def sha256_path(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-if __name__ == "__main__":  # regenerate formats/manifest.schema.json
+if __name__ == "__main__":  # regenerate tinyllm/schemas/manifest.schema.json
     print(write_manifest_schema())

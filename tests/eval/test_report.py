@@ -432,7 +432,7 @@ def test_validate_report_message_counts_and_cuts(tmp_path):
 
 
 def test_the_report_validator_is_built_from_the_schema_file(tmp_path, monkeypatch):
-    # a fresh validator (as in a new process) reads formats/eval-results.schema.json
+    # a fresh validator (as in a new process) reads tinyllm/schemas/eval-results.schema.json
     monkeypatch.setattr(rp, "_REPORT_VALIDATOR", None)
     rp.validate_report(report_doc())
     bad = report_doc()
@@ -446,8 +446,8 @@ def test_the_report_validator_is_built_from_the_schema_file(tmp_path, monkeypatc
     with pytest.raises(FileNotFoundError) as ei:
         rp.validate_report(report_doc())
     assert str(ei.value) == (
-        f"{missing}: the report schema is missing (tinyllm reads it from the source tree's "
-        "formats/ folder; install with `pip install -e .`)"
+        f"{missing}: the report schema is missing (tinyllm reads it from its package data, "
+        "tinyllm/schemas/; reinstall tinyllm)"
     )
 
 

@@ -1,0 +1,271 @@
+"""Publishing a run of a release: items, the run file, the comparison, the merged report.
+
+:func:`publish_run` is the one writer of a release (the EvalSuite flow and the docs' library
+path call it); it sits above the store (:mod:`tinyllm.store`, where the documents go) and
+:mod:`tinyllm.compare` (what the comparison says). :func:`merge_rows` / :func:`merge_report` are
+how a rerun of some entries replaces their rows and keeps the others; :func:`check_publish_args`
+checks everything about a publish before any scoring.
+
+Order of the writes (formats/store.md): a publish makes a release visible last. The comparison
+of the new report is stored under the hash of the report's bytes before the report itself, so a
+reader sees the old report with its comparison or the new one with its comparison, never a
+report without the comparison it was published with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tinyllm.compare import RowItemsMismatchError, compare_reports, row_items_problem
+from tinyllm.report import validate_report
+from tinyllm.store import (
+    CAS_ATTEMPTS,
+    MAX_JSON_BYTES,
+    Store,
+    StoreError,
+    StoreExistsError,
+    StoreKeyError,
+    check_report,
+    new_run_id,
+    open_store,
+)
+from tinyllm.store.documents import json_bytes
+from tinyllm.store.keys import check_name, digest
+
+
+def merge_rows(
+    old_report: dict | None, new_rows: Sequence[dict], order: Sequence[str] | None = None
+) -> list[dict]:
+    """Rows of a rerun merged into a release's report: replace by name, keep the others.
+
+    Each row of ``new_rows`` replaces the old row with the same ``name`` in place; old rows
+    without a new row are kept as they were; new names are appended in ``new_rows`` order.
+    With ``order`` (the manifest's entry names), the result is sorted into that order (names
+    not in it go last, in their merged order). This is how ``only=["gpt"]`` works: the gpt row is
+    replaced, every other row stays, and the earlier run's file under ``runs/`` is untouched.
+
+    Example: old rows a=1, b=2, c=3 and new rows b=20, d=4 -> a=1, b=20, c=3, d=4.
+    """
+    new_by_name: dict[str, dict] = {}
+    for row in new_rows:
+        name = row["name"]
+        if name in new_by_name:
+            raise StoreError(
+                f"merge_rows: expected unique names in the new rows, got {name!r} twice"
+            )
+        new_by_name[name] = row
+    merged: list[dict] = []
+    for row in (old_report or {}).get("rows", []):
+        merged.append(new_by_name.pop(row["name"], row))
+    merged.extend(new_by_name.values())  # dicts keep insertion order: new_rows order
+    if order is not None:
+        rank = {name: i for i, name in enumerate(order)}
+        # stable sort: unknown names keep their merged order after the known ones
+        merged.sort(key=lambda r: rank.get(r["name"], len(rank)))
+    return merged
+
+
+def merge_report(
+    old_report: dict | None, new_report: dict, order: Sequence[str] | None = None
+) -> dict:
+    """The release's merged view after a run: ``new_report`` with its rows merged into the old.
+
+    Everything comes from ``new_report`` except ``rows`` (:func:`merge_rows`) and ``created_at``,
+    which keeps the old report's value when there is one: ``created_at`` is when the release was
+    first evaluated and orders the history, so rerunning one entry of an old release does not
+    move it after newer releases. The run's own time stays in its ``runs/<run-id>.json``.
+    """
+    merged = dict(new_report)
+    merged["rows"] = merge_rows(old_report, new_report["rows"], order)
+    if old_report is not None and "created_at" in old_report:
+        merged["created_at"] = old_report["created_at"]
+    return merged
+
+
+def check_publish_args(uri: str, release: str, previous: str | None = None) -> Store:
+    """Everything about a publish that can be checked before any scoring; returns the store.
+
+    The release name (a key segment), ``previous`` (when given: not the release itself, a
+    release cannot be its own baseline), the store (opened, reachable and writable: a probe is
+    written and deleted), and ``previous`` again (a release the store has). A bad argument is
+    refused here instead of after every entry was scored and the release written.
+    """
+    check_name(release, "release")
+    if previous is not None:
+        _check_previous(release, previous)
+    st = open_store(uri)
+    st.check_writable()
+    if previous is not None:
+        check_name(previous, "previous")
+        if not st.has_report(previous):
+            known = ", ".join(st.release_names()) or "none"
+            raise StoreKeyError(
+                f"{st.where(st.report_key(previous))}: previous: expected a release in the "
+                f"store, got {previous!r} (releases: {known})"
+            )
+    return st
+
+
+def _check_previous(release: str, previous: str) -> str:
+    """``previous`` names another release: comparing a release with itself says nothing."""
+    check_name(previous, "previous")
+    if previous == release:
+        raise StoreError(
+            f"previous: expected a release other than the one being published, got {previous!r} "
+            f"(the release itself: a release cannot be compared with itself)"
+        )
+    return previous
+
+
+# The first failure of each publish that failed, by (store, release, run id): a retried publish
+# (same run id) that fails too raises the first failure again, with the retry's error as a
+# note, so the error a user reads is the cause and not a later symptom. Bounded: the oldest go.
+_FIRST_FAILURES: dict[tuple[str, str, str], BaseException] = {}
+_FIRST_FAILURES_KEPT = 64
+
+
+def publish_run(
+    store: Store,
+    release: str,
+    run_report: dict,
+    items: dict[str, Any],
+    *,
+    order: Sequence[str] | None = None,
+    previous: str | None = None,
+    seed: int = 0,
+    run_id: str | None = None,
+) -> dict:
+    """Publish one run of a release: items, the run file, the comparison, the merged report.
+
+    0. every ``status: "ok"`` row with per-item scores is checked against them
+       (:func:`tinyllm.compare.row_items_problem`: ``n`` is their count, and ``value`` their
+       mean in the metric's units for the mean metrics); a row that disagrees becomes an error
+       row saying why, and its scores are not stored;
+    1. each entry's per-item scores under a content-addressed name (:meth:`Store.write_items_ref`),
+       and each row's ``items`` set to that name (a row without scores gets ``null``);
+    2. the run's raw report at ``runs/<run-id>.json`` (never overwritten);
+    3. the baseline: ``previous``, or :meth:`Store.baseline_release` (decided before this
+       release is visible, so the release never counts as its own predecessor);
+    4. the release's ``report.json`` merged with the run's rows as one compare-and-swap
+       (:meth:`Store.update_report`): concurrent runs of other entries keep their rows. Inside
+       the swap, before the new report is put, its comparison with the baseline is written at
+       :meth:`Store.compare_version_key` of the new report's bytes: the release (or its new
+       report) becomes visible only once its comparison is stored, and a publish that fails or
+       is killed anywhere leaves the old report with its old comparison;
+    5. ``compare.json``, a copy of the comparison of the report as it now is (recomputed if
+       another run changed the report meanwhile), for tools that read the file itself.
+
+    Every report is validated against eval-results.schema.json before it is written.
+    A retried publish (same ``run_id``) that fails again raises the first attempt's error.
+    Returns ``{"run_id", "report", "compare", "store"}`` (``report``: the merged report the
+    comparison was made on).
+    """
+    check_name(release, "release")
+    if previous is not None:
+        _check_previous(release, previous)
+    attempt = (store.uri, release, run_id) if run_id else None
+    run_id = run_id or new_run_id()
+    try:
+        out = _publish(store, release, run_report, items, order, previous, seed, run_id)
+    except Exception as e:
+        first = _FIRST_FAILURES.get(attempt) if attempt else None
+        if attempt is None or first is None or first is e:
+            if attempt is not None:
+                _FIRST_FAILURES[attempt] = e
+                while len(_FIRST_FAILURES) > _FIRST_FAILURES_KEPT:
+                    del _FIRST_FAILURES[next(iter(_FIRST_FAILURES))]
+            raise
+        first.add_note(f"a retry of this publish failed too: {type(e).__name__}: {e}")
+        raise first  # noqa: B904 (the retry's error is its context and its note)
+    if attempt is not None:
+        _FIRST_FAILURES.pop(attempt, None)
+    return out
+
+
+def _mismatch_row(row: dict, problem: str) -> dict:
+    """``row`` as an error row: its result disagrees with its per-item scores."""
+    out = dict(row)
+    out.update(
+        status="error",
+        error={"type": RowItemsMismatchError.__name__, "message": problem},
+        value=None,
+        lo=None,
+        hi=None,
+        interval=None,
+        n=None,
+        items=None,
+    )
+    return out
+
+
+def _publish(
+    store: Store,
+    release: str,
+    run_report: dict,
+    items: dict[str, Any],
+    order: Sequence[str] | None,
+    previous: str | None,
+    seed: int,
+    run_id: str,
+) -> dict:
+    rows, arrays = [], dict(items)
+    for row in run_report["rows"]:
+        arr = items.get(row.get("name")) if isinstance(row, dict) else None
+        problem = row_items_problem(row, arr) if arr is not None else None
+        if problem is not None:
+            row = _mismatch_row(row, problem)
+            arrays.pop(row["name"])
+        rows.append(row)
+    refs = {name: store.write_items_ref(release, name, arr) for name, arr in arrays.items()}
+    run = dict(run_report)
+    run["rows"] = [dict(r, items=refs.get(r["name"])) for r in rows]
+    validate_report(run)
+    try:
+        store.write_run(release, run_id, run)
+    except StoreExistsError:
+        # a retried publish (same run id) whose first attempt wrote the run file, then failed
+        if store.read_run(release, run_id) != run:
+            raise
+
+    prev = previous if previous is not None else store.baseline_release(release)
+    prev_report = store.read_report(prev) if prev is not None else None
+    made: dict[str, dict] = {}  # digest of a report's bytes -> the comparison made for it
+
+    def compare_with(report: dict, data: bytes) -> dict:
+        assert prev is not None and prev_report is not None
+        cmp = compare_reports(
+            prev_report,
+            report,
+            store.items_loader(prev, prev_report),
+            store.items_loader(release, report),
+            seed=seed,
+        )
+        store.write_compare_version(release, data, cmp)
+        made[digest(data)] = cmp
+        return cmp
+
+    def merge(old: dict | None) -> dict:
+        merged = merge_report(old, run, order)
+        validate_report(merged)
+        if prev_report is not None:  # the comparison is stored before the report is visible
+            compare_with(merged, json_bytes(merged))
+        return merged
+
+    merged = store.update_report(release, merge)
+    cmp = None
+    if prev_report is not None:
+        key = store.report_key(release)
+        for _ in range(CAS_ATTEMPTS):
+            seen = store.get_bytes(key, max_bytes=MAX_JSON_BYTES)
+            merged = check_report(store.parse_json(key, seen, "report"), store.where(key), release)
+            cmp = made.get(digest(seen))
+            if cmp is None:  # another run's report, put by a writer that stored no comparison
+                try:
+                    cmp = store.read_compare_version(release, seen)
+                except StoreKeyError:
+                    cmp = compare_with(merged, seen)
+            store.write_compare(release, cmp)
+            if store.get_bytes(key, max_bytes=MAX_JSON_BYTES) == seen:  # still the last report
+                break
+    return {"run_id": run_id, "report": merged, "compare": cmp, "store": store.uri}
