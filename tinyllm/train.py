@@ -7,12 +7,14 @@
     out_dir/zoo.yaml                           the manifest: suite zoo, one or more entries per model
     out_dir/train_log.json                     seconds, steps and last training loss per model
 
-Each model is trained from a :class:`Recipe` (family, config, steps, extra train kwargs, the
-corpus it trains on, the manifest entries it is scored as) with the same ``seed``.
+Each model is trained from a :class:`Recipe` (family, config, training settings, steps, the
+corpus it trains on, the manifest entries it is scored as) with the same ``seed``;
+:func:`default_recipes` are the zoo's, and docs/zoo.md says what each one's sweep measured.
 
 Side by side: ``jobs`` models train at once, each in its own process on ``threads`` torch threads
 (default 2 jobs x 1 thread: these models are too small for two threads to help one of them, and
-two single-thread processes keep both cores busy; the LM issue measured 2 threads slower than 1).
+two single-thread processes keep both cores busy; 2 threads on one of them train it more slowly
+than 1).
 The longest recipe (its measured ``cost_s``) starts first; a recipe with ``init_from`` starts
 after the model it starts from. Worker processes are ``python -m tinyllm.train --job <json>``:
 their specification goes in as JSON and their progress comes back as JSON lines on stdout
@@ -37,9 +39,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 import yaml
 
 from tinyllm.data import CORPORA
+from tinyllm.models import FAMILIES
 
 MANIFEST_NAME = "zoo.yaml"
 LOG_NAME = "train_log.json"
@@ -51,17 +55,19 @@ class Recipe:
     """How the zoo trains one model and what it is scored on.
 
     Training: ``FAMILIES[family].train(Config(**config), data, seed=seed, steps=steps,
-    **train_kwargs)`` with ``data = CORPORA[data].read_train(files["train"])`` (plus
-    ``init=<checkpoint path of init_from>`` when ``init_from`` is set). Scoring: one manifest entry
-    per item of ``entries`` (entry name -> key of the corpus file it is scored on; default
-    ``{<recipe name>: "val"}``), each with ``options`` (gpt: ctx_len, stride; seq2seq: beam).
-    ``family`` defaults to the recipe's name. ``cost_s``: measured single-thread training seconds,
-    used only to start the longest recipe first (0: unknown).
+    **train_config)`` with ``data = CORPORA[data].read_train(files["train"])`` (plus
+    ``init=<checkpoint path of init_from>`` when ``init_from`` is set); ``train_config`` holds
+    fields of the family's ``TrainConfig`` (the rest keep their defaults) and the checkpoint
+    records them all. Scoring: one manifest entry per item of ``entries`` (entry name -> key of
+    the corpus file it is scored on; default ``{<recipe name>: "val"}``), each with ``options``
+    (gpt: ctx_len, stride; seq2seq: beam). ``family`` defaults to the recipe's name.
+    ``cost_s``: measured single-thread training seconds, used only to start the longest recipe
+    first (0: unknown).
     """
 
     config: Mapping = field(default_factory=dict)
     steps: int = 0
-    train_kwargs: Mapping = field(default_factory=dict)
+    train_config: Mapping = field(default_factory=dict)
     options: Mapping = field(default_factory=dict)
     family: str | None = None
     data: str = "lee"
@@ -79,128 +85,132 @@ class Recipe:
 
 
 def _gpt_recipe() -> Recipe:
-    """The GPT's zoo recipe: ``gpt.ZOO_CONFIG``, ``ZOO_STEPS``, ``ZOO_TRAIN_KWARGS`` (the
-    measurements behind them are beside them in tinyllm/models/gpt.py). Scored with windows of
-    the full block and stride block // 2: every token after the first window sees at least
-    block // 2 bytes of context."""
-    from tinyllm.models import gpt
-
+    """The GPT's zoo recipe: ``gpt.ZOO_CONFIG``, ``ZOO_STEPS``, ``ZOO_TRAIN_KWARGS``. Scored with
+    windows of the full block and stride block // 2: every token after the first window sees at
+    least block // 2 bytes of context."""
+    gpt = FAMILIES["gpt"]
     cfg = gpt.ZOO_CONFIG
     return Recipe(
         config=dataclasses.asdict(cfg),
         steps=gpt.ZOO_STEPS,
-        train_kwargs=dict(gpt.ZOO_TRAIN_KWARGS),
+        train_config=dict(gpt.ZOO_TRAIN_KWARGS),
         options={"ctx_len": cfg.block_size, "stride": cfg.block_size // 2},
         cost_s=75,
     )
 
 
-def _encoder_recipe(family: str) -> Recipe:
-    """bert's or electra's zoo recipe (``ZOO_CONFIG``, ``ZOO_STEPS``, ``ZOO_TRAIN_KWARGS``,
-    ``ZOO_COST_S`` in tinyllm/models/<family>.py): pretrained on corpus ``encoder``'s
-    ``encoder_train.bin`` (the lee training bytes plus the rows files' train sentences,
-    docs/data.md), scored on the val rows of both rows files."""
-    from tinyllm.models import FAMILIES
+# The zoo's BERT shape, shared by the classifiers fine-tuned from it.
+_BERT_SHAPE = {"max_len": 64, "n_layer": 2, "n_head": 4, "n_embd": 64}
 
-    fam = FAMILIES[family]
+
+def _encoder_recipe(family: str, config: Mapping, train_config: Mapping, steps: int, cost_s):
+    """bert's or electra's zoo recipe: pretrained on corpus ``encoder``'s ``encoder_train.bin``
+    (the lee training bytes plus the rows files' train sentences, docs/data.md), scored on the
+    val rows of both rows files."""
     return Recipe(
-        config=dataclasses.asdict(fam.ZOO_CONFIG),
-        steps=fam.ZOO_STEPS,
-        train_kwargs=dict(fam.ZOO_TRAIN_KWARGS),
+        config=dict(config),
+        steps=steps,
+        train_config=dict(train_config),
         data="encoder",
         entries={f"{family}-polarity": "polarity", f"{family}-langid": "langid"},
-        cost_s=fam.ZOO_COST_S,
+        cost_s=cost_s,
     )
 
 
-def _classifier_recipe(task: str) -> Recipe:
-    """A classifier fine-tuned from the zoo's BERT on the train rows of ``task`` (a rows corpus:
-    polarity or langid) and scored on its val rows; ``classifier.zoo_config()`` has the BERT's
-    shape."""
-    from tinyllm.models import classifier
-
+def _classifier_recipe(task: str, steps: int, cost_s: float) -> Recipe:
+    """A classifier (CLS head, dropout 0.1) fine-tuned from the zoo's BERT on the train rows of
+    ``task`` (a rows corpus: polarity or langid) and scored on its val rows."""
     return Recipe(
-        config=dataclasses.asdict(classifier.zoo_config()),
-        steps=classifier.ZOO_STEPS[task],
-        train_kwargs=dict(classifier.ZOO_TRAIN_KWARGS),
+        config={"tl_head": "cls", "backbone": "bert", **_BERT_SHAPE, "dropout": 0.1},
+        steps=steps,
+        train_config={"batch_size": 32, "lr": 1e-3},
         family="classifier",
         data=task,
         entries={f"classifier-{task}": "rows"},
         init_from="bert",
-        cost_s=classifier.ZOO_COST_S[task],
+        cost_s=cost_s,
     )
 
 
-def _seq2seq_recipe(family: str) -> Recipe:
-    """A seq2seq family's zoo recipe: its ``ZOO_CONFIG``, ``ZOO_STEPS`` and ``ZOO_COST_S`` (the
-    measurements are beside them in tinyllm/models/<family>.py), trained once on both cldr tasks
-    and scored on each task's val file with beam 4."""
-    from tinyllm.models import FAMILIES
-
-    fam = FAMILIES[family]
+def _seq2seq_recipe(family: str, config: Mapping, train_config: Mapping, steps: int, cost_s):
+    """A seq2seq family's zoo recipe: trained once on both cldr tasks and scored on each task's
+    val file with beam 4."""
     return Recipe(
-        config=dataclasses.asdict(fam.ZOO_CONFIG),
-        steps=fam.ZOO_STEPS,
+        config=dict(config),
+        steps=steps,
+        train_config=dict(train_config),
         options={"beam": 4},
         data="cldr",
         entries={f"{family}-names": "names_val", f"{family}-dates": "dates_val"},
-        cost_s=fam.ZOO_COST_S,
-    )
-
-
-def _word2vec_recipe() -> Recipe:
-    """word2vec's zoo recipe: ``word2vec.ZOO_CONFIG``, ``ZOO_STEPS``, ``ZOO_COST_S`` (the sweep
-    behind them is beside them in tinyllm/models/word2vec.py), trained on the lee training text
-    as words (corpus ``wordsim``) and scored on WordSim-353 and SimLex-999."""
-    from tinyllm.models import word2vec
-
-    return Recipe(
-        config=dataclasses.asdict(word2vec.ZOO_CONFIG),
-        steps=word2vec.ZOO_STEPS,
-        data="wordsim",
-        entries={"word2vec-wordsim353": "wordsim353", "word2vec-simlex999": "simlex999"},
-        cost_s=word2vec.ZOO_COST_S,
+        cost_s=cost_s,
     )
 
 
 def default_recipes() -> dict[str, Recipe]:
     """The zoo's recipes by model name, sized for at most 10 minutes in all on 2 cores (two
-    models side by side, one thread each). ``cost_s``: single-thread CPU seconds measured by
-    ``tinyllm zoo build`` (train_log.json's cpu_seconds), so that the longest start first."""
+    models side by side, one thread each); docs/zoo.md has the sweeps behind them. ``cost_s``:
+    single-thread CPU seconds measured by ``tinyllm zoo build`` (train_log.json's cpu_seconds),
+    so that the longest start first."""
     return {
         "bigram": Recipe(config={"k": 0.5}),
         "ngram": Recipe(config={"order": 5}, cost_s=0.3),
         "nplm": Recipe(
-            config={"context": 8, "emb_dim": 32, "hidden": 384, "direct": True, "lr": 0.01},
+            config={"context": 8, "emb_dim": 32, "hidden": 384, "direct": True},
+            train_config={"lr": 0.01},
             steps=300,
             cost_s=14,
         ),
         "rnnlm": Recipe(
-            config={
-                "cell": "gru",
-                "emb_dim": 64,
-                "hidden": 384,
-                "bptt": 64,
-                "batch_size": 32,
-                "lr": 0.006,
-            },
+            config={"cell": "gru", "emb_dim": 64, "hidden": 384},
+            train_config={"bptt": 64, "batch_size": 32, "lr": 0.006},
             steps=600,
             cost_s=78,
         ),
         "gpt": _gpt_recipe(),
-        "word2vec": _word2vec_recipe(),
-        "seq2seq": _seq2seq_recipe("seq2seq"),
-        "transformer": _seq2seq_recipe("transformer"),
+        # trained on the lee training text as words (corpus wordsim), scored on WordSim-353 and
+        # SimLex-999
+        "word2vec": Recipe(
+            config={"dim": 50},
+            train_config={"batch_size": 2048},
+            steps=8000,
+            data="wordsim",
+            entries={"word2vec-wordsim353": "wordsim353", "word2vec-simlex999": "simlex999"},
+            cost_s=45.0,
+        ),
+        "seq2seq": _seq2seq_recipe(
+            "seq2seq",
+            {"emb_dim": 64, "hidden": 128, "max_len": 64},
+            {"batch_size": 64, "lr": 3e-3, "warmup": 50},
+            steps=1500,
+            cost_s=95.0,
+        ),
+        "transformer": _seq2seq_recipe(
+            "transformer",
+            {"n_embd": 64, "n_head": 4, "n_enc_layer": 2, "n_dec_layer": 2, "dropout": 0.1}
+            | {"max_len": 64},
+            {"batch_size": 64, "lr": 2e-3, "warmup": 100},
+            steps=1600,
+            cost_s=146.0,
+        ),
         "copy": Recipe(  # the trivial baseline of the two tasks: answers the source unchanged
             config={"max_len": 64},
             options={"beam": 4},
             data="cldr",
             entries={"copy-names": "names_val", "copy-dates": "dates_val"},
         ),
-        "bert": _encoder_recipe("bert"),
-        "electra": _encoder_recipe("electra"),
-        "classifier-polarity": _classifier_recipe("polarity"),
-        "classifier-langid": _classifier_recipe("langid"),
+        "bert": _encoder_recipe(
+            "bert", _BERT_SHAPE, {"batch_size": 32, "lr": 2e-3}, steps=1500, cost_s=59.0
+        ),
+        "electra": _encoder_recipe(
+            "electra",
+            {"max_len": 32, "n_layer": 2, "n_head": 4, "n_embd": 64}
+            | {"gen_n_layer": 1, "gen_n_embd": 32, "disc_local_bias": 1.0},
+            {"batch_size": 32, "lr": 2e-3, "gen_lr": 2e-4},
+            steps=4000,
+            cost_s=79.0,
+        ),
+        "classifier-polarity": _classifier_recipe("polarity", steps=300, cost_s=15.0),
+        "classifier-langid": _classifier_recipe("langid", steps=400, cost_s=11.0),
     }
 
 
@@ -215,8 +225,6 @@ def _checkpoint_name(name: str, family: str) -> str:
 
 def _check_recipes(recipes: Mapping[str, Recipe]) -> None:
     """Every recipe names a known family and corpus, ``init_from`` a recipe, entry names unique."""
-    from tinyllm.models import FAMILIES
-
     seen: dict[str, str] = {}
     for name, r in recipes.items():
         fam = r.family_of(name)
@@ -266,7 +274,7 @@ def _job_spec(
         "family": fam,
         "config": dict(r.config),
         "steps": int(r.steps),
-        "train_kwargs": dict(r.train_kwargs),
+        "train_config": dict(r.train_config),
         "data": r.data,
         "train_file": str(files["train"]),
         "init": None if init is None else str(init),
@@ -279,11 +287,9 @@ def _job_spec(
 def train_job(spec: Mapping, progress: ProgressFn | None = None) -> dict:
     """Train and save one model from a :func:`_job_spec`; returns its train_log entry (with
     ``path``). Runs in this process with whatever torch thread count is set."""
-    from tinyllm.models import FAMILIES
-
     name, fam = spec["name"], FAMILIES[spec["family"]]
     data = CORPORA[spec["data"]].read_train(Path(spec["train_file"]))
-    kwargs = dict(spec["train_kwargs"])
+    kwargs = dict(spec["train_config"])
     if spec["init"] is not None:
         kwargs["init"] = spec["init"]
     last = {"loss": float("nan")}
@@ -317,8 +323,6 @@ def train_job(spec: Mapping, progress: ProgressFn | None = None) -> dict:
 def _worker_main(spec_json: str) -> int:
     """``python -m tinyllm.train --job <json>``: one training job on ``threads`` torch threads;
     progress and the result go to stdout as JSON lines."""
-    import torch
-
     spec = json.loads(spec_json)
     torch.set_num_threads(spec["threads"])
 
@@ -452,6 +456,7 @@ def build_zoo(
 
     bar = None
     if progress is True:
+        # rich only where a bar is shown: the worker processes never import it
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -490,8 +495,6 @@ def build_zoo(
         if bar is not None:
             bar.start()
         if jobs == 1:
-            import torch
-
             prev_threads = torch.get_num_threads()
             torch.set_num_threads(threads)
             try:

@@ -10,6 +10,7 @@ import torch
 
 from tinyllm.models import beam as B
 from tinyllm.models import seq2seq, transformer
+from tinyllm.models.translation import encode_sources
 from tinyllm.tokens import EOS as TL_EOS
 from tinyllm.tokens import PAD as TL_PAD
 
@@ -161,7 +162,7 @@ SRCS = ["March 5, 2024", "", "Afar", "é", "x" * 20, "ab ab"]
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_beam_one_equals_greedy_on_random_models(fam, seed):
     model = _random_model(fam, seed).eval()
-    src = seq2seq.encode_sources(SRCS, model.cfg.max_len)
+    src = encode_sources(SRCS, model.cfg.max_len)
 
     def step(st, prev):
         return fam.decode_step(model, st, prev)

@@ -131,14 +131,20 @@ def test_config_is_checked():
     with pytest.raises(ValueError, match="gen_n_embd|n_embd"):
         electra.Config(gen_n_embd=10, gen_n_head=4)
     with pytest.raises(ValueError, match="disc_weight"):
-        electra.Config(disc_weight=0)
+        electra.TrainConfig(disc_weight=0)
+    with pytest.raises(ValueError, match="mask_prob"):
+        electra.Config(mask_prob=1.0)
+    with pytest.raises(TypeError):
+        electra.Config(gen_lr=1e-3)  # a training setting: electra.TrainConfig's
 
 
 def test_shared_encoder_is_one_network_with_two_heads(tmp_path):
     cfg = electra.Config(max_len=24, n_layer=1, n_head=2, n_embd=32, share_encoder=True)
     m = electra.train(cfg, IDS, seed=0, steps=3, batch_size=4)
     assert m.disc_encoder() is m.generator.encoder
-    assert m.generator.cfg.n_embd == 32 and m.generator.cfg.n_layer == 1  # gen_* not used
+    gen = m.cfg.generator_shape()
+    assert gen.n_embd == 32 and gen.n_layer == 1  # gen_* not used
+    assert m.generator.encoder.wte.embedding_dim == 32 and len(m.generator.encoder.h) == 1
     names = set(electra.Model(cfg).state_dict())
     assert not any(n.startswith("discriminator.") for n in names)
     loaded = electra.load(electra.save(m, tmp_path / "shared"))
@@ -180,7 +186,7 @@ def test_local_bias_hand_values_and_init():
     )
     m = electra.Model(cfg)
     torch.testing.assert_close(m.discriminator.rel_bias.detach(), want)
-    assert not m.generator.encoder.rel_bias.any()  # the generator starts uniform, as before
+    assert not m.generator.encoder.rel_bias.any()  # the generator starts uniform
     assert not electra.Model(TINY).discriminator.rel_bias.any()  # default 0: uniform
     with pytest.raises(ValueError, match="disc_local_bias"):
         electra.Config(disc_local_bias=-1.0)

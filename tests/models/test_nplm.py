@@ -65,9 +65,10 @@ def test_chunks_do_not_change_the_nlls():
 
 def test_training_is_reproducible_and_learns():
     data = np.frombuffer(b"abcabcabcabcabcabcabcabcabcabc" * 4, np.uint8)
-    cfg = nplm.Config(context=2, emb_dim=8, hidden=16, seq_len=8, batch_size=8, lr=0.03)
-    a = nplm.train(cfg, data, seed=1, steps=60)
-    b = nplm.train(cfg, data, seed=1, steps=60)
+    cfg = nplm.Config(context=2, emb_dim=8, hidden=16)
+    settings = {"seq_len": 8, "batch_size": 8, "lr": 0.03}
+    a = nplm.train(cfg, data, seed=1, steps=60, **settings)
+    b = nplm.train(cfg, data, seed=1, steps=60, **settings)
     for k, v in a.state_dict().items():
         torch.testing.assert_close(v, b.state_dict()[k], rtol=0, atol=0)
     # "abc" repeated: after two bytes the next is certain; the model gets close to that
@@ -79,3 +80,9 @@ def test_bad_config_is_refused():
         nplm.Config(context=0)
     with pytest.raises(TypeError):
         nplm.Config(window=3)
+    with pytest.raises(TypeError):
+        nplm.Config(lr=0.01)  # a training setting: nplm.TrainConfig's
+    with pytest.raises(ValueError, match="seq_len"):
+        nplm.TrainConfig(seq_len=0)
+    with pytest.raises(ValueError, match="lr"):
+        nplm.TrainConfig(lr=float("nan"))

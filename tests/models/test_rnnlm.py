@@ -55,10 +55,17 @@ def test_a_token_far_back_still_matters_after_many_chunks():
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_truncated_bptt_training_learns(cell):
     data = np.frombuffer(b"hello world. " * 40, np.uint8)
-    cfg = rnnlm.Config(cell=cell, emb_dim=8, hidden=32, bptt=8, batch_size=4, lr=0.02)
+    cfg = rnnlm.Config(cell=cell, emb_dim=8, hidden=32)
     losses = []
     model = rnnlm.train(
-        cfg, data, seed=0, steps=60, progress=lambda s, t, loss: losses.append(loss)
+        cfg,
+        data,
+        seed=0,
+        steps=60,
+        progress=lambda s, t, loss: losses.append(loss),
+        bptt=8,
+        batch_size=4,
+        lr=0.02,
     )
     assert len(losses) == 60
     assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5])
@@ -69,4 +76,6 @@ def test_bad_config_is_refused():
     with pytest.raises(ValueError, match="cell"):
         rnnlm.Config(cell="rnn")
     with pytest.raises(ValueError, match="bptt"):
-        rnnlm.Config(bptt=0)
+        rnnlm.TrainConfig(bptt=0)
+    with pytest.raises(ValueError, match="dropout"):
+        rnnlm.Config(dropout=1.0)

@@ -1,19 +1,18 @@
-"""The attention seq2seq family (tinyllm/models/seq2seq.py) and the helpers the seq2seq families
-share: teacher forcing == step by step, padding is invisible, never-emitted ids, learning a small
-task, data checks."""
+"""The attention seq2seq family (tinyllm/models/seq2seq.py): teacher forcing == step by step,
+padding is invisible, never-emitted ids, learning a small task, config and settings checks."""
 
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 import pytest
 import torch
 
 from tinyllm.models import seq2seq
+from tinyllm.models.translation import encode_sources, encode_targets
 from tinyllm.tokens import BOS, CLS, EOS, MASK, PAD
 
-TINY = seq2seq.Config(emb_dim=16, hidden=32, max_len=16, batch_size=16, lr=1e-2, warmup=5)
+TINY = seq2seq.Config(emb_dim=16, hidden=32, max_len=16)
+SETTINGS = {"batch_size": 16, "lr": 1e-2, "warmup": 5}
 
 
 def _model(seed=0, cfg=TINY):
@@ -23,8 +22,8 @@ def _model(seed=0, cfg=TINY):
 
 def _stepwise_logp(fam, model, srcs, tgts):
     """log p of each target position by decode_step, fed the gold prefix: [B, T, V]."""
-    src = seq2seq.encode_sources(srcs, model.cfg.max_len)
-    tgt_in, _ = seq2seq.encode_targets(tgts, model.cfg.max_len)
+    src = encode_sources(srcs, model.cfg.max_len)
+    tgt_in, _ = encode_targets(tgts, model.cfg.max_len)
     state = fam.encode(model, src)
     out = []
     with torch.inference_mode():
@@ -42,7 +41,7 @@ def test_teacher_forcing_equals_decoding_step_by_step():
     model = _model()
     step, tgt_in = _stepwise_logp(seq2seq, model, SRCS, TGTS)
     with torch.inference_mode():
-        tf = torch.log_softmax(model(seq2seq.encode_sources(SRCS, 16), tgt_in), dim=-1)
+        tf = torch.log_softmax(model(encode_sources(SRCS, 16), tgt_in), dim=-1)
     real = tgt_in != PAD  # positions past a row's end read padding: not compared
     torch.testing.assert_close(step[real], tf[real], rtol=0, atol=1e-5)
 
@@ -67,19 +66,6 @@ def test_only_bytes_and_eos_are_emitted():
     torch.testing.assert_close(logp.exp().sum(-1), torch.ones(logp.shape[:2]), atol=1e-5, rtol=0)
 
 
-def test_encode_batch_layout_for_sources_and_targets():
-    src = seq2seq.encode_sources(["ab", ""], max_len=4)
-    assert src.tolist() == [[97, 98, EOS], [EOS, PAD, PAD]]
-    tgt_in, tgt_out = seq2seq.encode_targets(["ab", ""], max_len=4)
-    # the short row's EOS is also an input, whose target is PAD: ignored by the loss
-    assert tgt_in.tolist() == [[BOS, 97, 98], [BOS, EOS, PAD]]
-    assert tgt_out.tolist() == [[97, 98, EOS], [EOS, PAD, PAD]]
-    # max_len cuts the bytes, never the specials
-    assert seq2seq.encode_sources(["abcdef"], max_len=3).tolist() == [[97, 98, 99, EOS]]
-    tgt_in, tgt_out = seq2seq.encode_targets(["abcdef"], max_len=3)
-    assert tgt_out.tolist() == [[97, 98, 99, EOS]]
-
-
 def _upper_task(n=60, seed=0):
     rng = np.random.default_rng(seed)
     words = ["".join(rng.choice(list("abcde"), size=rng.integers(1, 5))) for _ in range(n)]
@@ -89,7 +75,9 @@ def _upper_task(n=60, seed=0):
 def test_learns_a_small_task_and_translate_returns_its_answers():
     pairs = _upper_task()
     calls = []
-    model = seq2seq.train(TINY, pairs, seed=0, steps=250, progress=lambda *a: calls.append(a))
+    model = seq2seq.train(
+        TINY, pairs, seed=0, steps=250, progress=lambda *a: calls.append(a), **SETTINGS
+    )
     assert [c[0] for c in calls] == list(range(1, 251))
     assert calls[-1][2] < 0.2 < 2.0 < calls[0][2]
     srcs = [s for s, _ in pairs]
@@ -101,39 +89,26 @@ def test_learns_a_small_task_and_translate_returns_its_answers():
 
 def test_training_is_reproducible_with_the_same_seed():
     pairs = _upper_task(20)
-    a = seq2seq.train(TINY, pairs, seed=3, steps=5).state_dict()
-    b = seq2seq.train(TINY, pairs, seed=3, steps=5).state_dict()
-    c = seq2seq.train(TINY, pairs, seed=4, steps=5).state_dict()
+    a = seq2seq.train(TINY, pairs, seed=3, steps=5, **SETTINGS).state_dict()
+    b = seq2seq.train(TINY, pairs, seed=3, steps=5, **SETTINGS).state_dict()
+    c = seq2seq.train(TINY, pairs, seed=4, steps=5, **SETTINGS).state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], c[k]) for k in a)
 
 
-def test_check_pairs_accepts_pairs_and_dicts_and_refuses_the_rest():
-    assert seq2seq.check_pairs([("a", "b"), {"src": "c", "tgt": ""}], "t") == [
-        ("a", "b"),
-        ("c", ""),
-    ]
-    with pytest.raises(ValueError, match="expected pair 1 to be two strings"):
-        seq2seq.check_pairs([("a", "b"), ("c", 3)], "t")
-    with pytest.raises(ValueError, match="at least one"):
-        seq2seq.check_pairs([], "t")
-    with pytest.raises(ValueError, match="list of"):
-        seq2seq.check_pairs("ab", "t")
-
-
 @pytest.mark.parametrize(
-    "kw, match",
+    "cls, kw, match",
     [
-        ({"hidden": 33}, "even"),
-        ({"emb_dim": 0}, "emb_dim"),
-        ({"lr": -1.0}, "lr"),
-        ({"warmup": -1}, "warmup"),
-        ({"max_len": 0}, "max_len"),
+        (seq2seq.Config, {"hidden": 33}, "even"),
+        (seq2seq.Config, {"emb_dim": 0}, "emb_dim"),
+        (seq2seq.TrainConfig, {"lr": -1.0}, "lr"),
+        (seq2seq.TrainConfig, {"warmup": -1}, "warmup"),
+        (seq2seq.Config, {"max_len": 0}, "max_len"),
     ],
 )
-def test_config_refuses_bad_values(kw, match):
+def test_config_refuses_bad_values(cls, kw, match):
     with pytest.raises(ValueError, match=match):
-        seq2seq.Config(**kw)
+        cls(**kw)
 
 
 def test_train_refuses_zero_steps():
@@ -144,11 +119,3 @@ def test_train_refuses_zero_steps():
 def test_translate_refuses_one_string():
     with pytest.raises(TypeError, match="list of strings"):
         seq2seq.translate(_model(), "abc")
-
-
-def test_lr_schedule_warms_up_then_decays_to_a_tenth():
-    lrs = [seq2seq.lr_at(s, 100, 1.0, 10) for s in range(100)]
-    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
-    assert lrs[10] == pytest.approx(1.0)
-    assert lrs[-1] == pytest.approx(0.1, abs=1e-3)
-    assert all(a >= b for a, b in itertools.pairwise(lrs[10:]))

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from tinyllm.models import seq2seq, transformer
+from tinyllm.models import transformer
 from tinyllm.models.layers import CrossAttention, DecoderBlock
+from tinyllm.models.translation import encode_sources, encode_targets
 from tinyllm.tokens import BOS, CLS, EOS, MASK, PAD
 
-TINY = transformer.Config(
-    n_embd=32, n_head=2, n_enc_layer=1, n_dec_layer=1, max_len=16, batch_size=16, lr=5e-3, warmup=40
-)
+TINY = transformer.Config(n_embd=32, n_head=2, n_enc_layer=1, n_dec_layer=1, max_len=16)
+SETTINGS = {"batch_size": 16, "lr": 5e-3, "warmup": 40}
 SRCS = ["March 5, 2024", "a", "Côte d’Ivoire", ""]
 TGTS = ["5 mars 2024", "", "Côte d’Ivoire", "xyz"]
 
@@ -26,8 +26,8 @@ def _model(seed=0, cfg=TINY):
 
 
 def _stepwise_logp(model, srcs, tgts):
-    src = seq2seq.encode_sources(srcs, model.cfg.max_len)
-    tgt_in, _ = seq2seq.encode_targets(tgts, model.cfg.max_len)
+    src = encode_sources(srcs, model.cfg.max_len)
+    tgt_in, _ = encode_targets(tgts, model.cfg.max_len)
     state = transformer.encode(model, src)
     out = []
     with torch.inference_mode():
@@ -78,7 +78,7 @@ def test_teacher_forcing_equals_decoding_step_by_step():
     model = _model()
     step, tgt_in = _stepwise_logp(model, SRCS, TGTS)
     with torch.inference_mode():
-        tf = torch.log_softmax(model(seq2seq.encode_sources(SRCS, 16), tgt_in), dim=-1)
+        tf = torch.log_softmax(model(encode_sources(SRCS, 16), tgt_in), dim=-1)
     real = tgt_in != PAD
     torch.testing.assert_close(step[real], tf[real], rtol=0, atol=1e-5)
 
@@ -109,7 +109,9 @@ def test_learns_a_small_task():
     words = ["".join(rng.choice(list("abcde"), size=rng.integers(1, 5))) for _ in range(60)]
     pairs = [(w, w.upper()) for w in words]
     calls = []
-    model = transformer.train(TINY, pairs, seed=0, steps=400, progress=lambda *a: calls.append(a))
+    model = transformer.train(
+        TINY, pairs, seed=0, steps=400, progress=lambda *a: calls.append(a), **SETTINGS
+    )
     assert calls[-1][2] < 0.3 < 2.0 < calls[0][2]
     hyps = transformer.translate(model, words, beam=2)
     em = np.mean([h == t for h, (_, t) in zip(hyps, pairs, strict=True)])
@@ -125,8 +127,14 @@ def test_length_limits_are_refused_clearly():
 
 
 @pytest.mark.parametrize(
-    "kw, match", [({"n_embd": 30, "n_head": 4}, "multiple"), ({"dropout": 1.0}, "dropout")]
+    "cls, kw, match",
+    [
+        (transformer.Config, {"n_embd": 30, "n_head": 4}, "multiple"),
+        (transformer.Config, {"dropout": 1.0}, "dropout"),
+        (transformer.TrainConfig, {"clip": -1.0}, "clip"),
+        (transformer.TrainConfig, {"batch_size": 0}, "batch_size"),
+    ],
 )
-def test_config_refuses_bad_values(kw, match):
+def test_config_refuses_bad_values(cls, kw, match):
     with pytest.raises(ValueError, match=match):
-        transformer.Config(**kw)
+        cls(**kw)

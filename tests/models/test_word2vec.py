@@ -35,19 +35,20 @@ def topic_corpus(n_sent: int = 300, length: int = 10, seed: int = 0) -> list[lis
     return out
 
 
-SMALL_CFG = w2v.Config(dim=16, window=3, negative=4, min_count=1, sample=0.0, batch_size=128)
+SMALL_CFG = w2v.Config(dim=16)
+SMALL = {"window": 3, "negative": 4, "min_count": 1, "sample": 0.0, "batch_size": 128}
 
 
 @pytest.fixture(scope="module")
 def topic_model():
-    return w2v.train(SMALL_CFG, topic_corpus(), seed=0, steps=300)
+    return w2v.train(SMALL_CFG, topic_corpus(), seed=0, steps=300, **SMALL)
 
 
 # ---- the loss ----------------------------------------------------------------------------------
 
 
 def test_forward_is_the_sgns_loss_by_hand():
-    model = w2v.Model(w2v.Config(dim=2, negative=2), ["a", "b", "c", "d"])
+    model = w2v.Model(w2v.Config(dim=2), ["a", "b", "c", "d"])
     v = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 0.5]], np.float32)
     u = np.array([[0.5, 0.5], [1.0, -1.0], [0.0, 2.0], [-0.5, 0.0]], np.float32)
     with torch.no_grad():
@@ -67,8 +68,9 @@ def test_forward_is_the_sgns_loss_by_hand():
 def test_first_loss_is_one_plus_k_ln2_and_training_lowers_it():
     calls = []
     sents = topic_corpus(40)
-    cfg = w2v.Config(dim=8, window=2, negative=3, min_count=1, sample=0.0, batch_size=256)
-    w2v.train(cfg, sents, seed=1, steps=40, progress=lambda *a: calls.append(a))
+    cfg = w2v.Config(dim=8)
+    settings = {"window": 2, "negative": 3, "min_count": 1, "sample": 0.0, "batch_size": 256}
+    w2v.train(cfg, sents, seed=1, steps=40, progress=lambda *a: calls.append(a), **settings)
     assert [c[0] for c in calls] == list(range(1, 41)) and all(c[1] == 40 for c in calls)
     # zero output vectors: every score is 0, each term ln 2; masked noise words only lower it
     first = calls[0][2]
@@ -77,19 +79,19 @@ def test_first_loss_is_one_plus_k_ln2_and_training_lowers_it():
 
 
 def test_steps_zero_is_the_seeded_initial_model():
-    m = w2v.train(SMALL_CFG, topic_corpus(10), seed=3, steps=0)
+    m = w2v.train(SMALL_CFG, topic_corpus(10), seed=3, steps=0, **SMALL)
     w = m.in_vectors.weight.detach().numpy()
     assert np.all(np.abs(w) <= 0.5 / SMALL_CFG.dim)
     assert not m.out_vectors.weight.detach().any()
-    again = w2v.train(SMALL_CFG, topic_corpus(10), seed=3, steps=0)
+    again = w2v.train(SMALL_CFG, topic_corpus(10), seed=3, steps=0, **SMALL)
     np.testing.assert_array_equal(w, again.in_vectors.weight.detach().numpy())
 
 
 def test_same_seed_same_vectors_other_seed_different():
     sents = topic_corpus(30)
-    a = w2v.train(SMALL_CFG, sents, seed=5, steps=20)
-    b = w2v.train(SMALL_CFG, sents, seed=5, steps=20)
-    c = w2v.train(SMALL_CFG, sents, seed=6, steps=20)
+    a = w2v.train(SMALL_CFG, sents, seed=5, steps=20, **SMALL)
+    b = w2v.train(SMALL_CFG, sents, seed=5, steps=20, **SMALL)
+    c = w2v.train(SMALL_CFG, sents, seed=6, steps=20, **SMALL)
     wa, wb, wc = (m.in_vectors.weight.detach().numpy() for m in (a, b, c))
     np.testing.assert_array_equal(wa, wb)
     assert not np.array_equal(wa, wc)
@@ -292,13 +294,17 @@ def test_from_vectors_keeps_the_vectors():
 
 def test_train_refuses_bad_data():
     with pytest.raises(ValueError, match="list of tokenized sentences"):
-        w2v.train(SMALL_CFG, "just a string", seed=0, steps=1)
+        w2v.train(SMALL_CFG, "just a string", seed=0, steps=1, **SMALL)
     with pytest.raises(ValueError, match="sentence 0 to be a list of words"):
-        w2v.train(SMALL_CFG, ["a b c"], seed=0, steps=1)
+        w2v.train(SMALL_CFG, ["a b c"], seed=0, steps=1, **SMALL)
     with pytest.raises(ValueError, match="min_count=5"):
-        w2v.train(w2v.Config(min_count=5), [["a", "b"]], seed=0, steps=1)
+        w2v.train(w2v.Config(), [["a", "b"]], seed=0, steps=1, min_count=5)
     with pytest.raises(ValueError, match="dim: expected an int >= 1"):
         w2v.Config(dim=0)
+    with pytest.raises(ValueError, match="window: expected an int >= 1"):
+        w2v.TrainConfig(window=0)
+    with pytest.raises(ValueError, match=r"min_lr_ratio: expected a number in \[0, 1\]"):
+        w2v.TrainConfig(min_lr_ratio=2.0)
 
 
 # ---- the training text (tinyllm.data, corpus "wordsim") ----------------------------------------

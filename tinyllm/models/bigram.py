@@ -23,12 +23,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tinyllm.checkpoint import (
-    expected_from,
-    load_tensors,
-    read_family_config,
-    save_checkpoint,
-)
+from tinyllm.checkpoint import expected_from, load_tensors, save_checkpoint
+from tinyllm.models.training import read_configs, settings_of, train_record
 from tinyllm.tokens import check_byte_ids, check_byte_range
 
 ARCH = "bigram"
@@ -48,12 +44,18 @@ class Config:
             raise ValueError(f"bigram Config.k: expected a finite number > 0, got {self.k!r}")
 
 
+@dataclass(frozen=True)
+class TrainConfig:
+    """No settings: counting is exact (the family contract's TrainConfig, empty)."""
+
+
 class Model(nn.Module):
     """The table ``logits[prev, next]`` (nats); ``forward(idx)`` -> logits of the next byte."""
 
     def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
+        self.train_cfg = TrainConfig()
         # [256 prev, 256 next]; zeros = uniform
         self.logits = nn.Parameter(torch.zeros(VOCAB, VOCAB))
 
@@ -62,10 +64,11 @@ class Model(nn.Module):
         return self.logits[idx]  # row lookup: [B, T] -> [B, T, 256]
 
 
-def train(cfg: Config, data, *, seed: int, steps: int = 0, progress=None) -> Model:
+def train(cfg: Config, data, *, seed: int, steps: int = 0, progress=None, **settings) -> Model:
     """Fit the table from pair counts with add-k smoothing (``seed`` and ``steps`` are unused:
-    counting is exact and deterministic; ``progress(1, 1, nll)`` is called once with the mean
-    training NLL in nats)."""
+    counting is exact and deterministic; ``settings``: :class:`TrainConfig`'s fields, none;
+    ``progress(1, 1, nll)`` is called once with the mean training NLL in nats)."""
+    settings_of(TrainConfig, settings, "bigram.train")
     a = check_byte_range(
         np.asarray(check_byte_ids(data, "bigram.train"), dtype=np.int64), "bigram.train"
     )
@@ -105,12 +108,19 @@ def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
 
 def save(model: Model, path: str | os.PathLike) -> Path:
     """Write the checkpoint folder ``path`` (config.json + model.safetensors)."""
-    return save_checkpoint(path, ARCH, dataclasses.asdict(model.cfg), model.state_dict())
+    return save_checkpoint(
+        path,
+        ARCH,
+        dataclasses.asdict(model.cfg),
+        model.state_dict(),
+        extra=train_record(model.train_cfg),
+    )
 
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save`."""
-    cfg = read_family_config(path, ARCH, Config)
+    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
     model = Model(cfg)
     model.load_state_dict(load_tensors(path, expected_from(model.state_dict())))
+    model.train_cfg = train_cfg
     return model

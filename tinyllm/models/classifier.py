@@ -3,8 +3,8 @@
 A checkpoint is a classifier when its ``config.json`` has a top-level ``tl_head`` (SPEC.md
 section 6, :func:`tinyllm.eval.zoo.kind_of`): ``tl_arch`` is ``"classifier"`` whatever the
 backbone, so :func:`tinyllm.eval.zoo.load_model` dispatches here, and the backbone is named by the
-config's ``backbone`` field (``"bert"``: a :class:`tinyllm.models.bert.Encoder`, the only one
-today). ``config.json`` also holds the label names, in class-index order, under ``labels``::
+config's ``backbone`` field (``"bert"``: a :class:`tinyllm.models.encoder.Encoder`, the only
+one). The training settings are the config.json's ``train_config``. ``config.json`` also holds the label names, in class-index order, under ``labels``::
 
     {"tl_arch": "classifier", "tl_head": "cls", "labels": ["de", "en", "es", "fr", "it"],
      "config": {"tl_head": "cls", "backbone": "bert", "max_len": 64, ...}, ...}
@@ -36,12 +36,19 @@ from tinyllm.checkpoint import (
     expected_from,
     load_tensors,
     read_config,
-    read_family_config,
     save_checkpoint,
 )
 from tinyllm.models import bert
+from tinyllm.models.encoder import INIT_STD, Encoder, adamw, check_encoder_shape, encode_rows
 from tinyllm.models.layers import init_gpt_weights
-from tinyllm.models.training import lr_at, optimizer_step
+from tinyllm.models.training import (
+    check_adamw_settings,
+    lr_at,
+    optimizer_step,
+    read_configs,
+    settings_of,
+    train_record,
+)
 from tinyllm.tokens import N_BYTES, PAD
 
 ARCH = "classifier"
@@ -72,30 +79,23 @@ class Config:
                 f"classifier.Config.backbone: expected one of {list(BACKBONES)}, "
                 f"got {self.backbone!r}"
             )
-        bert.check_encoder_shape(self, "classifier.Config")
+        check_encoder_shape(self, "classifier.Config")
 
 
-# The demo zoo's classifiers, fine-tuned from the zoo's BERT (tinyllm/train.py reads these);
-# steps and single-thread CPU seconds per task (the build-order estimate, measured by `tinyllm zoo
-# build` in train_log.json's cpu_seconds; the latest figures are in docs/benchmarks.md).
-ZOO_HEAD = "cls"
-ZOO_STEPS = {"polarity": 300, "langid": 400}
-ZOO_COST_S = {"polarity": 15.0, "langid": 11.0}
-ZOO_TRAIN_KWARGS: dict = {"batch_size": 32, "lr": 1e-3}
+@dataclass(frozen=True)
+class TrainConfig:
+    """Fine-tuning: AdamW (:func:`tinyllm.models.encoder.adamw`) on ``batch_size`` rows a step,
+    warmup (None: ``steps // 10``) then cosine decay to ``lr / 10``, gradient-norm clipping at
+    ``grad_clip`` (0 = off)."""
 
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup: int | None = None
+    grad_clip: float = 1.0
 
-def zoo_config() -> Config:
-    """The zoo classifiers' config: head ``ZOO_HEAD`` on a backbone of the zoo BERT's shape."""
-    b = bert.ZOO_CONFIG
-    return Config(
-        tl_head=ZOO_HEAD,
-        backbone="bert",
-        max_len=b.max_len,
-        n_layer=b.n_layer,
-        n_head=b.n_head,
-        n_embd=b.n_embd,
-        dropout=0.1,
-    )
+    def __post_init__(self) -> None:
+        check_adamw_settings(self, "classifier.TrainConfig")
 
 
 def _check_labels(labels, who: str) -> tuple[str, ...]:
@@ -112,17 +112,19 @@ def _check_labels(labels, who: str) -> tuple[str, ...]:
 
 
 class Model(nn.Module):
-    """``backbone`` (bert.Encoder) + ``head`` (dropout, Linear D -> L); ``model(ids)`` -> label
-    logits ``[B, L]``; ``model.labels[k]`` names class ``k``."""
+    """``backbone`` (encoder.Encoder) + ``head`` (dropout, Linear D -> L); ``model(ids)`` ->
+    label logits ``[B, L]``; ``model.labels[k]`` names class ``k``; ``model.train_cfg``: the
+    settings it was trained with (the defaults for a fresh model)."""
 
     def __init__(self, cfg: Config, labels: Sequence[str]) -> None:
         super().__init__()
         self.cfg = cfg
+        self.train_cfg = TrainConfig()
         self.labels = _check_labels(list(labels), "classifier.Model labels")
-        self.backbone = bert.Encoder(cfg.max_len, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.dropout)
+        self.backbone = Encoder(cfg.max_len, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.dropout)
         self.drop = nn.Dropout(cfg.dropout)
         self.head = nn.Linear(cfg.n_embd, len(self.labels))
-        init_gpt_weights(self, cfg.n_layer, std=bert.INIT_STD)
+        init_gpt_weights(self, cfg.n_layer, std=INIT_STD)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         h = self.backbone(ids)  # [B, T, D]
@@ -172,14 +174,11 @@ def train(
     steps: int,
     progress: Callable[[int, int, float], None] | None = None,
     init: str | os.PathLike | None = None,
-    batch_size: int = 32,
-    lr: float = 1e-3,
-    weight_decay: float = 0.01,
-    warmup: int | None = None,
-    grad_clip: float = 1.0,
+    **settings,
 ) -> Model:
     """Fine-tune a classifier on ``data``: the TRAIN rows, as (sentence, label) pairs (or rows
-    with ``.sentence``/``.label``, e.g. ``tinyllm.data.read_rows``' filtered to split "train").
+    with ``.sentence``/``.label``, e.g. ``tinyllm.data.read_rows``' filtered to split "train");
+    ``settings`` are :class:`TrainConfig`'s fields.
 
     Labels: the sorted distinct labels of ``data``, stored in the checkpoint. ``init``: a bert
     checkpoint folder the backbone starts from (:func:`init_backbone_from_bert`); without it the
@@ -188,30 +187,32 @@ def train(
     minimises the mean cross entropy (nats) of their labels with AdamW (warmup ``steps // 10``,
     cosine decay). ``progress(step, total, loss)`` after each step. Returns the model in eval mode.
     """
+    tc = settings_of(TrainConfig, settings, "classifier.train")
     if steps < 1:
         raise ValueError(f"classifier.train: expected steps >= 1, got {steps}")
     texts, labels = _check_rows(data, "classifier.train")
     names = sorted(set(labels))
     index = {y: k for k, y in enumerate(names)}
     y_all = np.array([index[y] for y in labels], dtype=np.int64)  # [R]
-    ids_all = bert.encode_rows(texts, cfg.max_len)  # [R, T_max]
+    ids_all = encode_rows(texts, cfg.max_len)  # [R, T_max]
     lengths = (ids_all != PAD).sum(1)  # [R]
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = Model(cfg, names)
+    model.train_cfg = tc
     if init is not None:
         init_backbone_from_bert(model, init)
     model.train()
-    opt = bert.adamw(model, lr, weight_decay)
-    warmup = max(1, steps // 10) if warmup is None else warmup
+    opt = adamw(model, tc.lr, tc.weight_decay)
+    warmup = max(1, steps // 10) if tc.warmup is None else tc.warmup
     for step in range(steps):
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, lr, warmup)
-        pick = rng.integers(0, len(texts), size=batch_size)  # [B]
+            g["lr"] = lr_at(step, steps, tc.lr, warmup)
+        pick = rng.integers(0, len(texts), size=tc.batch_size)  # [B]
         T = int(lengths[pick].max())
         ids = torch.from_numpy(ids_all[pick, :T])  # [B, T]: cut the batch's common padding
         loss = F.cross_entropy(model(ids), torch.from_numpy(y_all[pick]))
-        optimizer_step(model, opt, loss, grad_clip)
+        optimizer_step(model, opt, loss, tc.grad_clip)
         if progress is not None:
             progress(step + 1, steps, loss.item())
     model.eval()
@@ -222,15 +223,16 @@ def train(
 
 
 def save(model: Model, path: str | os.PathLike) -> Path:
-    """Write the checkpoint folder ``path``: config.json (with top-level ``tl_head`` and
-    ``labels``) + model.safetensors."""
+    """Write the checkpoint folder ``path``: config.json (with top-level ``tl_head``, ``labels``
+    and the training settings) + model.safetensors."""
     return save_checkpoint(
         path,
         ARCH,
         dataclasses.asdict(model.cfg),
         model.state_dict(),
         tokenizer={"type": "byte", "vocab_size": N_BYTES, "specials": "tinyllm.tokens"},
-        extra={"tl_head": model.cfg.tl_head, "labels": list(model.labels)},
+        extra={"tl_head": model.cfg.tl_head, "labels": list(model.labels)}
+        | train_record(model.train_cfg),
     )
 
 
@@ -238,7 +240,7 @@ def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save`: the config, the label names (top-level
     ``labels``) and the weights, each checked (CheckpointError naming config.json or the
     weights file)."""
-    cfg = read_family_config(path, ARCH, Config)
+    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
     doc = read_config(path, known_archs=[ARCH])
     where = Path(path) / CONFIG_NAME
     if doc.get("tl_head") != cfg.tl_head:
@@ -252,6 +254,7 @@ def load(path: str | os.PathLike) -> Model:
         raise CheckpointError(str(e)) from None
     model = Model(cfg, labels)
     model.load_state_dict(load_tensors(path, expected_from(model.state_dict())), strict=True)
+    model.train_cfg = train_cfg
     model.eval()
     return model
 
@@ -271,7 +274,7 @@ def predict_ids(model: Model, texts: Sequence[str], *, batch_size: int = 256) ->
     try:
         with torch.inference_mode():
             for s in range(0, len(texts), batch_size):
-                ids = bert.encode_rows(texts[s : s + batch_size], model.cfg.max_len)
+                ids = encode_rows(texts[s : s + batch_size], model.cfg.max_len)
                 out.append(model(torch.from_numpy(ids)).argmax(-1).numpy())
     finally:
         model.train(was_training)

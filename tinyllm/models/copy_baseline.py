@@ -23,8 +23,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tinyllm.checkpoint import load_tensors, read_family_config, save_checkpoint
-from tinyllm.models.seq2seq import VOCAB, check_pairs, hypothesis_text, translate_ids_with
+from tinyllm.checkpoint import load_tensors, save_checkpoint
+from tinyllm.models.training import read_configs, settings_of, train_record
+from tinyllm.models.translation import VOCAB, check_pairs, hypothesis_text, translate_ids_with
 from tinyllm.tokens import EOS, PAD
 
 ARCH = "copy"
@@ -43,12 +44,18 @@ class Config:
             raise ValueError(f"copy Config.max_len: expected an int >= 1, got {v!r}")
 
 
+@dataclass(frozen=True)
+class TrainConfig:
+    """No settings: nothing is learned (the family contract's TrainConfig, empty)."""
+
+
 class Model(nn.Module):
     """No parameters: the answer is the source."""
 
     def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
+        self.train_cfg = TrainConfig()
 
 
 def encode(model: Model, src_ids: torch.Tensor) -> dict:
@@ -76,10 +83,13 @@ def train(
     seed: int,
     steps: int = 0,
     progress: Callable[[int, int, float], None] | None = None,
+    **settings,
 ) -> Model:
     """Nothing to learn: checks ``data`` (a list of (src, tgt) pairs) and returns the model
-    (``seed`` and ``steps`` are unused). ``progress(1, 1, err)`` is called once with its
-    training error: the fraction of pairs whose target is not the source (1 - exact match)."""
+    (``seed`` and ``steps`` are unused; ``settings``: :class:`TrainConfig`'s fields, none).
+    ``progress(1, 1, err)`` is called once with its training error: the fraction of pairs whose
+    target is not the source (1 - exact match)."""
+    settings_of(TrainConfig, settings, "copy.train")
     pairs = check_pairs(data, "copy.train")
     if progress is not None:
         err = sum(src != tgt for src, tgt in pairs) / len(pairs) if pairs else 0.0
@@ -110,11 +120,15 @@ def translate(
 
 def save(model: Model, path: str | os.PathLike) -> Path:
     """Write the checkpoint folder ``path``: config.json and an empty model.safetensors."""
-    return save_checkpoint(path, ARCH, dataclasses.asdict(model.cfg), {})
+    return save_checkpoint(
+        path, ARCH, dataclasses.asdict(model.cfg), {}, extra=train_record(model.train_cfg)
+    )
 
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save` (its tensor file must be empty)."""
-    cfg = read_family_config(path, ARCH, Config)
+    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
     load_tensors(path, {})
-    return Model(cfg)
+    model = Model(cfg)
+    model.train_cfg = train_cfg
+    return model

@@ -2,11 +2,11 @@
 
 One checkpoint holds both networks, trained jointly:
 
-* the **generator** is a small BERT (:class:`tinyllm.models.bert.Model`, ``gen_*`` fields): it
-  sees the input with ~``mask_prob`` of its byte positions replaced by MASK (all of them MASK, as
-  in the paper) and is trained by MLM on those positions;
+* the **generator** is a small BERT (:class:`tinyllm.models.encoder.MaskedLM`, ``gen_*`` fields):
+  it sees the input with ~``mask_prob`` of its byte positions replaced by MASK (all of them MASK,
+  as in the paper) and is trained by MLM on those positions;
 * each masked position is then filled with a byte SAMPLED from the generator's softmax, and the
-  **discriminator** (a :class:`tinyllm.models.bert.Encoder` of its own size + a
+  **discriminator** (a :class:`tinyllm.models.encoder.Encoder` of its own size + a
   ``dense -> GELU -> dense(1)`` head) labels every byte position of the corrupted input original
   (0) or replaced (1). A sampled byte equal to the original counts as original, as in the paper.
 
@@ -38,10 +38,28 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinyllm.checkpoint import expected_from, load_tensors, read_family_config, save_checkpoint
-from tinyllm.models import bert
+from tinyllm.checkpoint import expected_from, load_tensors, save_checkpoint
+from tinyllm.models.encoder import (
+    INIT_STD,
+    Encoder,
+    MaskedLM,
+    adamw,
+    check_byte_corpus,
+    check_encoder_shape,
+    check_mask_prob,
+    cls_windows,
+    encode_rows,
+    mlm_mask,
+)
 from tinyllm.models.layers import init_gpt_weights
-from tinyllm.models.training import lr_at, optimizer_step
+from tinyllm.models.training import (
+    check_adamw_settings,
+    lr_at,
+    optimizer_step,
+    read_configs,
+    settings_of,
+    train_record,
+)
 from tinyllm.tokens import MASK, N_BYTES, PAD
 
 ARCH = "electra"
@@ -49,9 +67,21 @@ KIND = "rtd"
 
 
 @dataclass(frozen=True)
+class EncoderShape:
+    """One encoder's shape (the generator's, from an electra :class:`Config`)."""
+
+    max_len: int
+    n_layer: int
+    n_head: int
+    n_embd: int
+    dropout: float
+
+
+@dataclass(frozen=True)
 class Config:
     """An ELECTRA's shape: the discriminator's (``n_*``) and the generator's (``gen_*``);
-    both read ``max_len`` positions, the CLS included."""
+    both read ``max_len`` positions, the CLS included. ``mask_prob`` is the share of byte
+    positions the generator fills, in training and in scoring (:func:`rtd_accuracy`)."""
 
     max_len: int = 64
     n_layer: int = 2
@@ -62,7 +92,6 @@ class Config:
     gen_n_embd: int = 32
     dropout: float = 0.0
     mask_prob: float = 0.15
-    disc_weight: float = 50.0  # lambda of the paper
     # one encoder for both networks (the paper's "tying all weights", section 3.2): the
     # generator is then the discriminator's size and the gen_* fields are not used
     share_encoder: bool = False
@@ -73,119 +102,80 @@ class Config:
     disc_local_bias: float = 0.0
 
     def __post_init__(self) -> None:
-        bert.check_encoder_shape(self, "electra.Config")
-        self.generator_config()  # validates the gen_* fields
+        check_encoder_shape(self, "electra.Config")
+        check_encoder_shape(self.generator_shape(), "electra.Config generator")
         if not isinstance(self.disc_local_bias, int | float) or not self.disc_local_bias >= 0:
             raise ValueError(
                 "electra.Config.disc_local_bias: expected a number >= 0, "
                 f"got {self.disc_local_bias!r}"
             )
-        if not isinstance(self.mask_prob, int | float) or not 0.0 < self.mask_prob < 1.0:
-            raise ValueError(
-                f"electra.Config.mask_prob: expected a float in (0, 1), got {self.mask_prob!r}"
-            )
-        if not isinstance(self.disc_weight, int | float) or self.disc_weight <= 0:
-            raise ValueError(
-                f"electra.Config.disc_weight: expected a positive number, got {self.disc_weight!r}"
-            )
+        check_mask_prob(self.mask_prob, "electra.Config")
 
-    def generator_config(self) -> bert.Config:
+    def generator_shape(self) -> EncoderShape:
+        """The generator's shape: the discriminator's with ``share_encoder``, else the gen_*
+        fields."""
         share = self.share_encoder
-        return bert.Config(
+        return EncoderShape(
             max_len=self.max_len,
             n_layer=self.n_layer if share else self.gen_n_layer,
             n_head=self.n_head if share else self.gen_n_head,
             n_embd=self.n_embd if share else self.gen_n_embd,
             dropout=self.dropout,
-            mask_prob=self.mask_prob,
         )
 
 
-# The demo zoo's ELECTRA (tinyllm/train.py reads these). What counts: RTD accuracy on the val rows
-# of each rows file (tinyllm/eval/kinds/rtd.py, unchanged: every byte of every val row, the
-# checkpoint's own generator sampling at temperature 1 from the entry's rng, "replaced" = logit >
-# 0) against "always original" on the SAME tokens; p = paired sign-flip test of the per-token 0/1
-# items against the baseline's (tinyllm.stats.paired_permutation_test, 10,000 signs: 0.0001 is
-# its floor). Seed 0, batch 32, lr 2e-3 (the discriminator's), one torch thread, entry rng seed 0.
-#
-# (a) Pretrained on the lee train bytes only, one lr for both networks, rel_bias weight-decayed:
-#   max_len  gen      shared  steps  CPU s  polarity acc / baseline   langid acc / baseline
-#   64       1 x 32   no      600    33     0.8558 / 0.8562           0.8185 / 0.8583
-#   64       1 x 32   no      1200   65     0.8572 / 0.8575           0.8553 / 0.8600
-#   32       = disc   yes     1500   61     0.8732 / 0.8745           0.8241 / 0.8663
-#   32       1 x 32   no      2500   68     0.8852 / 0.8859           0.8716 / 0.8704   (old zoo)
-#   32       1 x 32   no      4000   106    0.8926 / 0.8946           0.8733 / 0.8721
-#   32       1 x 16   no      4000   99     0.8698 / 0.8812           0.8269 / 0.8695
-#   24       1 x 32   no      4000   76     0.8780 / 0.8807           0.8687 / 0.8685
-#   16       1 x 32   no      6000   88     0.8626 / 0.8639           0.8545 / 0.8674
-# (lr 5e-3 at 600 steps: no change; mask_prob 0.3: 0.7137 / 0.7140.) No row beats "always
-# original" by more than noise: the generator learns the plausible bytes as fast as the
-# discriminator learns to tell them apart, and a call of "replaced" needs p > 0.5 against a ~13%
-# prior.
-#
-# (b) max_len 32, discriminator 2 x 4 x 64, generator 1 x 2 x 32, rel_bias not decayed
-# (bert.adamw). rows: the rows files' train sentences in the pretraining text, 0 (lee only), 1
-# or 3 times (tinyllm.data.encoder_train_documents); gen_lr: the generator's peak lr; local:
-# disc_local_bias. Measured on a busy machine (load average 6-13; CPU s are process time):
-#   rows gen_lr local steps CPU s  polarity acc / base (p)    langid acc / base (p)     gen acc
-#   1    2e-3   0     2500  50     0.8799 / 0.8799 (1.0)      0.8692 / 0.8696 (0.17)    .29 .17
-#   1    2e-4   0     2500  50     0.8819 / 0.8624 (0.009)    0.8721 / 0.8606 (0.0001)  .13 .05
-#   1    2e-4   1.0   2500  48     0.8899 / 0.8624 (0.0006)   0.8687 / 0.8605 (0.003)   .13 .05
-#   1    2e-4   0     4000  74     0.9000 / 0.8658 (0.0001)   0.8639 / 0.8602 (0.25)    .18 .05
-#   0    2e-4   1.0   4000  82     0.8866 / 0.8698 (0.05)     0.8235 / 0.8610 (below)   .18 .06
-#   1    2e-4   1.0   4000  73     0.8953 / 0.8658 (0.0003)   0.8808 / 0.8601 (0.0001)  .18 .05
-#   3    2e-4   1.0   2500  50     0.8872 / 0.8638 (0.002)    0.8719 / 0.8600 (0.0001)  .12 .05
-#   3    2e-4   1.0   4000  79     0.8933 / 0.8638 (0.0008)   0.8821 / 0.8605 (0.0001)  .15 .05 <- zoo
-#   3    2e-4   1.0   6000  113    0.8866 / 0.8705 (0.04)     0.8853 / 0.8617 (0.0001)  .18 .09
-#   3    5e-4   1.0   4000  77     0.8919 / 0.8745 (0.007)    0.8720 / 0.8649 (0.005)   .27 .13
-# (gen acc: the generator's argmax at the masked positions, polarity then langid.) The zoo row,
-# through build_zoo + run_zoo: polarity 0.8933 [0.8766, 0.9080], n 1490, and langid 0.8821
-# [0.8760, 0.8879], n 11323: both Wilson lower bounds are above the baseline. Not one lucky
-# draw: the same checkpoint at eval seeds 1, 2, 3: polarity 0.8987 / 0.8698, 0.8980 / 0.8631,
-# 0.8799 / 0.8470, langid 0.8767 / 0.8551, 0.8712 / 0.8511, 0.8794 / 0.8553 (every p <= 0.0002);
-# trained with seed 1 (69 CPU s): polarity 0.8960 / 0.8624, langid 0.8847 / 0.8606 (p 0.0001
-# each). What did it: the rows text in pretraining (lee only, the discriminator flags unusual
-# but original bytes of the foreign names: langid 0.8235, below the baseline), a generator 10x
-# slower than the discriminator (its replacements stay detectable while the discriminator
-# learns; with lr 2e-3 for both, nothing is detected), and the local start of the
-# discriminator's attention (langid at 4000 steps: 0.8639 without, 0.8808 with). Repeating the
-# rows text 3 times is within noise of once for ELECTRA. More steps make the generator better
-# and polarity harder (6000 steps).
-# Honest reading: this generator is weak (its argmax is right on 15% / 5% of the masked bytes),
-# so the task it sets is easier than a strong generator's would be; gen acc is in every row's
-# details (generator_acc).
-ZOO_CONFIG = Config(
-    max_len=32, n_layer=2, n_head=4, n_embd=64, gen_n_layer=1, gen_n_embd=32, disc_local_bias=1.0
-)
-ZOO_STEPS = 4000
-ZOO_TRAIN_KWARGS: dict = {"batch_size": 32, "lr": 2e-3, "gen_lr": 2e-4}
-ZOO_COST_S = 79.0  # single-thread CPU seconds of ZOO_STEPS (train_log.json, busy machine)
+@dataclass(frozen=True)
+class TrainConfig:
+    """Joint training: one AdamW (:func:`tinyllm.models.encoder.adamw`) on ``batch_size``
+    windows a step, warmup (None: ``steps // 20``) then cosine decay to ``lr / 10``,
+    gradient-norm clipping at ``grad_clip`` (0 = off). ``lr`` is the discriminator's peak
+    learning rate, ``gen_lr`` the generator's (None: ``lr``); ``disc_weight`` is the paper's
+    lambda."""
+
+    batch_size: int = 32
+    lr: float = 2e-3
+    weight_decay: float = 0.01
+    warmup: int | None = None
+    grad_clip: float = 1.0
+    gen_lr: float | None = None
+    disc_weight: float = 50.0
+
+    def __post_init__(self) -> None:
+        check_adamw_settings(self, "electra.TrainConfig")
+        if not isinstance(self.disc_weight, int | float) or self.disc_weight <= 0:
+            raise ValueError(
+                "electra.TrainConfig.disc_weight: expected a positive number, "
+                f"got {self.disc_weight!r}"
+            )
 
 
 class Model(nn.Module):
-    """``generator`` (a bert.Model) + ``discriminator`` (a bert.Encoder) + ``disc_head``;
-    ``model(ids)`` -> the discriminator's "replaced" logits ``[B, T]``."""
+    """``generator`` (an encoder.MaskedLM) + ``discriminator`` (an encoder.Encoder) +
+    ``disc_head``; ``model(ids)`` -> the discriminator's "replaced" logits ``[B, T]``;
+    ``model.train_cfg``: the settings it was trained with (the defaults for a fresh model)."""
 
     def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
-        self.generator = bert.Model(cfg.generator_config())
+        self.train_cfg = TrainConfig()
+        g = cfg.generator_shape()
+        self.generator = MaskedLM(g.max_len, g.n_layer, g.n_head, g.n_embd, g.dropout)
         if not cfg.share_encoder:
-            self.discriminator = bert.Encoder(
+            self.discriminator = Encoder(
                 cfg.max_len, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.dropout
             )
-            init_gpt_weights(self.discriminator, cfg.n_layer, std=bert.INIT_STD)
+            init_gpt_weights(self.discriminator, cfg.n_layer, std=INIT_STD)
         self.disc_head = nn.Sequential(
             nn.Linear(cfg.n_embd, cfg.n_embd), nn.GELU(), nn.Linear(cfg.n_embd, 1)
         )
-        init_gpt_weights(self.disc_head, cfg.n_layer, std=bert.INIT_STD)
+        init_gpt_weights(self.disc_head, cfg.n_layer, std=INIT_STD)
         if cfg.disc_local_bias > 0:
             with torch.no_grad():
                 self.disc_encoder().rel_bias.copy_(
                     local_bias(cfg.n_head, cfg.max_len, cfg.disc_local_bias)
                 )
 
-    def disc_encoder(self) -> bert.Encoder:
+    def disc_encoder(self) -> Encoder:
         """The discriminator's encoder: its own, or the generator's when ``share_encoder``."""
         return self.generator.encoder if self.cfg.share_encoder else self.discriminator
 
@@ -197,7 +187,7 @@ class Model(nn.Module):
 def local_bias(n_head: int, max_len: int, slope: float) -> torch.Tensor:
     """``[n_head, 2 * max_len - 1]`` attention logits ``-slope / 2**h * |offset|`` for head
     ``h`` and offset ``j - i`` in ``[-(max_len - 1), max_len - 1]`` (index ``offset + max_len -
-    1``, as :class:`bert.Encoder`'s ``rel_bias``)."""
+    1``, as :class:`tinyllm.models.encoder.Encoder`'s ``rel_bias``)."""
     off = torch.arange(-(max_len - 1), max_len, dtype=torch.float32).abs()  # [2*max_len - 1]
     slopes = slope / 2.0 ** torch.arange(n_head, dtype=torch.float32)  # [H]
     return -slopes[:, None] * off[None, :]
@@ -215,14 +205,10 @@ def train(
     seed: int,
     steps: int,
     progress: Callable[[int, int, float], None] | None = None,
-    batch_size: int = 32,
-    lr: float = 2e-3,
-    weight_decay: float = 0.01,
-    warmup: int | None = None,
-    grad_clip: float = 1.0,
-    gen_lr: float | None = None,
+    **settings,
 ) -> Model:
-    """Train generator and discriminator jointly on ``data`` (1-d byte ids) with one AdamW.
+    """Train generator and discriminator jointly on ``data`` (1-d byte ids) with one AdamW;
+    ``settings`` are :class:`TrainConfig`'s fields.
 
     ``lr`` is the discriminator's (and its head's) peak learning rate, ``gen_lr`` the generator's
     (default: ``lr``); both follow the same warmup + cosine schedule. A generator that learns
@@ -230,16 +216,19 @@ def train(
     discriminator learns (the paper's generator is smaller than the discriminator for the same
     reason). With ``share_encoder`` there is one encoder, so ``gen_lr`` must be None.
 
-    Each step: ``batch_size`` random windows ``[CLS] + (max_len - 1) bytes``; :func:`bert.mlm_mask`
-    with ``p = mask_prob`` and every selected position MASK; the generator's MLM loss (cross
-    entropy, nats) on those positions; one byte sampled per masked position from the generator's
-    softmax (detached); the discriminator's binary cross entropy of "replaced" (sample !=
-    original) over every byte position. ``loss = mlm + disc_weight * bce``. Windows and masks
-    come from ``numpy.random.default_rng(seed)``, weights and samples from torch seeded with
-    ``seed``. ``progress(step, total, loss)`` after each step. Returns the model in eval mode.
+    Each step: ``batch_size`` random windows ``[CLS] + (max_len - 1) bytes``;
+    :func:`tinyllm.models.encoder.mlm_mask` with ``p = mask_prob`` and every selected position
+    MASK; the generator's MLM loss (cross entropy, nats) on those positions; one byte sampled per
+    masked position from the generator's softmax (detached); the discriminator's binary cross
+    entropy of "replaced" (sample != original) over every byte position.
+    ``loss = mlm + disc_weight * bce``. Windows and masks come from
+    ``numpy.random.default_rng(seed)``, weights and samples from torch seeded with ``seed``.
+    ``progress(step, total, loss)`` after each step. Returns the model in eval mode.
     """
+    tc = settings_of(TrainConfig, settings, "electra.train")
     if steps < 1:
         raise ValueError(f"electra.train: expected steps >= 1, got {steps}")
+    gen_lr = tc.gen_lr
     if gen_lr is not None and (
         cfg.share_encoder or not isinstance(gen_lr, int | float) or not gen_lr > 0
     ):
@@ -247,25 +236,26 @@ def train(
             "electra.train: expected gen_lr None, or a positive number without share_encoder, "
             f"got gen_lr={gen_lr!r} with share_encoder={cfg.share_encoder}"
         )
-    a = bert.check_byte_corpus(data, cfg.max_len, "electra.train")
+    a = check_byte_corpus(data, cfg.max_len, "electra.train")
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = Model(cfg)
+    model.train_cfg = tc
     model.train()
-    gen_scale = 1.0 if gen_lr is None else gen_lr / lr
-    opt = bert.adamw(
+    gen_scale = 1.0 if gen_lr is None else gen_lr / tc.lr
+    opt = adamw(
         model,
-        lr,
-        weight_decay,
+        tc.lr,
+        tc.weight_decay,
         lr_scale=lambda name: gen_scale if name.startswith("generator.") else 1.0,
     )
-    warmup = max(1, steps // 20) if warmup is None else warmup
+    warmup = max(1, steps // 20) if tc.warmup is None else tc.warmup
     for step in range(steps):
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, lr, warmup) * g["lr_scale"]
-        win = bert.cls_windows(a, rng, batch_size, cfg.max_len)  # [B, T]
-        inputs, sel = bert.mlm_mask(win, rng, cfg.mask_prob, mask_frac=1.0, random_frac=0.0)
+            g["lr"] = lr_at(step, steps, tc.lr, warmup) * g["lr_scale"]
+        win = cls_windows(a, rng, tc.batch_size, cfg.max_len)  # [B, T]
+        inputs, sel = mlm_mask(win, rng, cfg.mask_prob, mask_frac=1.0, random_frac=0.0)
         if not sel.any():
             sel[0, 1] = True
             inputs[0, 1] = MASK
@@ -280,8 +270,8 @@ def train(
         counted = orig < N_BYTES  # [B, T]: byte positions (not CLS)
         disc_logits = model(corrupted)  # [B, T]
         bce = F.binary_cross_entropy_with_logits(disc_logits[counted], replaced[counted])
-        loss = mlm_loss + cfg.disc_weight * bce
-        optimizer_step(model, opt, loss, grad_clip)
+        loss = mlm_loss + tc.disc_weight * bce
+        optimizer_step(model, opt, loss, tc.grad_clip)
         if progress is not None:
             progress(step + 1, steps, loss.item())
     model.eval()
@@ -292,23 +282,26 @@ def train(
 
 
 def save(model: Model, path: str | os.PathLike) -> Path:
-    """Write the checkpoint folder ``path`` (config.json + model.safetensors): ONE checkpoint
-    holding ``generator.*``, ``discriminator.*`` and ``disc_head.*``."""
+    """Write the checkpoint folder ``path`` (config.json with the config and the training
+    settings, model.safetensors): ONE checkpoint holding ``generator.*``, ``discriminator.*``
+    and ``disc_head.*``."""
     return save_checkpoint(
         path,
         ARCH,
         dataclasses.asdict(model.cfg),
         model.state_dict(),
         tokenizer={"type": "byte", "vocab_size": N_BYTES, "specials": "tinyllm.tokens"},
+        extra=train_record(model.train_cfg),
     )
 
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save` (names, shapes, dtypes and finiteness
     checked against a freshly built model; CheckpointError naming the file)."""
-    cfg = read_family_config(path, ARCH, Config)
+    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
     model = Model(cfg)
     model.load_state_dict(load_tensors(path, expected_from(model.state_dict())), strict=True)
+    model.train_cfg = train_cfg
     model.eval()
     return model
 
@@ -340,8 +333,8 @@ def rtd_accuracy(
 
     Each text becomes ``[CLS] bytes`` (cut to ``max_len``). Row by row, in order: its byte
     positions are selected with probability ``cfg.mask_prob`` and all selected ones set to MASK
-    (:func:`bert.mask_rows`), then one uniform per selected position is drawn; the generator's
-    softmax at that position is sampled by inverse CDF with it. The discriminator then reads the
+    (:func:`tinyllm.models.encoder.mask_rows`), then one uniform per selected position is drawn;
+    the generator's softmax at that position is sampled by inverse CDF with it. The discriminator then reads the
     corrupted rows and calls a byte "replaced" when its logit is > 0.
 
     Counted tokens: every byte position (not CLS, not PAD). A position is *replaced* when its
@@ -352,13 +345,13 @@ def rtd_accuracy(
     masked position: the generator's argmax equals the original byte).
     """
     cfg = model.cfg
-    rows = bert.encode_rows(texts, cfg.max_len)
+    rows = encode_rows(texts, cfg.max_len)
     # per row: its masks, then the uniforms of its masked positions (prefix-stable draws)
     inputs, sel = np.empty_like(rows), np.zeros(rows.shape, dtype=bool)
     uniforms = []
     for i, row in enumerate(rows):
         n = int(np.count_nonzero(row != PAD))
-        inputs[i, :n], sel[i, :n] = bert.mlm_mask(
+        inputs[i, :n], sel[i, :n] = mlm_mask(
             row[:n], rng, cfg.mask_prob, mask_frac=1.0, random_frac=0.0
         )
         inputs[i, n:] = PAD

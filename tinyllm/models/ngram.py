@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from tinyllm.checkpoint import CheckpointError, load_single, save_single
+from tinyllm.models.training import settings_of
 from tinyllm.tokens import check_byte_ids, check_byte_range
 
 ARCH = "ngram"
@@ -62,6 +63,12 @@ class Config:
             raise ValueError(f"ngram Config.order: expected an int, got {self.order!r}")
         if not 1 <= self.order <= MAX_ORDER:
             raise ValueError(f"ngram Config.order: expected 1..{MAX_ORDER}, got {self.order}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """No settings: counting is exact (the family contract's TrainConfig, empty; the checkpoint
+    file records none)."""
 
 
 @dataclass
@@ -97,6 +104,7 @@ class Model:
 
     def __init__(self, cfg: Config, discounts: list[float] | None = None) -> None:
         self.cfg = cfg
+        self.train_cfg = TrainConfig()
         self.discounts = list(discounts) if discounts is not None else [0.5] * cfg.order
         _check_discounts(self.discounts, cfg.order, "ngram.Model")
         self.levels = [_empty_level() for _ in range(cfg.order)]
@@ -224,12 +232,14 @@ def _discount(counts: np.ndarray) -> float:
     return float(min(max(d, D_MIN), D_MAX))
 
 
-def train(cfg: Config, data, *, seed: int, steps: int = 0, progress=None) -> Model:
+def train(cfg: Config, data, *, seed: int, steps: int = 0, progress=None, **settings) -> Model:
     """Count the n-grams of ``data`` (1-d byte ids) and estimate one discount per level.
 
-    ``seed`` and ``steps`` are unused (counting is exact); ``progress(1, 1, nll)`` is called once
-    with the mean NLL (nats) of the training bytes.
+    ``seed`` and ``steps`` are unused (counting is exact; ``settings``: :class:`TrainConfig`'s
+    fields, none); ``progress(1, 1, nll)`` is called once with the mean NLL (nats) of the
+    training bytes.
     """
+    settings_of(TrainConfig, settings, "ngram.train")
     a = check_byte_range(np.asarray(check_byte_ids(data, "ngram.train"), np.int64), "ngram.train")
     N = cfg.order
     keys: list[np.ndarray] = [np.zeros(0, np.int64)] * N

@@ -27,12 +27,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tinyllm.checkpoint import (
-    expected_from,
-    load_tensors,
-    read_family_config,
-    save_checkpoint,
-)
+from tinyllm.checkpoint import expected_from, load_tensors, save_checkpoint
+from tinyllm.models.training import read_configs, settings_of, train_record
 from tinyllm.tokens import check_byte_ids, check_byte_range
 
 ARCH = "nplm"
@@ -44,36 +40,53 @@ CHUNK = 8192  # tokens scored per chunk by token_nlls
 
 @dataclass(frozen=True)
 class Config:
-    """Model size and the training recipe (AdamW, cosine decay of the lr to 10%, random segments)."""
+    """Model size."""
 
     context: int = 6  # k, bytes of context
     emb_dim: int = 32
     hidden: int = 384
     direct: bool = True  # direct (linear) connections from the embeddings to the logits
-    seq_len: int = 64  # training segment length (every position is a training example)
-    batch_size: int = 32
-    lr: float = 3e-3
-    weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("context", "emb_dim", "hidden", "seq_len", "batch_size"):
+        for name in ("context", "emb_dim", "hidden"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"nplm Config.{name}: expected an int >= 1, got {v!r}")
         if not isinstance(self.direct, bool):
             raise ValueError(f"nplm Config.direct: expected a bool, got {self.direct!r}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training recipe: AdamW, cosine decay of the lr to 10%, ``batch_size`` random segments
+    of ``seq_len`` bytes a step (every position is a training example)."""
+
+    seq_len: int = 64
+    batch_size: int = 32
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("seq_len", "batch_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"nplm TrainConfig.{name}: expected an int >= 1, got {v!r}")
         for name in ("lr", "weight_decay"):
             v = getattr(self, name)
             if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-                raise ValueError(f"nplm Config.{name}: expected a finite number >= 0, got {v!r}")
+                raise ValueError(
+                    f"nplm TrainConfig.{name}: expected a finite number >= 0, got {v!r}"
+                )
 
 
 class Model(nn.Module):
-    """Bengio et al. (2003) MLP LM; ``forward(idx)`` -> logits of the byte after each position."""
+    """Bengio et al. (2003) MLP LM; ``forward(idx)`` -> logits of the byte after each position;
+    ``train_cfg``: the settings it was trained with (the defaults for a fresh model)."""
 
     def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
+        self.train_cfg = TrainConfig()
         self.emb = nn.Embedding(VOCAB + 1, cfg.emb_dim)  # row 256 = PAD
         self.hidden = nn.Linear(cfg.context * cfg.emb_dim, cfg.hidden)
         self.out = nn.Linear(cfg.hidden, VOCAB)
@@ -100,25 +113,28 @@ class Model(nn.Module):
         return logits, loss
 
 
-def train(cfg: Config, data, *, seed: int, steps: int, progress=None) -> Model:
-    """Adam on random segments of ``data``: each step a batch [batch_size, seq_len] of inputs and
-    the next bytes as targets. ``steps = 0`` returns the seeded initial model.
-    ``progress(step, steps, loss)`` gets the batch's mean cross-entropy (nats)."""
+def train(cfg: Config, data, *, seed: int, steps: int, progress=None, **settings) -> Model:
+    """AdamW on random segments of ``data``: each step a batch [batch_size, seq_len] of inputs and
+    the next bytes as targets (``settings``: :class:`TrainConfig`'s fields). ``steps = 0``
+    returns the seeded initial model. ``progress(step, steps, loss)`` gets the batch's mean
+    cross-entropy (nats)."""
+    tc = settings_of(TrainConfig, settings, "nplm.train")
     a = check_byte_range(np.asarray(check_byte_ids(data, "nplm.train"), np.int64), "nplm.train")
     if a.size < 2:
         raise ValueError(f"nplm.train: expected at least 2 bytes of data, got {a.size}")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = Model(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    T = min(cfg.seq_len, a.size - 1)
+    model.train_cfg = tc
+    opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
+    T = min(tc.seq_len, a.size - 1)
     data_t = torch.from_numpy(a)
     offs = torch.arange(T + 1)
     model.train()
     for step in range(1, steps + 1):
         for group in opt.param_groups:
-            group["lr"] = cfg.lr * (0.1 + 0.45 * (1.0 + math.cos(math.pi * (step - 1) / steps)))
-        starts = torch.from_numpy(rng.integers(0, a.size - T, size=cfg.batch_size))
+            group["lr"] = tc.lr * (0.1 + 0.45 * (1.0 + math.cos(math.pi * (step - 1) / steps)))
+        starts = torch.from_numpy(rng.integers(0, a.size - T, size=tc.batch_size))
         seg = data_t[starts[:, None] + offs]  # [B, T+1]
         _, loss = model(seg[:, :-1], seg[:, 1:])
         opt.zero_grad(set_to_none=True)
@@ -157,13 +173,21 @@ def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
 
 
 def save(model: Model, path: str | os.PathLike) -> Path:
-    """Write the checkpoint folder ``path`` (config.json + model.safetensors)."""
-    return save_checkpoint(path, ARCH, dataclasses.asdict(model.cfg), model.state_dict())
+    """Write the checkpoint folder ``path`` (config.json with the config and the training
+    settings, model.safetensors)."""
+    return save_checkpoint(
+        path,
+        ARCH,
+        dataclasses.asdict(model.cfg),
+        model.state_dict(),
+        extra=train_record(model.train_cfg),
+    )
 
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save` (eval mode)."""
-    cfg = read_family_config(path, ARCH, Config)
+    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
     model = Model(cfg)
     model.load_state_dict(load_tensors(path, expected_from(model.state_dict())))
+    model.train_cfg = train_cfg
     return model.eval()

@@ -26,13 +26,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tinyllm.checkpoint import (
-    expected_from,
-    load_tensors,
-    read_family_config,
-    save_checkpoint,
-)
-from tinyllm.models.training import optimizer_step
+from tinyllm.checkpoint import expected_from, load_tensors, save_checkpoint
+from tinyllm.models.training import optimizer_step, read_configs, settings_of, train_record
 from tinyllm.tokens import check_byte_ids, check_byte_range
 
 ARCH = "rnnlm"
@@ -44,42 +39,62 @@ CHUNK = 4096  # tokens per chunk in token_nlls
 
 @dataclass(frozen=True)
 class Config:
-    """Model size and the truncated-BPTT recipe (AdamW, cosine decay of the lr to 10%)."""
+    """Model size."""
 
     cell: str = "gru"  # "gru" or "lstm"
     emb_dim: int = 64
     hidden: int = 512
     layers: int = 1
     dropout: float = 0.0  # between layers (only with layers > 1) and before the head
-    bptt: int = 64
-    batch_size: int = 32
-    lr: float = 3e-3
-    clip: float = 1.0  # gradient norm clipping; 0 = off
-    weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
         if self.cell not in CELLS:
             raise ValueError(f"rnnlm Config.cell: expected one of {list(CELLS)}, got {self.cell!r}")
-        for name in ("emb_dim", "hidden", "layers", "bptt", "batch_size"):
+        for name in ("emb_dim", "hidden", "layers"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"rnnlm Config.{name}: expected an int >= 1, got {v!r}")
-        for name in ("dropout", "lr", "clip", "weight_decay"):
-            v = getattr(self, name)
-            if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-                raise ValueError(f"rnnlm Config.{name}: expected a finite number >= 0, got {v!r}")
+        v = self.dropout
+        if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"rnnlm Config.dropout: expected a finite number >= 0, got {v!r}")
         if self.dropout >= 1:
             raise ValueError(
                 f"rnnlm Config.dropout: expected a value in [0, 1), got {self.dropout}"
             )
 
 
+@dataclass(frozen=True)
+class TrainConfig:
+    """The truncated-BPTT recipe: ``batch_size`` streams read ``bptt`` bytes a step, AdamW,
+    cosine decay of the lr to 10%, gradient-norm clipping at ``clip`` (0 = off)."""
+
+    bptt: int = 64
+    batch_size: int = 32
+    lr: float = 3e-3
+    clip: float = 1.0
+    weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("bptt", "batch_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"rnnlm TrainConfig.{name}: expected an int >= 1, got {v!r}")
+        for name in ("lr", "clip", "weight_decay"):
+            v = getattr(self, name)
+            if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+                raise ValueError(
+                    f"rnnlm TrainConfig.{name}: expected a finite number >= 0, got {v!r}"
+                )
+
+
 class Model(nn.Module):
-    """``forward(idx, state=None, targets=None)`` -> (logits [B, T, 256], state, loss)."""
+    """``forward(idx, state=None, targets=None)`` -> (logits [B, T, 256], state, loss);
+    ``train_cfg``: the settings it was trained with (the defaults for a fresh model)."""
 
     def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
+        self.train_cfg = TrainConfig()
         self.emb = nn.Embedding(VOCAB, cfg.emb_dim)
         rnn = nn.GRU if cfg.cell == "gru" else nn.LSTM
         inner = cfg.dropout if cfg.layers > 1 else 0.0
@@ -110,34 +125,37 @@ def _detach(state):
     return state.detach()
 
 
-def train(cfg: Config, data, *, seed: int, steps: int, progress=None) -> Model:
-    """Truncated BPTT over ``batch_size`` parallel streams of ``data`` (1-d byte ids).
+def train(cfg: Config, data, *, seed: int, steps: int, progress=None, **settings) -> Model:
+    """Truncated BPTT over ``batch_size`` parallel streams of ``data`` (1-d byte ids);
+    ``settings`` are :class:`TrainConfig`'s fields.
 
     Each step reads the next ``bptt`` bytes of every stream; the state is carried across steps
     (detached) and reset when the streams wrap. ``steps = 0`` returns the seeded initial model.
     ``progress(step, steps, loss)`` gets the window's mean cross-entropy (nats).
     """
+    tc = settings_of(TrainConfig, settings, "rnnlm.train")
     a = check_byte_range(np.asarray(check_byte_ids(data, "rnnlm.train"), np.int64), "rnnlm.train")
     if a.size < 3:
         raise ValueError(f"rnnlm.train: expected at least 3 bytes of data, got {a.size}")
     torch.manual_seed(seed)
     model = Model(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    B = max(1, min(cfg.batch_size, (a.size - 1) // 2))  # tiny data: fewer streams
+    model.train_cfg = tc
+    opt = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
+    B = max(1, min(tc.batch_size, (a.size - 1) // 2))  # tiny data: fewer streams
     L = (a.size - 1) // B  # stream length (inputs); targets are one byte ahead
     inputs = torch.from_numpy(a[: B * L].reshape(B, L))  # [B, L]
     targets = torch.from_numpy(a[1 : B * L + 1].reshape(B, L))  # [B, L]
-    T = min(cfg.bptt, L)
+    T = min(tc.bptt, L)
     pos, state = 0, None
     model.train()
     for step in range(1, steps + 1):
         for group in opt.param_groups:
-            group["lr"] = cfg.lr * (0.1 + 0.45 * (1.0 + math.cos(math.pi * (step - 1) / steps)))
+            group["lr"] = tc.lr * (0.1 + 0.45 * (1.0 + math.cos(math.pi * (step - 1) / steps)))
         if pos + T > L:  # wrap: back to the streams' start, with a fresh state
             pos, state = 0, None
         _, state, loss = model(inputs[:, pos : pos + T], _detach(state), targets[:, pos : pos + T])
         pos += T
-        optimizer_step(model, opt, loss, cfg.clip)
+        optimizer_step(model, opt, loss, tc.clip)
         if progress is not None:
             progress(step, steps, loss.item())
     model.eval()
@@ -172,13 +190,21 @@ def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
 
 
 def save(model: Model, path: str | os.PathLike) -> Path:
-    """Write the checkpoint folder ``path`` (config.json + model.safetensors)."""
-    return save_checkpoint(path, ARCH, dataclasses.asdict(model.cfg), model.state_dict())
+    """Write the checkpoint folder ``path`` (config.json with the config and the training
+    settings, model.safetensors)."""
+    return save_checkpoint(
+        path,
+        ARCH,
+        dataclasses.asdict(model.cfg),
+        model.state_dict(),
+        extra=train_record(model.train_cfg),
+    )
 
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save` (eval mode)."""
-    cfg = read_family_config(path, ARCH, Config)
+    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
     model = Model(cfg)
     model.load_state_dict(load_tensors(path, expected_from(model.state_dict())))
+    model.train_cfg = train_cfg
     return model.eval()

@@ -17,10 +17,8 @@ Without input feeding the decoder GRU runs over the whole target in one call und
 forcing, which is several times faster on a CPU than a Python loop of GRU cells. The one token
 embedding ``E`` is shared by encoder and decoder (both read bytes).
 
-The module also holds what the seq2seq families share: the pair data check
-(:func:`check_pairs`), the teacher-forced training loop (:func:`fit`) and batched beam decoding
-through the ``encode`` / ``decode_step`` hooks (:func:`translate_ids_with`); the transformer
-family uses them too.
+Training and translation are the seq2seq families' shared ones
+(:func:`tinyllm.models.translation.fit`, :func:`~tinyllm.models.translation.translate_ids_with`).
 
 Shapes: ``B`` batch, ``S`` source tokens, ``T`` target tokens, ``E`` emb_dim, ``H`` hidden.
 """
@@ -28,103 +26,72 @@ Shapes: ``B`` batch, ``S`` source tokens, ``T`` target tokens, ``E`` emb_dim, ``
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from tinyllm.checkpoint import expected_from, load_tensors, read_family_config, save_checkpoint
-from tinyllm.models.beam import beam_search, strip_hypothesis
-from tinyllm.models.training import lr_at, optimizer_step
-from tinyllm.tokens import (
-    BOS,
-    CLS,
-    MASK,
-    PAD,
-    VOCAB_WITH_SPECIALS,
-    ByteTokenizer,
-    encode_batch,
+from tinyllm.checkpoint import expected_from, load_tensors, save_checkpoint
+from tinyllm.models.training import read_configs, settings_of, train_record
+from tinyllm.models.translation import (
+    VOCAB,
+    check_pairs,
+    check_positive_ints,
+    check_settings,
+    fit,
+    hypothesis_text,
+    output_mask,
+    translate_ids_with,
 )
+from tinyllm.tokens import PAD
 
 ARCH = "seq2seq"
 KIND = "seq2seq"
-VOCAB = VOCAB_WITH_SPECIALS  # 256 bytes + PAD, BOS, EOS, MASK, CLS
-NEVER_EMITTED = (PAD, BOS, MASK, CLS)  # output ids masked to -inf: only bytes and EOS are emitted
-
-
-def _check_int(cfg, names) -> None:
-    for name in names:
-        v = getattr(cfg, name)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{type(cfg).__qualname__}.{name}: expected an int >= 1, got {v!r}")
-
-
-def check_training_fields(cfg) -> None:
-    """The training fields every seq2seq family's Config has (lr, warmup, clip, batch_size)."""
-    _check_int(cfg, ("batch_size", "max_len"))
-    if not (isinstance(cfg.lr, int | float) and math.isfinite(cfg.lr) and cfg.lr > 0):
-        raise ValueError(f"Config.lr: expected a finite number > 0, got {cfg.lr!r}")
-    if not (isinstance(cfg.warmup, int) and cfg.warmup >= 0):
-        raise ValueError(f"Config.warmup: expected an int >= 0, got {cfg.warmup!r}")
-    if not (isinstance(cfg.clip, int | float) and cfg.clip >= 0):
-        raise ValueError(f"Config.clip: expected a number >= 0 (0 = off), got {cfg.clip!r}")
 
 
 @dataclass(frozen=True)
 class Config:
-    """Widths, the longest sequence (bytes, source or target, specials excluded) and the Adam
-    recipe: linear warmup over ``warmup`` steps, then cosine decay to ``lr / 10``."""
+    """Widths and the longest sequence (bytes, source or target, specials excluded)."""
 
     emb_dim: int = 64
     hidden: int = 128  # decoder width; each encoder direction has hidden // 2
     max_len: int = 64
+
+    def __post_init__(self) -> None:
+        check_positive_ints(self, ("emb_dim", "hidden"))
+        if self.hidden % 2:
+            raise ValueError(f"Config.hidden: expected an even int, got {self.hidden}")
+        check_positive_ints(self, ("max_len",))
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The Adam recipe: ``batch_size`` pairs a step, linear warmup over ``warmup`` steps, then
+    cosine decay to ``lr / 10``, gradient-norm clipping at ``clip`` (0 = off)."""
+
     batch_size: int = 64
     lr: float = 3e-3
     warmup: int = 50
-    clip: float = 1.0  # gradient-norm clipping, 0 = off
+    clip: float = 1.0
 
     def __post_init__(self) -> None:
-        _check_int(self, ("emb_dim", "hidden"))
-        if self.hidden % 2:
-            raise ValueError(f"Config.hidden: expected an even int, got {self.hidden}")
-        check_training_fields(self)
-
-
-# The demo zoo's seq2seq (tinyllm/train.py reads these), trained on both cldr tasks together
-# (tinyllm.data.cldr_files: 4,027 train pairs), seed 0, 1 torch thread, on a busy 2-core machine
-# (train s = CPU seconds of the process); EM on val with beam 4, Wilson 95%; p = paired
-# permutation test against the copy baseline on the same names (copy: 21/291 = 0.072):
-#   config          steps  train s  cldr-names EM            p       cldr-dates EM
-#   Config()        1500   94       0.172 [0.133, 0.219]     0.0004  1.000 [0.995, 1.000]
-#   Config()        2000   ~125     0.165 [0.127, 0.212]     0.0013  1.000 [0.995, 1.000]
-# Dates are learned early (train loss < 0.1 by step 1000); names are mostly memorization and do
-# not improve with more steps, so the zoo takes the cheaper run.
-ZOO_CONFIG = Config()
-ZOO_STEPS = 1500
-ZOO_COST_S = 95.0  # measured single-thread training seconds (train.Recipe.cost_s)
-
-
-def output_mask() -> torch.Tensor:
-    """``[V]`` additive mask: 0 for the bytes and EOS, -inf for the ids never emitted."""
-    m = torch.zeros(VOCAB)
-    m[list(NEVER_EMITTED)] = float("-inf")
-    return m
+        check_settings(self)
 
 
 class Model(nn.Module):
-    """Bidirectional GRU encoder, GRU decoder, Luong "general" attention (module docstring)."""
+    """Bidirectional GRU encoder, GRU decoder, Luong "general" attention (module docstring);
+    ``train_cfg``: the settings it was trained with (the defaults for a fresh model)."""
 
     def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
+        self.train_cfg = TrainConfig()
         E, H = cfg.emb_dim, cfg.hidden
         self.emb = nn.Embedding(VOCAB, E, padding_idx=PAD)  # shared by encoder and decoder
         self.enc = nn.GRU(E, H // 2, batch_first=True, bidirectional=True)
@@ -186,124 +153,6 @@ def decode_step(model: Model, state: dict, prev_ids: torch.Tensor) -> tuple[torc
     return model.step(state, prev_ids)
 
 
-# ----------------------------------------------------------------- shared by the seq2seq families
-
-
-def check_pairs(data, who: str) -> list[tuple[str, str]]:
-    """``data`` as a list of (src, tgt) string pairs: pairs, or dicts with "src" and "tgt"."""
-    if isinstance(data, str | bytes) or not isinstance(data, Sequence | np.ndarray):
-        raise ValueError(f"{who}: expected a list of (src, tgt) string pairs, got {type(data)}")
-    out = []
-    for i, p in enumerate(data):
-        if isinstance(p, dict):
-            p = (p.get("src"), p.get("tgt"))
-        if not (
-            isinstance(p, tuple | list)
-            and len(p) == 2
-            and isinstance(p[0], str)
-            and isinstance(p[1], str)
-        ):
-            raise ValueError(f"{who}: expected pair {i} to be two strings (src, tgt), got {p!r}")
-        out.append((p[0], p[1]))
-    if not out:
-        raise ValueError(f"{who}: expected at least one (src, tgt) pair, got none")
-    return out
-
-
-def encode_sources(srcs: list[str], max_len: int) -> torch.Tensor:
-    """Sources -> [B, S] ids ``<bytes> EOS`` (bytes cut to ``max_len``), PAD on the right."""
-    ids, _ = encode_batch(srcs, eos=True, max_len=max_len + 1)
-    return torch.from_numpy(ids)
-
-
-def encode_targets(tgts: list[str], max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Targets -> (decoder input ``BOS <bytes>`` [B, T], targets ``<bytes> EOS`` [B, T]), PAD
-    on the right (a PAD target is ignored by the loss)."""
-    ids, _ = encode_batch(tgts, bos=True, eos=True, max_len=max_len + 2)
-    t = torch.from_numpy(ids)
-    return t[:, :-1], t[:, 1:]
-
-
-def fit(
-    model: nn.Module,
-    pairs: list[tuple[str, str]],
-    cfg,
-    *,
-    seed: int,
-    steps: int,
-    progress: Callable[[int, int, float], None] | None,
-) -> None:
-    """Teacher-forced training of ``model(src, tgt_in) -> logits [B, T, V]``, in place: Adam,
-    ``cfg.batch_size`` pairs per step drawn uniformly with ``numpy.random.default_rng(seed)``,
-    mean cross entropy (nats) over the non-PAD targets, lr by :func:`tinyllm.models.training.lr_at`
-    (warmup ``cfg.warmup``, cosine to ``cfg.lr / 10``), gradient-norm clipping at ``cfg.clip``.
-    ``progress(step, steps, loss)`` after each step (1-based)."""
-    rng = np.random.default_rng(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    srcs = [s for s, _ in pairs]
-    tgts = [t for _, t in pairs]
-    model.train()
-    for step in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, cfg.lr, cfg.warmup)
-        pick = rng.integers(0, len(pairs), size=cfg.batch_size)
-        src = encode_sources([srcs[i] for i in pick], cfg.max_len)
-        tgt_in, tgt_out = encode_targets([tgts[i] for i in pick], cfg.max_len)
-        logits = model(src, tgt_in)  # [B, T, V]
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), tgt_out.reshape(-1), ignore_index=PAD)
-        optimizer_step(model, opt, loss, cfg.clip)
-        if progress is not None:
-            progress(step + 1, steps, loss.item())
-    model.eval()
-
-
-def translate_ids_with(
-    family,
-    model,
-    srcs: list[str],
-    *,
-    beam: int,
-    max_len: int,
-    batch_size: int,
-    length_penalty: float = 0.0,
-) -> list[list[int]]:
-    """Best beam hypothesis per source (ids with eos, no BOS), decoded ``batch_size`` sources at
-    a time through ``family.encode`` / ``family.decode_step``; ``max_len`` tokens at most."""
-    if isinstance(srcs, str):
-        raise TypeError("translate: expected a list of strings, got one str")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"translate: expected batch_size >= 1, got {batch_size!r}")
-    was_training = getattr(model, "training", False)
-    if isinstance(model, nn.Module):
-        model.eval()
-    out: list[list[int]] = []
-    try:
-        with torch.inference_mode():
-            for s in range(0, len(srcs), batch_size):
-                chunk = list(srcs[s : s + batch_size])
-                src = encode_sources(chunk, model.cfg.max_len)
-                state = family.encode(model, src)
-                res = beam_search(
-                    lambda st, prev: family.decode_step(model, st, prev),
-                    state,
-                    len(chunk),
-                    beam=beam,
-                    max_len=max_len,
-                    length_penalty=length_penalty,
-                )
-                out.extend(res.ids)
-    finally:
-        if isinstance(model, nn.Module):
-            model.train(was_training)
-    return out
-
-
-def hypothesis_text(ids: list[int]) -> str:
-    """A hypothesis' text: eos and padding stripped, the bytes decoded as UTF-8 (invalid bytes
-    become U+FFFD; exact match compares bytes, not this text)."""
-    return ByteTokenizer().decode(strip_hypothesis(ids))
-
-
 # ----------------------------------------------------------------------------- train / translate
 
 
@@ -314,16 +163,19 @@ def train(
     seed: int,
     steps: int,
     progress: Callable[[int, int, float], None] | None = None,
+    **settings,
 ) -> Model:
     """Train on ``data``, a list of (src, tgt) string pairs (or {"src", "tgt"} dicts), by
-    teacher forcing (:func:`fit`); weights from ``torch.manual_seed(seed)``. Returns the model in
-    eval mode."""
+    teacher forcing (:func:`tinyllm.models.translation.fit`; ``settings``: :class:`TrainConfig`'s
+    fields); weights from ``torch.manual_seed(seed)``. Returns the model in eval mode."""
+    tc = settings_of(TrainConfig, settings, "seq2seq.train")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"seq2seq.train: expected steps >= 1, got {steps!r}")
     pairs = check_pairs(data, "seq2seq.train")
     torch.manual_seed(seed)
     model = Model(cfg)
-    fit(model, pairs, cfg, seed=seed, steps=steps, progress=progress)
+    model.train_cfg = tc
+    fit(model, pairs, cfg.max_len, tc, seed=seed, steps=steps, progress=progress)
     return model
 
 
@@ -357,15 +209,23 @@ def translate(
 
 
 def save(model: Model, path: str | os.PathLike) -> Path:
-    """Write the checkpoint folder ``path`` (config.json + model.safetensors)."""
-    return save_checkpoint(path, ARCH, dataclasses.asdict(model.cfg), model.state_dict())
+    """Write the checkpoint folder ``path`` (config.json with the config and the training
+    settings, model.safetensors)."""
+    return save_checkpoint(
+        path,
+        ARCH,
+        dataclasses.asdict(model.cfg),
+        model.state_dict(),
+        extra=train_record(model.train_cfg),
+    )
 
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save` (every tensor checked against a freshly
     built model); the model is in eval mode."""
-    cfg = read_family_config(path, ARCH, Config)
+    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
     model = Model(cfg)
     model.load_state_dict(load_tensors(path, expected_from(model.state_dict())), strict=True)
+    model.train_cfg = train_cfg
     model.eval()
     return model

@@ -1,12 +1,90 @@
-"""The training pieces every gradient-trained family shares: the learning-rate schedule and one
-optimizer step. (Functions, not a base class: each family keeps its own ``train``.)"""
+"""The training pieces every family shares: its training settings (how they are passed, recorded
+and read back), the learning-rate schedule and one optimizer step. (Functions, not a base class:
+each family keeps its own ``train``.)
+
+Each family splits what it knows into two frozen dataclasses: ``Config``, what builds and scores
+the model (its shape), and ``TrainConfig``, what only ``train`` reads (optimizer, schedule,
+batches, loss weights). ``train(cfg, data, *, seed, steps, progress=None, **settings)`` takes the
+TrainConfig's fields as keywords (:func:`settings_of`); the model keeps them as ``model.train_cfg``
+and ``save`` writes them to config.json under ``train_config`` (:func:`train_record`), beside
+``config``. :func:`read_configs` reads both back; a config.json without ``train_config`` (the
+layout of format-1 checkpoints that kept their settings, if any, under ``config``) gives the
+TrainConfig's defaults, with any of its fields found under ``config`` taken from there.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
 
 import torch
 from torch import nn
+
+from tinyllm.checkpoint import CONFIG_NAME, CheckpointError, read_config
+
+TRAIN_CONFIG_KEY = "train_config"
+
+
+def settings_of(train_cls, given: Mapping, who: str):
+    """``train_cls(**given)``: a family's TrainConfig from ``train``'s keywords; a name that is not
+    one of its fields is a TypeError listing the valid ones."""
+    names = [f.name for f in dataclasses.fields(train_cls)]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise TypeError(f"{who}: expected training settings among {names}, got {unknown}")
+    return train_cls(**given)
+
+
+def train_record(train_cfg) -> dict:
+    """The config.json entry of a model's training settings: ``{"train_config": {...}}``."""
+    return {TRAIN_CONFIG_KEY: dataclasses.asdict(train_cfg)}
+
+
+def read_configs(directory: str | os.PathLike, arch: str, config_cls, train_cls) -> tuple:
+    """``(Config, TrainConfig)`` of a checkpoint folder: :func:`tinyllm.checkpoint.read_config`,
+    then ``config_cls(**config)`` and ``train_cls(**train_config)``; without ``train_config`` the
+    TrainConfig's fields are taken from ``config`` where they are, the defaults elsewhere (module
+    docstring). An unknown or invalid key is a CheckpointError naming config.json."""
+    doc = read_config(directory, known_archs=[arch])
+    where = Path(directory) / CONFIG_NAME
+    conf = dict(doc["config"])
+    if TRAIN_CONFIG_KEY in doc:
+        given = doc[TRAIN_CONFIG_KEY]
+        if not isinstance(given, dict):
+            raise CheckpointError(
+                f"{where}: expected '{TRAIN_CONFIG_KEY}' to be an object, got {given!r}"
+            )
+    else:
+        names = {f.name for f in dataclasses.fields(train_cls)}
+        given = {k: conf.pop(k) for k in list(conf) if k in names}
+    try:
+        cfg = config_cls(**conf)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{where}: invalid {arch} config: {e}") from None
+    try:
+        train_cfg = train_cls(**given)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{where}: invalid {arch} {TRAIN_CONFIG_KEY}: {e}") from None
+    return cfg, train_cfg
+
+
+def check_adamw_settings(tc, who: str) -> None:
+    """The AdamW settings of the encoder families' TrainConfigs: ``batch_size`` an int >= 1,
+    ``lr``, ``weight_decay`` and ``grad_clip`` finite numbers >= 0, ``warmup`` None (the
+    family's default share of the steps) or an int >= 0."""
+    b = tc.batch_size
+    if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+        raise ValueError(f"{who}.batch_size: expected an int >= 1, got {b!r}")
+    for name in ("lr", "weight_decay", "grad_clip"):
+        v = getattr(tc, name)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"{who}.{name}: expected a finite number >= 0, got {v!r}")
+    w = tc.warmup
+    if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
+        raise ValueError(f"{who}.warmup: expected None or an int >= 0, got {w!r}")
 
 
 def lr_at(step: int, steps: int, lr: float, warmup: int, min_ratio: float = 0.1) -> float:

@@ -17,8 +17,8 @@ self-attention keys/values of the positions decoded so far and the memory's cros
 keys/values (computed once per source), so a step costs O(t), not O(t^2); the tests check it
 against the teacher-forced computation.
 
-Training, translation and the data check are shared with the seq2seq family
-(:func:`tinyllm.models.seq2seq.fit`, :func:`~tinyllm.models.seq2seq.translate_ids_with`).
+Training, translation and the data check are the seq2seq families' shared ones
+(:func:`tinyllm.models.translation.fit`, :func:`~tinyllm.models.translation.translate_ids_with`).
 
 Shapes: ``B`` batch, ``S`` source tokens, ``T`` target tokens, ``D`` = ``n_embd``.
 """
@@ -36,13 +36,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinyllm.checkpoint import expected_from, load_tensors, read_family_config, save_checkpoint
+from tinyllm.checkpoint import expected_from, load_tensors, save_checkpoint
 from tinyllm.models.layers import Block, DecoderBlock, init_gpt_weights
-from tinyllm.models.seq2seq import (
+from tinyllm.models.training import read_configs, settings_of, train_record
+from tinyllm.models.translation import (
     VOCAB,
-    _check_int,
     check_pairs,
-    check_training_fields,
+    check_positive_ints,
+    check_settings,
     fit,
     hypothesis_text,
     output_mask,
@@ -56,8 +57,7 @@ KIND = "seq2seq"
 
 @dataclass(frozen=True)
 class Config:
-    """Shape, the longest sequence (bytes, source or target, specials excluded) and the Adam
-    recipe (linear warmup over ``warmup`` steps, then cosine decay to ``lr / 10``)."""
+    """Shape and the longest sequence (bytes, source or target, specials excluded)."""
 
     n_embd: int = 64
     n_head: int = 4
@@ -65,46 +65,40 @@ class Config:
     n_dec_layer: int = 2
     dropout: float = 0.0
     max_len: int = 64
-    batch_size: int = 64
-    lr: float = 2e-3
-    warmup: int = 100
-    clip: float = 1.0  # gradient-norm clipping, 0 = off
 
     def __post_init__(self) -> None:
-        _check_int(self, ("n_embd", "n_head", "n_enc_layer", "n_dec_layer"))
+        check_positive_ints(self, ("n_embd", "n_head", "n_enc_layer", "n_dec_layer"))
         if self.n_embd % self.n_head:
             raise ValueError(
                 f"Config.n_embd: expected a multiple of n_head={self.n_head}, got {self.n_embd}"
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"Config.dropout: expected a float in [0, 1), got {self.dropout!r}")
-        check_training_fields(self)
+        check_positive_ints(self, ("max_len",))
 
 
-# The demo zoo's transformer (tinyllm/train.py reads these), trained on both cldr tasks together
-# (tinyllm.data.cldr_files: 4,027 train pairs), seed 0, 1 torch thread, on a busy 2-core machine
-# (train s = CPU seconds of the process); EM on val with beam 4, Wilson 95%; p = paired
-# permutation test against the copy baseline on the same names (copy: 21/291 = 0.072):
-#   config                     steps  train s  cldr-names EM          p       cldr-dates EM
-#   Config() (lr 2e-3)         2000   146-149  0.134 [0.100, 0.178]   0.020   1.000 [0.995, 1.000]
-#   lr 3e-3                    1600   118      0.120 [0.088, 0.163]   0.082   1.000 [0.995, 1.000]
-#   dropout 0.1                2000   190      0.175 [0.136, 0.223]   0.0006  1.000 [0.995, 1.000]
-#   dropout 0.1                1600   146      0.172 [0.133, 0.219]   0.0005  1.000 [0.995, 1.000]
-# (the first row twice, same losses and EM: training is deterministic on one thread). Dates are
-# learned by step ~1000 in every run; names decide the recipe: without dropout the transformer
-# memorizes the training names and generalizes worse; dropout 0.1 costs ~25% more per step, and
-# 1600 steps with it beat 2000 without at the same CPU time. The zoo takes the last row.
-ZOO_CONFIG = Config(dropout=0.1)
-ZOO_STEPS = 1600
-ZOO_COST_S = 146.0  # measured single-thread training seconds (train.Recipe.cost_s)
+@dataclass(frozen=True)
+class TrainConfig:
+    """The Adam recipe: ``batch_size`` pairs a step, linear warmup over ``warmup`` steps, then
+    cosine decay to ``lr / 10``, gradient-norm clipping at ``clip`` (0 = off)."""
+
+    batch_size: int = 64
+    lr: float = 2e-3
+    warmup: int = 100
+    clip: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_settings(self)
 
 
 class Model(nn.Module):
-    """Pre-LN encoder-decoder Transformer (module docstring)."""
+    """Pre-LN encoder-decoder Transformer (module docstring); ``train_cfg``: the settings it was
+    trained with (the defaults for a fresh model)."""
 
     def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
+        self.train_cfg = TrainConfig()
         D, n_pos = cfg.n_embd, cfg.max_len + 2  # + EOS (source) / + BOS and one spare (target)
         self.wte = nn.Embedding(VOCAB, D)  # shared: source, target and the tied output head
         self.wpe_enc = nn.Embedding(n_pos, D)
@@ -201,17 +195,20 @@ def train(
     seed: int,
     steps: int,
     progress: Callable[[int, int, float], None] | None = None,
+    **settings,
 ) -> Model:
     """Train on ``data``, a list of (src, tgt) string pairs (or {"src", "tgt"} dicts), by
-    teacher forcing (:func:`tinyllm.models.seq2seq.fit`: Adam, warmup + cosine, clipping);
-    weights from ``torch.manual_seed(seed)``, GPT-2 initialization. Returns the model in eval
-    mode."""
+    teacher forcing (:func:`tinyllm.models.translation.fit`: Adam, warmup + cosine, clipping;
+    ``settings``: :class:`TrainConfig`'s fields); weights from ``torch.manual_seed(seed)``,
+    GPT-2 initialization. Returns the model in eval mode."""
+    tc = settings_of(TrainConfig, settings, "transformer.train")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"transformer.train: expected steps >= 1, got {steps!r}")
     pairs = check_pairs(data, "transformer.train")
     torch.manual_seed(seed)
     model = Model(cfg)
-    fit(model, pairs, cfg, seed=seed, steps=steps, progress=progress)
+    model.train_cfg = tc
+    fit(model, pairs, cfg.max_len, tc, seed=seed, steps=steps, progress=progress)
     return model
 
 
@@ -250,16 +247,24 @@ def translate(
 
 
 def save(model: Model, path: str | os.PathLike) -> Path:
-    """Write the checkpoint folder ``path`` (config.json + model.safetensors); the tied head is
-    the token embedding and is not stored twice."""
-    return save_checkpoint(path, ARCH, dataclasses.asdict(model.cfg), model.state_dict())
+    """Write the checkpoint folder ``path`` (config.json with the config and the training
+    settings, model.safetensors); the tied head is the token embedding and is not stored
+    twice."""
+    return save_checkpoint(
+        path,
+        ARCH,
+        dataclasses.asdict(model.cfg),
+        model.state_dict(),
+        extra=train_record(model.train_cfg),
+    )
 
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save` (every tensor checked against a freshly
     built model); the model is in eval mode."""
-    cfg = read_family_config(path, ARCH, Config)
+    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
     model = Model(cfg)
     model.load_state_dict(load_tensors(path, expected_from(model.state_dict())), strict=True)
+    model.train_cfg = train_cfg
     model.eval()
     return model

@@ -58,9 +58,9 @@ from tinyllm.checkpoint import (
     expected_from,
     load_tensors,
     read_config,
-    read_family_config,
     save_checkpoint,
 )
+from tinyllm.models.training import read_configs, settings_of, train_record
 
 ARCH = "word2vec"
 KIND = "embeddings"
@@ -69,9 +69,20 @@ TOKENIZER_TYPE = "word"
 
 @dataclass(frozen=True)
 class Config:
-    """Vector size, the pair sampling and the SGD recipe (see the module docstring)."""
+    """The vector size."""
 
-    dim: int = 100  # vector size
+    dim: int = 100
+
+    def __post_init__(self) -> None:
+        v = self.dim
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"word2vec Config.dim: expected an int >= 1, got {v!r}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The pair sampling and the SGD recipe (see the module docstring)."""
+
     window: int = 5  # largest distance between a center and a context word
     negative: int = 5  # K, noise words per pair
     min_count: int = 2  # words seen fewer times are dropped
@@ -82,10 +93,10 @@ class Config:
     batch_size: int = 1024  # pairs per step
 
     def __post_init__(self) -> None:
-        for name in ("dim", "window", "negative", "min_count", "batch_size"):
+        for name in ("window", "negative", "min_count", "batch_size"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"word2vec Config.{name}: expected an int >= 1, got {v!r}")
+                raise ValueError(f"word2vec TrainConfig.{name}: expected an int >= 1, got {v!r}")
         for name in ("sample", "ns_exponent", "lr", "min_lr_ratio"):
             v = getattr(self, name)
             if (
@@ -95,40 +106,25 @@ class Config:
                 or v < 0
             ):
                 raise ValueError(
-                    f"word2vec Config.{name}: expected a finite number >= 0, got {v!r}"
+                    f"word2vec TrainConfig.{name}: expected a finite number >= 0, got {v!r}"
                 )
         if self.min_lr_ratio > 1:
             raise ValueError(
-                f"word2vec Config.min_lr_ratio: expected a number in [0, 1], got {self.min_lr_ratio}"
+                "word2vec TrainConfig.min_lr_ratio: expected a number in [0, 1], "
+                f"got {self.min_lr_ratio}"
             )
 
 
-# The demo zoo's word2vec (tinyllm/train.py reads these), trained on the lee training text
-# (tinyllm.data corpus "wordsim": 264 documents, 52,971 words; 3,690 with min_count 2), seed 0,
-# batch 2048, one torch thread, CPU seconds (time.process_time, a busy 2-core machine).
-# Spearman [Fisher z 95%] over the in-vocabulary pairs, WordSim-353 (132 of 353 pairs):
-#   dim 50,  1500 steps ( 7 epochs):  8 s  0.125 [-0.047, 0.289]
-#   dim 50,  3000 steps (27 epochs): 17 s  0.280 [0.115, 0.431]  (seeds 1, 2: 0.239, 0.221)
-#   dim 50,  4000 steps:            21 s  0.288 [0.123, 0.437]
-#   dim 32,  4000 steps:            18 s  0.253 [0.086, 0.406]
-#   dim 50,  2500 steps, K = 10:    21 s  0.256 [0.089, 0.409]
-#   dim 50,  8000 steps (73 epochs): 48 s  0.318 [0.156, 0.464]  (seed 1: 0.298)   <- the zoo's
-#   dim 100, 6000 steps:            44 s  0.293 [0.129, 0.442]
-# (gensim's own Word2Vec, sg=1, same text and min_count, 50 epochs: 0.273 on the same 132 pairs.)
-# SimLex-999 (211 of 999 pairs) stays near 0 in every run (-0.02 .. 0.10, intervals across 0).
-ZOO_CONFIG = Config(dim=50, batch_size=2048)
-ZOO_STEPS = 8000
-ZOO_COST_S = 45.0  # measured single-thread training seconds (train.Recipe.cost_s)
-
-
 class Model(nn.Module):
-    """Input and output vectors of a fixed vocabulary; ``forward`` gives the per-pair SGNS loss."""
+    """Input and output vectors of a fixed vocabulary; ``forward`` gives the per-pair SGNS loss;
+    ``train_cfg``: the settings it was trained with (the defaults for a fresh model)."""
 
     def __init__(self, cfg: Config, vocab: Sequence[str], lowercase: bool = True) -> None:
         super().__init__()
         words = list(vocab)
         _check_vocab(words, "word2vec.Model")
         self.cfg = cfg
+        self.train_cfg = TrainConfig()
         self.vocab = words
         self.index = {w: i for i, w in enumerate(words)}
         self.lowercase = bool(lowercase)
@@ -234,21 +230,31 @@ def skipgram_pairs(
 
 
 def train(
-    cfg: Config, data, *, seed: int, steps: int, progress=None, lowercase: bool = True
+    cfg: Config,
+    data,
+    *,
+    seed: int,
+    steps: int,
+    progress=None,
+    lowercase: bool = True,
+    **settings,
 ) -> Model:
     """Skip-gram with negative sampling on ``data``, a list of tokenized sentences (each a list of
-    words), for ``steps`` SGD steps of ``cfg.batch_size`` pairs (module docstring). ``steps = 0``
-    returns the seeded initial model. ``progress(step, steps, loss)`` gets the batch's mean pair
-    loss (nats). ``lowercase``: whether lookups lowercase words (the data are lowercase)."""
+    words), for ``steps`` SGD steps of ``batch_size`` pairs (module docstring; ``settings``:
+    :class:`TrainConfig`'s fields). ``steps = 0`` returns the seeded initial model.
+    ``progress(step, steps, loss)`` gets the batch's mean pair loss (nats). ``lowercase``:
+    whether lookups lowercase words (the data are lowercase)."""
+    tc = settings_of(TrainConfig, settings, "word2vec.train")
     sentences = _check_sentences(data, "word2vec.train")
-    words, counts = build_vocab(sentences, cfg.min_count)
+    words, counts = build_vocab(sentences, tc.min_count)
     if not words:
         raise ValueError(
-            f"word2vec.train: expected some word seen at least min_count={cfg.min_count} times, "
+            f"word2vec.train: expected some word seen at least min_count={tc.min_count} times, "
             f"got none in {sum(map(len, sentences))} tokens"
         )
     rng = np.random.default_rng(seed)
     model = Model(cfg, words, lowercase=lowercase)
+    model.train_cfg = tc
     V, d = len(words), cfg.dim
     with torch.no_grad():
         init = rng.uniform(-0.5 / d, 0.5 / d, size=(V, d)).astype(np.float32)
@@ -258,23 +264,23 @@ def train(
     index = model.index
     # sentences as id arrays, out-of-vocabulary words dropped (as gensim does)
     id_sents = [np.array([index[w] for w in s if w in index], dtype=np.int64) for s in sentences]
-    keep_p = keep_probabilities(counts, cfg.sample)
-    cdf = np.cumsum(noise_distribution(counts, cfg.ns_exponent))
+    keep_p = keep_probabilities(counts, tc.sample)
+    cdf = np.cumsum(noise_distribution(counts, tc.ns_exponent))
     cdf[-1] = 1.0  # guard against rounding: searchsorted must never return V
 
     def epoch_pairs() -> tuple[np.ndarray, np.ndarray]:
         kept = [s[rng.random(s.size) < keep_p[s]] for s in id_sents]  # subsampling
-        c, o = skipgram_pairs(kept, cfg.window, rng)
+        c, o = skipgram_pairs(kept, tc.window, rng)
         perm = rng.permutation(c.size)
         return c[perm], o[perm]
 
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    opt = torch.optim.SGD(model.parameters(), lr=tc.lr)
     centers, contexts = epoch_pairs()
     pos = 0
     model.train()
     for step in range(1, steps + 1):
         frac = (step - 1) / steps  # linear decay to lr * min_lr_ratio
-        opt.param_groups[0]["lr"] = cfg.lr * (1.0 - frac * (1.0 - cfg.min_lr_ratio))
+        opt.param_groups[0]["lr"] = tc.lr * (1.0 - frac * (1.0 - tc.min_lr_ratio))
         if pos >= centers.size:  # next epoch: new subsampling, windows and order
             centers, contexts = epoch_pairs()
             pos = 0
@@ -283,10 +289,10 @@ def train(
                     "word2vec.train: expected sentences with at least two in-vocabulary words, "
                     "got no skip-gram pairs"
                 )
-        c = torch.from_numpy(centers[pos : pos + cfg.batch_size])
-        o = torch.from_numpy(contexts[pos : pos + cfg.batch_size])
-        pos += cfg.batch_size
-        noise = np.searchsorted(cdf, rng.random((c.numel(), cfg.negative)), side="right")
+        c = torch.from_numpy(centers[pos : pos + tc.batch_size])
+        o = torch.from_numpy(contexts[pos : pos + tc.batch_size])
+        pos += tc.batch_size
+        noise = np.searchsorted(cdf, rng.random((c.numel(), tc.negative)), side="right")
         losses = model(c, o, torch.from_numpy(noise))  # [B]
         opt.zero_grad(set_to_none=True)
         losses.sum().backward()  # summed: every pair gets the full lr, as in the C code
@@ -362,8 +368,8 @@ def save_word2vec(vecs: dict[str, np.ndarray], path: str | os.PathLike) -> Path:
 
 
 def save(model: Model, path: str | os.PathLike) -> Path:
-    """Write the checkpoint folder ``path``: config.json (config; the vocabulary under
-    ``tokenizer``) and model.safetensors (``in_vectors``, ``out_vectors``, ``counts``)."""
+    """Write the checkpoint folder ``path``: config.json (config, training settings; the
+    vocabulary under ``tokenizer``) and model.safetensors (``in_vectors``, ``out_vectors``, ``counts``)."""
     tokenizer = {
         "type": TOKENIZER_TYPE,
         "lowercase": model.lowercase,
@@ -371,13 +377,18 @@ def save(model: Model, path: str | os.PathLike) -> Path:
         "vocab": list(model.vocab),
     }
     return save_checkpoint(
-        path, ARCH, dataclasses.asdict(model.cfg), model.state_dict(), tokenizer=tokenizer
+        path,
+        ARCH,
+        dataclasses.asdict(model.cfg),
+        model.state_dict(),
+        tokenizer=tokenizer,
+        extra=train_record(model.train_cfg),
     )
 
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save` (eval mode)."""
-    cfg = read_family_config(path, ARCH, Config)
+    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
     tok = read_config(path).get("tokenizer")
     where = Path(path) / "config.json"
     if (
@@ -400,4 +411,5 @@ def load(path: str | os.PathLike) -> Model:
             f"got {tok.get('vocab_size')!r}"
         )
     model.load_state_dict(load_tensors(path, expected_from(model.state_dict())))
+    model.train_cfg = train_cfg
     return model.eval()
