@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from tinyllm import train
-from tinyllm.models import FAMILIES
+from tinyllm.models import FAMILIES, electra
 from tinyllm.report import load_manifest, sha256_path
 from tinyllm.tokens import read_tokens
 
@@ -157,8 +157,6 @@ def test_encoder_recipes_pretrain_on_the_encoder_corpus_with_their_zoo_settings(
     their recipe's training settings (electra: a generator lr below the discriminator's), which
     the checkpoints record, and are scored on both rows files; the default recipes shrunk to 2
     steps still build and load."""
-    from tinyllm.models import electra
-
     default = train.default_recipes()
     for fam in ("bert", "electra"):
         r = default[fam]

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from safetensors import safe_open
 
 from tinyllm.models import electra
+from tinyllm.models.encoder import encode_rows
 from tinyllm.tokens import N_BYTES
 
 TINY = electra.Config(
@@ -74,9 +76,7 @@ def test_a_sample_equal_to_the_original_counts_as_original(model):
     def always_original(ids, sel):
         return originals["rows"][sel.numpy()]
 
-    from tinyllm.models import bert
-
-    originals["rows"] = torch.from_numpy(bert.encode_rows(texts, TINY.max_len)).numpy()
+    originals["rows"] = torch.from_numpy(encode_rows(texts, TINY.max_len)).numpy()
     twin = _with_generator(model, lambda ids, sel: torch.from_numpy(always_original(ids, sel)))
     r = electra.rtd_accuracy(twin, texts, np.random.default_rng(1))
     assert r["masked"].sum() > 0
@@ -107,8 +107,6 @@ def test_same_seed_same_replacements_other_seed_other_masks(model):
 
 
 def test_one_checkpoint_holds_both_networks_and_loads_identically(model, tmp_path):
-    from safetensors import safe_open
-
     path = electra.save(model, tmp_path / "electra")
     with safe_open(str(path / "model.safetensors"), framework="pt") as f:
         prefixes = {k.split(".")[0] for k in f.keys()}  # noqa: SIM118

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors import safe_open
 
-from tinyllm.checkpoint import CheckpointError
+from tinyllm.checkpoint import CheckpointError, save_single
 from tinyllm.models import ngram
 
 TEXT = (
@@ -155,8 +155,6 @@ def test_one_file_checkpoint_names_arch_order_and_discounts(tmp_path):
 
 
 def test_load_refuses_a_file_of_another_arch(tmp_path):
-    from tinyllm.checkpoint import save_single
-
     model = ngram.train(ngram.Config(order=2), DATA, seed=0)
     path = save_single(tmp_path / "x.safetensors", "bigram", model.state_dict(), {})
     with pytest.raises(CheckpointError, match="expected tl_arch 'ngram'"):

@@ -11,9 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from gensim.models import KeyedVectors, Word2Vec
 from scipy.stats import spearmanr
 
 from tinyllm.checkpoint import CheckpointError
+from tinyllm.data import CORPORA, lee_split, tokenize_words
+from tinyllm.eval import zoo
 from tinyllm.models import word2vec as w2v
 
 
@@ -119,8 +122,6 @@ def test_keep_probability_by_hand():
 
 
 def _gensim_vocab(sents, sample):
-    from gensim.models import Word2Vec
-
     g = Word2Vec(min_count=1, sample=sample, negative=5, ns_exponent=0.75, vector_size=4)
     g.build_vocab(sents)
     return g
@@ -196,7 +197,6 @@ def test_training_separates_the_two_topics(topic_model):
 
 def test_similarity_orderings_agree_with_gensim_word2vec(topic_model):
     """Differential: gensim's own skip-gram on the same corpus ranks the word pairs alike."""
-    from gensim.models import Word2Vec
 
     sents = topic_corpus()
     g = Word2Vec(
@@ -223,8 +223,6 @@ def test_similarity_orderings_agree_with_gensim_word2vec(topic_model):
 
 
 def test_save_word2vec_round_trips_through_gensim(topic_model, tmp_path: Path):
-    from gensim.models import KeyedVectors
-
     vecs = w2v.vectors(topic_model)
     vecs["tiny"] = np.array([1e-8, -3.0e-38, 1.5e10, 0.1] * 4, np.float32)  # extreme floats
     path = w2v.save_word2vec(vecs, tmp_path / "v.txt")
@@ -246,8 +244,6 @@ def test_save_word2vec_refuses_bad_input(tmp_path: Path):
 
 
 def test_zoo_reexports_save_word2vec():
-    from tinyllm.eval import zoo
-
     assert zoo.save_word2vec is w2v.save_word2vec and "save_word2vec" in zoo.__all__
 
 
@@ -311,8 +307,6 @@ def test_train_refuses_bad_data():
 
 
 def test_tokenize_words_by_hand():
-    from tinyllm.data import tokenize_words
-
     text = "Bush's 9/11 speech: U.S. troops, 2001-2002; Café au-lait_x A"
     assert tokenize_words(text) == [
         "bush", "s", "speech", "u", "s", "troops", "café", "au", "lait", "x", "a",
@@ -320,8 +314,6 @@ def test_tokenize_words_by_hand():
 
 
 def test_wordsim_train_is_the_lee_training_documents_as_words(tmp_path: Path):
-    from tinyllm.data import CORPORA, lee_split, tokenize_words
-
     corpus = CORPORA["wordsim"]
     files = corpus.build(tmp_path)
     docs = corpus.read_train(files["train"])
