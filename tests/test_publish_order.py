@@ -22,7 +22,8 @@ import uuid
 import numpy as np
 import pytest
 
-from tinyllm.store import StoreKeyError, open_store, publish_run
+from tinyllm.publish import publish_run
+from tinyllm.store import StoreKeyError, open_store
 
 SHA = "ab" * 32
 PAGE = 4096

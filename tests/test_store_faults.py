@@ -25,9 +25,10 @@ import pytest
 import tinyllm.compare as cm
 import tinyllm.store as st
 from tinyllm.compare import compare_reports, compare_row
+from tinyllm.publish import check_publish_args, publish_run
 from tinyllm.report import ManifestError, load_manifest
 from tinyllm.stats import LN2
-from tinyllm.store import StoreError, StoreKeyError, check_publish_args, open_store, publish_run
+from tinyllm.store import StoreError, StoreKeyError, open_store
 
 SHA = "ab" * 32
 
