@@ -463,6 +463,7 @@ def compare_table(cmp: dict) -> Any:
     The t interval is symmetric, so it is shown as ``delta ± half-width``; reasons go in the
     caption below the table; ``n`` is in the JSON and the markdown.
     """
+    # imported here: only the terminal table needs rich, and it costs start-up time
     from rich import box
     from rich.table import Table
     from rich.text import Text

@@ -63,6 +63,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tinyllm import safeio
 from tinyllm.compare import DIRECTION, format_number, format_p
 from tinyllm.store import LocalStore, Store, StoreError, history_order, parse_created_at
@@ -300,7 +302,7 @@ def entry_series(entry: str, history: list[ReleaseView]) -> Series:
 
 @functools.cache
 def _mpl() -> Any:
-    import matplotlib
+    import matplotlib  # imported here: only the plots need it, and it costs start-up time
 
     matplotlib.use("svg", force=False)  # no GUI backend is ever needed
     return matplotlib
@@ -329,9 +331,8 @@ def trend_svg(s: Series, width_in: float = 4.2, height_in: float = 2.3) -> str:
     share a clip path id; the groups ``<slug>-points``, ``<slug>-band``, ``<slug>-regressed`` and
     ``<slug>-errors`` hold the markers (one ``<use>`` per drawn point).
     """
-    import numpy as np
-
     mpl = _mpl()
+    # imported here, after _mpl() has chosen the svg backend
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, MaxNLocator
@@ -427,7 +428,7 @@ def trend_svg(s: Series, width_in: float = 4.2, height_in: float = 2.3) -> str:
 
 @functools.cache
 def _env() -> Any:
-    import jinja2
+    import jinja2  # imported here: only rendering pages needs it
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("tinyllm", "templates"),
@@ -586,7 +587,7 @@ def build_site(
 
 
 def _markup(svg: str) -> Any:
-    from markupsafe import Markup
+    from markupsafe import Markup  # imported here, as jinja2 in _env
 
     return Markup(svg)  # matplotlib's own SVG writer escapes every text it puts in
 
