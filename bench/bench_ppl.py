@@ -643,17 +643,17 @@ def _best(fn, reps: int) -> float:
 
 def profile_forward(reps: int = 3) -> dict:
     """One 1024-token window of the GPT-2-small shape: torch.profiler's top operators for the
-    Hugging Face model and for our GPT loaded from it (tinyllm.models.gpt.load_hf_gpt2), then the
+    Hugging Face model and for our GPT loaded from it (tinyllm.models.hf.load_hf_gpt2), then the
     variants timed interleaved (best of ``reps``) with their largest NLL difference from HF's."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.profiler import ProfilerActivity, profile
 
-    from tinyllm.models import gpt
+    from tinyllm.models import hf as hf_family
 
     shape = SHAPES["gpt2-small"]
     C, s = shape["ctx"], shape["stride"]
     hf = build(shape)
-    ours = gpt.load_hf_gpt2(hf)
+    ours = hf_family.load_hf_gpt2(hf)
     ids = torch.as_tensor(np.random.default_rng(0).integers(0, shape["vocab"], size=C))[None]
     scored = torch.arange(C - s - 1, C - 1)  # the positions a steady-state window scores
 

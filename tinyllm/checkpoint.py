@@ -34,8 +34,6 @@ FORMAT_VERSION = 1
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 MAX_CONFIG_BYTES = 16 << 20  # a config.json is a few KB; a larger one is refused unread
-HF_WEIGHTS_INDEX = "model.safetensors.index.json"  # a sharded Hugging Face checkpoint
-HF_UNSAFE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5")
 
 
 class CheckpointError(ValueError):
@@ -174,23 +172,6 @@ def tensor_header(path: str | os.PathLike) -> dict[str, tuple[tuple[int, ...], s
             }
     except (SafetensorError, OSError, RuntimeError, ValueError) as e:
         raise CheckpointError(f"{p}: expected a readable safetensors file, got: {e}") from None
-
-
-def check_hf_weights(directory: str | os.PathLike) -> Path:
-    """A Hugging Face model folder must hold safetensors weights (``model.safetensors`` or a
-    sharded ``model.safetensors.index.json``): a folder with only ``pytorch_model.bin`` (or
-    another pickle-based format) is refused, so nothing is ever unpickled. Returns the folder."""
-    d = Path(directory)
-    for name in (WEIGHTS_NAME, HF_WEIGHTS_INDEX):
-        if (d / name).exists():
-            _check_regular(d / name, f"{d / name}: missing")
-            return d
-    unsafe = [n for n in HF_UNSAFE_WEIGHTS if (d / n).exists()]
-    got = f"only {', '.join(unsafe)}" if unsafe else "no weights file"
-    raise CheckpointError(
-        f"{d}: expected Hugging Face weights in {WEIGHTS_NAME} (safetensors; tinyllm never "
-        f"unpickles weights), got {got}"
-    )
 
 
 def check_tensors(

@@ -98,22 +98,16 @@ def _open_lm(model, hf) -> _LoadedLM:
     if hf is not None:
         if not Path(hf).is_dir():
             raise _lm_fail(f"{hf}: expected a local Hugging Face model folder")
-        from transformers import AutoModelForCausalLM
-        from transformers.utils import logging as hf_logging
+        from tinyllm.models import hf as hf_family
 
-        hf_logging.disable_progress_bar()  # keep stdout/stderr to our own table and bar
-        try:  # safetensors only: a pickled .bin is never unpickled
-            m = AutoModelForCausalLM.from_pretrained(
-                str(hf), local_files_only=True, use_safetensors=True
-            )
+        try:  # safetensors only: a pickled .bin is never unpickled; in the folder's own dtype
+            m = hf_family.load(hf, dtype=None, quiet=True)
         except (OSError, ValueError) as e:
             raise _lm_fail(
                 f"{hf}: expected a Hugging Face causal LM in safetensors, got: {e}"
             ) from None
-        m.eval()
-        c = m.config
-        ctx = getattr(c, "n_positions", None) or getattr(c, "max_position_embeddings", None)
-        return _LoadedLM(m, "hf", None, c.vocab_size, ctx, "hf", str(hf))
+        ctx = hf_family.context_length(m)
+        return _LoadedLM(m, hf_family.ARCH, None, m.config.vocab_size, ctx, "hf", str(hf))
     from tinyllm.checkpoint import read_config, read_single_metadata
     from tinyllm.models import FAMILIES
 
@@ -379,20 +373,12 @@ def eval_task_cmd(
                     f"got {lm_.vocab_size}"
                 )
         else:
-            from pathlib import Path
+            from tinyllm.models import hf as hf_family
 
-            from transformers import AutoTokenizer
-
-            names = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
-            if not any((Path(hf) / name).is_file() for name in names):
-                raise _lm_fail(
-                    f"{hf}: expected a tokenizer in the folder (one of {list(names)}), got none; "
-                    "pass --tokenizer byte for a byte-level model"
-                )
-            try:
-                tok = AutoTokenizer.from_pretrained(str(hf), local_files_only=True)
-            except (OSError, ValueError) as e:
-                raise _lm_fail(f"{hf}: expected a readable tokenizer, got: {e}") from None
+            try:  # an unreadable tokenizer is a ValueError: the error line below names it
+                tok = hf_family.load_tokenizer(hf)
+            except hf_family.MissingTokenizerError as e:
+                raise _lm_fail(f"{e}; pass --tokenizer byte for a byte-level model") from None
         scorer = lm_.model if lm_.strided else lm.FamilyLM(lm_.model, lm_.family.token_nlls)
         with _Progress("scoring items", len(items), quiet) as bar:
             res = lm.run_task(

@@ -1,10 +1,12 @@
 """The family contract (DESIGN.md), checked on every family in ``FAMILIES``.
 
 Every family: ARCH/KIND, a frozen JSON-native Config that refuses unknown keys, ``train`` with
-keyword-only ``seed``/``steps``/``progress``. Every lm family additionally: output shapes
-(``token_nlls`` -> float64[n-1]; ``model(idx)`` -> logits [B, T, 256] that agree with
-``token_nlls``), save -> load gives identical NLLs, memmap input, and the loss falls on a tiny
-batch within a few steps. "Loss falls" for count-based families (whose ``train`` ignores
+keyword-only ``seed``/``steps``/``progress``; the one family trained elsewhere, ``hf`` (a local
+Hugging Face causal LM, a tiny random GPT-2 here), has only ``save``/``load``. Every lm family
+additionally: output shapes (``token_nlls`` -> float64[n-1]; ``model(idx)`` -> logits
+[B, T, 256] that agree with ``token_nlls``), save -> load gives identical NLLs, memmap input, a
+family scored in windows defaults to the model's own context, and (trained families) the loss
+falls on a tiny batch within a few steps. "Loss falls" for count-based families (whose ``train`` ignores
 ``steps``) means: the NLL of the training bytes after training is below the untrained, uniform
 NLL ``ln 256``; for the others the per-step loss reported through ``progress`` also falls.
 """
@@ -22,7 +24,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tinyllm.checkpoint import read_config, read_single_metadata
+from tinyllm.checkpoint import read_config
+from tinyllm.eval import lm, zoo
 from tinyllm.models import FAMILIES
 from tinyllm.tokens import ByteTokenizer, read_tokens, write_tokens
 
@@ -78,17 +81,33 @@ TEXT = (
 IDS = ByteTokenizer().encode(TEXT).astype(np.uint8)
 
 LM_FAMILIES = sorted(n for n, f in FAMILIES.items() if getattr(f, "KIND", None) == "lm")
+TRAINED_ELSEWHERE = {"hf"}  # families without Config / Model / train: loaded, saved, scored
 
 
 def _small(name: str):
+    """The family, its tiny Config, steps and training settings: the keys of SMALL's first dict
+    that are not Config fields go to ``train`` (the family's TrainConfig)."""
     fam = FAMILIES[name]
-    cfg_kw, steps, train_kw = SMALL.get(name, ({}, 20, {}))
+    kw, steps, train_kw = SMALL.get(name, ({}, 20, {}))
+    fields = {f.name for f in dataclasses.fields(fam.Config)}
+    cfg_kw = {k: v for k, v in kw.items() if k in fields}
+    train_kw = {k: v for k, v in kw.items() if k not in fields} | train_kw
     return fam, fam.Config(**cfg_kw), steps, train_kw
+
+
+def _tiny_hf():
+    """A Hugging Face causal LM over the 256 byte ids, random weights (no download)."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=2)
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(cfg).eval()
 
 
 def _logits(model, idx: torch.Tensor) -> torch.Tensor:
     with torch.inference_mode():
         out = model(idx)
+    if hasattr(out, "logits"):  # a Hugging Face model's output
+        return out.logits
     return out[0] if isinstance(out, tuple) else out
 
 
@@ -98,6 +117,8 @@ def trained():
     cache = {}
 
     def get(name: str):
+        if name in TRAINED_ELSEWHERE and name not in cache:
+            cache[name] = (_tiny_hf(), [])
         if name not in cache:
             fam, cfg, steps, train_kw = _small(name)
             calls = []
@@ -110,11 +131,18 @@ def trained():
     return get
 
 
+def test_every_family_but_the_hugging_face_one_is_trained_here():
+    assert {n for n, f in FAMILIES.items() if not hasattr(f, "train")} == TRAINED_ELSEWHERE
+
+
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_module_names_and_config(name):
     fam = FAMILIES[name]
     assert name == fam.ARCH  # FAMILIES is keyed by tl_arch
     assert fam.KIND in KINDS
+    if name in TRAINED_ELSEWHERE:
+        assert callable(fam.save) and callable(fam.load)
+        return
     for attr in ("Config", "Model", "train", "save", "load"):
         assert hasattr(fam, attr), f"{name} lacks {attr}"
     cfg = fam.Config()
@@ -160,11 +188,32 @@ def test_save_load_gives_identical_nlls(name, trained, tmp_path: Path):
     model, _ = trained(name)
     path = tmp_path / "ckpt"
     fam.save(model, path)
-    arch = read_config(path)["tl_arch"] if path.is_dir() else read_single_metadata(path)["tl_arch"]
-    assert arch == fam.ARCH
+    assert zoo.read_config(path)["tl_arch"] == fam.ARCH  # the folder, one file or HF folder
     loaded = fam.load(path)
-    assert loaded.cfg == model.cfg
+    if hasattr(model, "cfg"):
+        assert loaded.cfg == model.cfg
+    else:  # a Hugging Face model: its config is its own; every tensor comes back
+        for (k, a), b in zip(model.state_dict().items(), loaded.state_dict().values(), strict=True):
+            assert torch.equal(a, b), k
     np.testing.assert_array_equal(fam.token_nlls(loaded, IDS), fam.token_nlls(model, IDS))
+
+
+@pytest.mark.parametrize("name", LM_FAMILIES)
+def test_a_family_scored_in_windows_defaults_to_the_models_own_context(name, trained):
+    """gpt and hf: ``token_nlls(model, ids)`` = the windows of the model's own context length
+    (lm.model_ctx_len) with stride ctx // 2."""
+    fam = FAMILIES[name]
+    params = inspect.signature(fam.token_nlls).parameters
+    if not ("ctx_len" in params and "stride" in params):
+        pytest.skip(f"{name} is not scored in windows")
+    model, _ = trained(name)
+    ctx = lm.model_ctx_len(model)
+    assert ctx is not None and ctx < IDS.size  # several windows
+    want = lm.token_nlls(model, IDS, ctx, ctx // 2)
+    np.testing.assert_allclose(fam.token_nlls(model, IDS), want, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(
+        fam.token_nlls(model, IDS), fam.token_nlls(model, IDS, ctx_len=ctx, stride=ctx // 2)
+    )
 
 
 @pytest.mark.parametrize("name", LM_FAMILIES)
@@ -178,6 +227,8 @@ def test_token_nlls_reads_a_memmap_token_file(name, trained, tmp_path: Path):
 
 @pytest.mark.parametrize("name", LM_FAMILIES)
 def test_loss_falls_on_a_tiny_batch(name, trained):
+    if name in TRAINED_ELSEWHERE:
+        pytest.skip(f"{name} is trained elsewhere")
     fam = FAMILIES[name]
     model, calls = trained(name)
     assert calls, "train must report progress"
@@ -227,7 +278,7 @@ def test_seq2seq_families_are_registered():
 
 @pytest.mark.parametrize("name", S2S_FAMILIES)
 def test_seq2seq_hooks_and_shapes(name, trained_s2s):
-    from tinyllm.models.seq2seq import encode_sources
+    from tinyllm.models.translation import encode_sources
     from tinyllm.tokens import BOS, VOCAB_WITH_SPECIALS
 
     fam = FAMILIES[name]

@@ -1,7 +1,6 @@
-"""The gpt family: shapes, loss, causality, checkpoints, and Hugging Face GPT-2 interop.
+"""The gpt family: shapes, loss, causality, checkpoints, the KV cache and the shared layers.
 
-The interop oracle is transformers' own GPT2LMHeadModel, built from a small GPT2Config with random
-weights (no download): our conversion must reproduce its logits to 1e-5.
+Converting to and from Hugging Face GPT-2 is the hf family's (tests/models/test_hf.py).
 """
 
 from __future__ import annotations
@@ -110,24 +109,6 @@ def test_hidden_keep_refuses_an_empty_or_strided_slice():
         m.hidden(_ids(1, 8), keep=slice(5, 5))
     with pytest.raises(ValueError, match="step 1"):
         m.hidden(_ids(1, 8), keep=slice(0, 8, 2))
-
-
-def test_load_hf_gpt2_share_copies_nothing():
-    """share=True: every parameter is a view of the HF tensor (Conv1D seen transposed), the
-    logits equal HF's, and an in-place change of HF's weights shows in ours."""
-    hf = _hf_model(tie=True)
-    m = gpt.load_hf_gpt2(hf, share=True)
-    hw = hf.transformer.h[1].mlp.c_fc.weight  # [in, out]
-    assert m.h[1].mlp.c_fc.weight.data_ptr() == hw.data_ptr()
-    assert m.h[1].mlp.c_fc.weight.shape == hw.shape[::-1]
-    assert m.lm_head.weight is m.wte.weight
-    idx = _ids(2, 10, V=hf.config.vocab_size)
-    with torch.inference_mode():
-        torch.testing.assert_close(m(idx)[0], hf(idx).logits, rtol=0, atol=1e-5)
-        hw.mul_(1.5)
-        torch.testing.assert_close(m(idx)[0], hf(idx).logits, rtol=0, atol=1e-5)
-    with pytest.raises(ValueError, match="float32"):
-        gpt.load_hf_gpt2(_hf_model(tie=True).double(), share=True)
 
 
 def test_causal_future_tokens_do_not_change_earlier_logits():
@@ -257,69 +238,6 @@ def test_token_nlls_long_input_scores_every_token_once():
     np.testing.assert_allclose(got[:15], want, rtol=0, atol=1e-5)
     with pytest.raises(ValueError, match="block_size"):
         gpt.token_nlls(m, ids, ctx_len=32)
-
-
-# ------------------------------------------------------------------- Hugging Face interop
-
-
-def _hf_model(tie: bool = True, act: str = "gelu_new"):
-    transformers = pytest.importorskip("transformers")
-    hc = transformers.GPT2Config(
-        vocab_size=256, n_positions=16, n_embd=16, n_layer=2, n_head=2,
-        activation_function=act, tie_word_embeddings=tie, bos_token_id=None, eos_token_id=None,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    return _randomize(transformers.GPT2LMHeadModel(hc))
-
-
-@pytest.mark.parametrize("tie, act", [(True, "gelu_new"), (False, "gelu")])
-def test_load_hf_gpt2_matches_hf_logits(tie, act):
-    hf = _hf_model(tie, act)
-    m = gpt.load_hf_gpt2(hf)
-    assert m.cfg.tie_weights is tie
-    assert m.cfg.activation == ("gelu_tanh" if act == "gelu_new" else "gelu")
-    idx = _ids(2, 16)
-    with torch.no_grad():
-        want = hf(idx).logits
-    torch.testing.assert_close(m(idx)[0], want, rtol=0, atol=1e-5)
-
-
-def test_load_hf_gpt2_from_folder_and_refusals(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    hf = _hf_model()
-    hf.save_pretrained(str(tmp_path / "hf"))
-    m = gpt.load_hf_gpt2(tmp_path / "hf")
-    idx = _ids(1, 16)
-    with torch.no_grad():
-        torch.testing.assert_close(m(idx)[0], hf(idx).logits, rtol=0, atol=1e-5)
-    odd = transformers.GPT2LMHeadModel(
-        transformers.GPT2Config(
-            vocab_size=256, n_positions=8, n_embd=8, n_layer=1, n_head=2,
-            scale_attn_by_inverse_layer_idx=True,
-        )
-    )  # fmt: skip
-    with pytest.raises(ValueError, match="scale_attn_by_inverse_layer_idx"):
-        gpt.load_hf_gpt2(odd)
-    with pytest.raises(CheckpointError, match="config.json"):
-        gpt.load_hf_gpt2(tmp_path / "nowhere")
-
-
-@pytest.mark.parametrize("tie, bias", [(True, True), (False, False)])
-def test_export_hf_round_trip_through_auto_model(tmp_path, tie, bias):
-    transformers = pytest.importorskip("transformers")
-    cfg = dataclasses.replace(TINY, tie_weights=tie, bias=bias)
-    m = _randomize(gpt.Model(cfg))
-    gpt.export_hf(m, tmp_path / "hf")
-    hf = transformers.AutoModelForCausalLM.from_pretrained(
-        str(tmp_path / "hf"), local_files_only=True
-    ).eval()
-    assert type(hf).__name__ == "GPT2LMHeadModel"
-    idx = _ids(2, 16)
-    with torch.no_grad():
-        torch.testing.assert_close(hf(idx).logits, m(idx)[0], rtol=0, atol=1e-5)
-    # and back again: ours -> HF -> ours is the identity on logits
-    back = gpt.load_hf_gpt2(tmp_path / "hf")
-    torch.testing.assert_close(back(idx)[0], m(idx)[0], rtol=0, atol=1e-5)
 
 
 # ------------------------------------------------------------------ shared layers (layers.py)

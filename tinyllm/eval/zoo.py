@@ -4,7 +4,7 @@ The pieces, each usable alone::
 
     read_config(path)            checkpoint folder / one-file checkpoint / HF folder -> config dict
     kind_of(config)              -> "lm" | "seq2seq" | "classifier" | ...
-    load_model(path)             dispatch on tl_arch through tinyllm.models.FAMILIES (or "hf")
+    load_model(path)             dispatch on tl_arch through tinyllm.models.FAMILIES
     lm_token_nlls(model, ids, entry)   the family's own per-token NLLs (gpt and hf: strided)
     score_entry(entry, seed=..., base_dir=..., items_dir=...) -> row dict   THE scoring path
     score_entry_items(entry, seed=..., base_dir=...) -> (row, per-item scores)   the same, unsaved
@@ -21,8 +21,9 @@ which entries are scored.
 
 Scoring is done per kind by ``tinyllm/eval/kinds/`` (one module per kind, the same names in
 each; :data:`SCORERS` is built from that folder's explicit list). This module keeps the dispatch,
-loading and the report; ``score_lm``, ``lm_token_nlls``, ``Scored``, ``SCORERS``, ``HF`` and
-``encode_batch`` stay importable from here.
+loading and the report; ``score_lm``, ``lm_token_nlls``, ``Scored``, ``SCORERS`` and
+``encode_batch`` stay importable from here. A Hugging Face folder is the ``hf`` family
+(:mod:`tinyllm.models.hf`), dispatched like any other.
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ from typing import Any
 import numpy as np
 
 from tinyllm import __version__, safeio
-from tinyllm.checkpoint import CONFIG_NAME, MAX_CONFIG_BYTES, check_hf_weights, read_single_metadata
+from tinyllm.checkpoint import CONFIG_NAME, MAX_CONFIG_BYTES, read_single_metadata
 from tinyllm.checkpoint import read_config as read_checkpoint_config
 from tinyllm.eval.kinds import SCORERS, Scored
-from tinyllm.eval.kinds.lm import BYTE_CHECK_CHUNK, HF, lm_token_nlls
+from tinyllm.eval.kinds.lm import BYTE_CHECK_CHUNK, lm_token_nlls
 from tinyllm.eval.kinds.lm import score as score_lm
+from tinyllm.models import hf
 from tinyllm.models.word2vec import save_word2vec
 from tinyllm.report import (
     Entry,
@@ -60,7 +62,6 @@ from tinyllm.tokens import encode_batch
 
 __all__ = [  # re-exported from the kinds and tokens modules: importable from here as before
     "BYTE_CHECK_CHUNK",
-    "HF",
     "SCORERS",
     "Scored",
     "encode_batch",
@@ -96,7 +97,7 @@ def _families() -> dict:
 def _family_module(arch: str):
     fams = _families()
     if arch not in fams:
-        raise UnknownFamilyError(f"unknown family {arch!r}; expected one of {sorted([*fams, HF])}")
+        raise UnknownFamilyError(f"unknown family {arch!r}; expected one of {sorted(fams)}")
     return fams[arch]
 
 
@@ -109,7 +110,8 @@ def read_config(path: str | os.PathLike) -> dict:
     * a folder with a ``config.json`` naming ``tl_arch``: that file, validated by
       :func:`tinyllm.checkpoint.read_config`;
     * a folder whose ``config.json`` has no ``tl_arch`` but a ``model_type``: a Hugging Face
-      model, returned as ``{"tl_arch": "hf", "format_version": 1, "config": <the HF config>}``;
+      model, returned as ``{"tl_arch": "hf", "format_version": 1, "config": <the HF config>}``
+      (:func:`tinyllm.models.hf.config_from`);
     * one ``.safetensors`` file (the n-gram): ``{"tl_arch", "format_version", "metadata"}`` from
       its string metadata.
 
@@ -131,14 +133,15 @@ def read_config(path: str | os.PathLike) -> dict:
         doc = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError):
         doc = None  # let the checkpoint reader say what is wrong, naming the file
-    if isinstance(doc, dict) and "tl_arch" not in doc and isinstance(doc.get("model_type"), str):
-        return {"tl_arch": HF, "format_version": 1, "config": doc}
+    hf_config = hf.config_from(doc)
+    if hf_config is not None:
+        return hf_config
     return read_checkpoint_config(p)
 
 
 def kind_of(config: Mapping) -> str:
-    """The kind of a checkpoint from its config: ``"classifier"`` when it has ``tl_head``,
-    ``"lm"`` for a Hugging Face causal LM, else its family's ``KIND``.
+    """The kind of a checkpoint from its config: ``"classifier"`` when it has ``tl_head``, else
+    its family's ``KIND`` (``"lm"`` for a Hugging Face causal LM, the ``hf`` family).
 
     Raises UnknownFamilyError for a ``tl_arch`` that is not in ``FAMILIES``.
     """
@@ -148,43 +151,20 @@ def kind_of(config: Mapping) -> str:
 
 
 def _kind_of_family(family: str) -> str:
-    if family == HF:
-        return "lm"
     return _family_module(family).KIND
-
-
-def _load_hf(path: Path):
-    """A local Hugging Face causal LM, float32, in eval mode (transformers imported lazily).
-
-    Safetensors weights only (``use_safetensors=True``): a folder with only
-    ``pytorch_model.bin`` is a CheckpointError (:func:`tinyllm.checkpoint.check_hf_weights`),
-    never unpickled."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    check_hf_weights(path)
-    model = AutoModelForCausalLM.from_pretrained(
-        str(path), local_files_only=True, dtype=torch.float32, use_safetensors=True
-    )
-    model.eval()
-    return model
 
 
 def load_model(path: str | os.PathLike):
     """Load the checkpoint at ``path`` with its family's own loader.
 
     Dispatch: :func:`read_config` gives ``tl_arch`` (from ``config.json``, or from the metadata of
-    a one-file ``.safetensors`` checkpoint); ``"hf"`` goes to
-    ``transformers.AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
-    use_safetensors=True)`` (never ``pytorch_model.bin``), every other arch to
-    ``FAMILIES[tl_arch].load(path)``.
+    a one-file ``.safetensors`` checkpoint; ``"hf"`` for a Hugging Face folder) and
+    ``FAMILIES[tl_arch].load(path)`` reads it (``"hf"``: :func:`tinyllm.models.hf.load`, float32,
+    safetensors only: never ``pytorch_model.bin``).
     """
     p = Path(path)
     config = read_config(p)
-    arch = config["tl_arch"]
-    if arch == HF:
-        return _load_hf(p)
-    return _family_module(arch).load(p)
+    return _family_module(config["tl_arch"]).load(p)
 
 
 # ---- kinds: one scorer per kind in tinyllm/eval/kinds/ (SCORERS, score_lm re-exported) ----
@@ -346,7 +326,7 @@ def score_entry_items(
     if row["kind"] is None:
         row.update(
             status="skipped",
-            reason=f"unknown family {entry.family!r}; known families: {sorted([*_families(), HF])}",
+            reason=f"unknown family {entry.family!r}; known families: {sorted(_families())}",
         )
         return row, None
     if row["kind"] not in SCORERS:

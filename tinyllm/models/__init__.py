@@ -4,6 +4,12 @@ Every family module exposes the same names (DESIGN.md, "The family contract"): `
 ``KIND``, ``Config`` (frozen dataclass, ``Config(**d)`` fails on unknown keys), ``Model``,
 ``train(cfg, data, *, seed, steps, progress=None) -> Model``, ``save(model, path)``,
 ``load(path) -> Model`` and its kind's scoring hook (``token_nlls(model, ids)`` for lm).
+``hf`` (a local Hugging Face causal LM) has no ``Config``, ``Model`` or ``train``: its models
+are trained elsewhere; it loads, saves and scores them like any lm family.
+
+No family imports :mod:`tinyllm.eval`: the instrument sits above them and reads their models
+through duck-typed hooks (``hidden``, ``lm_head``, ``hidden_cached``; a Hugging Face model's
+through :func:`tinyllm.models.hf.views`).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from tinyllm.models import (
     copy_baseline,
     electra,
     gpt,
+    hf,
     ngram,
     nplm,
     rnnlm,
@@ -30,6 +37,7 @@ FAMILIES: dict = {
     "word2vec": word2vec,
     "rnnlm": rnnlm,
     "gpt": gpt,
+    "hf": hf,
     "bert": bert,
     "electra": electra,
     "classifier": classifier,

@@ -5,9 +5,14 @@ self-attention (``scaled_dot_product_attention``) and a GELU MLP, a final LayerN
 head over the vocabulary, by default tied to the token embedding as in GPT-2.
 
 Parameter names follow Hugging Face's ``GPT2LMHeadModel`` without its ``transformer.`` prefix
-(``wte``, ``wpe``, ``h.{i}.attn.c_attn``, ``ln_f``, ``lm_head``), so :func:`load_hf_gpt2` and
-:func:`export_hf` are a rename plus a transpose of the Conv1D weights, which HF stores
-``[in, out]`` where ``nn.Linear`` stores ``[out, in]``.
+(``wte``, ``wpe``, ``h.{i}.attn.c_attn``, ``ln_f``, ``lm_head``), so converting to and from
+GPT-2 (:func:`tinyllm.models.hf.load_hf_gpt2`, :func:`tinyllm.models.hf.export_hf`) is a rename
+plus a transpose of the Conv1D weights.
+
+The instrument reads the model through ``hidden`` + ``lm_head`` (the head only at scored
+positions) and ``hidden_cached`` (multiple choice from a KV cache); :func:`token_nlls` scores
+strided windows with :mod:`tinyllm.windows`, which sits below the families: a family never
+imports :mod:`tinyllm.eval`.
 
 Shapes: ``B`` batch, ``T`` tokens (``<= block_size``), ``D`` = ``n_embd``, ``V`` = ``vocab_size``.
 """
@@ -25,11 +30,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tinyllm import windows
 from tinyllm.checkpoint import (
     CONFIG_NAME,
     WEIGHTS_NAME,
     CheckpointError,
-    check_hf_weights,
     expected_from,
     load_tensors,
     read_family_config,
@@ -42,7 +47,7 @@ from tinyllm.models.training import lr_at, optimizer_step
 ARCH = "gpt"
 KIND = "lm"
 
-LN_EPS = 1e-5  # GPT-2's LayerNorm epsilon; HF checkpoints with another value are refused
+LN_EPS = 1e-5  # GPT-2's LayerNorm epsilon; HF checkpoints with another value are refused (hf.py)
 
 
 @dataclass(frozen=True)
@@ -458,7 +463,9 @@ def train(
 # ------------------------------------------------------------------------------ save / load
 
 
-def _stored_tensors(model: Model) -> dict[str, torch.Tensor]:
+def stored_tensors(model: Model) -> dict[str, torch.Tensor]:
+    """The tensors a checkpoint stores, by name: the state dict without ``lm_head.weight`` when
+    it is tied to ``wte.weight``."""
     sd = model.state_dict()
     if model.cfg.tie_weights:
         # safetensors refuses two names for one storage: keep wte only, re-tie on load
@@ -468,7 +475,7 @@ def _stored_tensors(model: Model) -> dict[str, torch.Tensor]:
 
 def save(model: Model, path: str | os.PathLike) -> Path:
     """Write the checkpoint folder ``path`` (config.json + model.safetensors)."""
-    return save_checkpoint(path, ARCH, dataclasses.asdict(model.cfg), _stored_tensors(model))
+    return save_checkpoint(path, ARCH, dataclasses.asdict(model.cfg), stored_tensors(model))
 
 
 def _check_config_sizes(path: Path, cfg: Config) -> None:
@@ -509,7 +516,7 @@ def load(path: str | os.PathLike) -> Model:
     cfg = read_family_config(path, ARCH, Config)
     _check_config_sizes(Path(path), cfg)
     model = Model(cfg)
-    tensors = load_tensors(path, expected_from(_stored_tensors(model)))
+    tensors = load_tensors(path, expected_from(stored_tensors(model)))
     if cfg.tie_weights:
         tensors["lm_head.weight"] = tensors["wte.weight"]
     model.load_state_dict(tensors, strict=True)
@@ -530,12 +537,10 @@ def token_nlls(
     progress: Callable[[int, int], object] | None = None,
 ) -> np.ndarray:
     """NLL in nats of tokens 1..n-1 of ``ids``: ``float64[n-1]``, by the strided windows of
-    SPEC.md section 2 (``tinyllm.eval.lm.token_nlls``). Defaults: ``ctx_len = block_size``,
+    SPEC.md section 2 (:func:`tinyllm.windows.token_nlls`). Defaults: ``ctx_len = block_size``,
     ``stride = ctx_len // 2`` (each token after the first window sees at least ctx_len/2 tokens).
-    ``batch_size`` (windows per forward pass; None: the instrument's default) and
-    ``progress(done, total)`` are passed through to the instrument."""
-    from tinyllm.eval import lm  # the instrument imports the models' layer, not the reverse
-
+    ``batch_size`` (windows per forward pass; None: :func:`tinyllm.windows.default_batch_size`)
+    and ``progress(done, total)`` are passed through to the windows."""
     ctx = model.cfg.block_size if ctx_len is None else int(ctx_len)
     if ctx > model.cfg.block_size:
         raise ValueError(
@@ -547,175 +552,6 @@ def token_nlls(
     try:
         with torch.inference_mode():
             kw = {} if batch_size is None else {"batch_size": batch_size}
-            return lm.token_nlls(model, ids, ctx, s, progress=progress, **kw)
+            return windows.token_nlls(model, ids, ctx, s, progress=progress, **kw)
     finally:
         model.train(was_training)
-
-
-# ------------------------------------------------------------------------ Hugging Face GPT-2
-
-# HF activation_function -> ours; "gelu_new" and "gelu_pytorch_tanh" are both the tanh form
-_HF_ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
-_OUR_ACT = {"gelu_tanh": "gelu_new", "gelu": "gelu"}
-_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
-
-
-def _hf_name(name: str) -> str:
-    """Our parameter name -> GPT2LMHeadModel's."""
-    return name if name == "lm_head.weight" else "transformer." + name
-
-
-def _is_conv1d(name: str) -> bool:
-    return name.endswith(_CONV1D)
-
-
-def _check_hf_config(hc) -> None:
-    where = f"load_hf_gpt2({getattr(hc, 'name_or_path', '') or 'model'})"
-    if getattr(hc, "model_type", None) != "gpt2":
-        raise ValueError(f"{where}: expected a GPT-2 model, got model_type {hc.model_type!r}")
-    if hc.activation_function not in _HF_ACT:
-        raise ValueError(
-            f"{where}: expected activation_function in {sorted(_HF_ACT)}, "
-            f"got {hc.activation_function!r}"
-        )
-    checks = [
-        ("n_inner", hc.n_inner in (None, 4 * hc.n_embd), f"None or {4 * hc.n_embd}"),
-        ("layer_norm_epsilon", hc.layer_norm_epsilon == LN_EPS, str(LN_EPS)),
-        ("scale_attn_weights", bool(hc.scale_attn_weights), "True"),
-        ("scale_attn_by_inverse_layer_idx", not hc.scale_attn_by_inverse_layer_idx, "False"),
-        ("add_cross_attention", not hc.add_cross_attention, "False"),
-    ]
-    for key, ok, want in checks:
-        if not ok:
-            raise ValueError(f"{where}: expected {key} = {want}, got {getattr(hc, key)!r}")
-
-
-def load_hf_gpt2(model_or_dir, *, share: bool = False) -> Model:
-    """Convert a ``transformers`` ``GPT2LMHeadModel`` (or a local folder holding one, read with
-    ``local_files_only=True``) into a :class:`Model` whose logits equal HF's (float32, to 1e-5).
-
-    HF's Conv1D weights are ``[in, out]`` and are transposed for ``nn.Linear``; the activation
-    is taken from ``activation_function`` ("gelu_new" -> "gelu_tanh"); dropout is set to 0.
-    Architectural variants we do not implement (another LayerNorm eps, ``n_inner`` != 4D,
-    unscaled or layer-scaled attention, cross-attention) are refused with a ValueError.
-
-    A folder is read from safetensors weights only (``use_safetensors=True``): one with only
-    ``pytorch_model.bin`` is a CheckpointError, never unpickled.
-
-    ``share=True`` copies nothing: every parameter of the result is a view of the HF model's
-    own float32 tensor (a Conv1D weight seen transposed, so ``F.linear`` runs the same
-    ``x @ W`` as HF's ``addmm``), built without initializing weights, so it costs milliseconds
-    whatever the model's size and follows in-place changes of HF's weights. For inference only
-    (the views are not trained); a model that is not float32 is refused with a ValueError.
-    """
-    if isinstance(model_or_dir, str | os.PathLike):
-        from transformers import GPT2LMHeadModel
-
-        d = Path(model_or_dir)
-        if not (d / "config.json").is_file():
-            raise CheckpointError(f"{d}: expected a Hugging Face model folder with config.json")
-        check_hf_weights(d)  # safetensors only: pytorch_model.bin is never unpickled
-        hf = GPT2LMHeadModel.from_pretrained(str(d), local_files_only=True, use_safetensors=True)
-    else:
-        hf = model_or_dir
-    hc = getattr(hf, "config", None)
-    if hc is None or not callable(getattr(hf, "state_dict", None)):
-        raise TypeError(
-            f"load_hf_gpt2: expected a GPT2LMHeadModel or a folder, got {type(hf).__name__}"
-        )
-    _check_hf_config(hc)
-    cfg = Config(
-        vocab_size=hc.vocab_size,
-        block_size=hc.n_positions,
-        n_layer=hc.n_layer,
-        n_head=hc.n_head,
-        n_embd=hc.n_embd,
-        dropout=0.0,
-        bias=True,  # Conv1D and LayerNorm always carry biases
-        tie_weights=bool(getattr(hc, "tie_word_embeddings", True)),
-        activation=_HF_ACT[hc.activation_function],
-    )
-    if share:
-        with torch.device("meta"):  # the structure only: no memory, no random init
-            model = Model(cfg)
-    else:
-        model = Model(cfg)
-    src = hf.state_dict()
-    ours = {}
-    for name in _stored_tensors(model):
-        key = _hf_name(name)
-        if key not in src:
-            raise ValueError(f"load_hf_gpt2: expected tensor {key!r} in the HF model, not found")
-        t = src[key].detach()
-        if share and (t.dtype != torch.float32 or t.device.type != "cpu"):
-            raise ValueError(
-                f"load_hf_gpt2(share=True): expected float32 CPU tensors, got {key!r} as "
-                f"{t.dtype} on {t.device}"
-            )
-        t = t.to(torch.float32)
-        ours[name] = t.t() if _is_conv1d(name) else t  # Conv1D [in, out] -> Linear [out, in]
-    if cfg.tie_weights:
-        ours["lm_head.weight"] = ours["wte.weight"]
-    model.load_state_dict(ours, strict=True, assign=share)  # share: the views themselves
-    if share and cfg.tie_weights:
-        model.lm_head.weight = model.wte.weight  # one Parameter again, as Model() ties it
-    model.eval()
-    return model
-
-
-def _hf_config(cfg: Config):
-    from transformers import GPT2Config
-
-    return GPT2Config(
-        vocab_size=cfg.vocab_size,
-        n_positions=cfg.block_size,
-        n_embd=cfg.n_embd,
-        n_layer=cfg.n_layer,
-        n_head=cfg.n_head,
-        n_inner=None,
-        activation_function=_OUR_ACT[cfg.activation],
-        resid_pdrop=cfg.dropout,
-        embd_pdrop=cfg.dropout,
-        attn_pdrop=cfg.dropout,
-        layer_norm_epsilon=LN_EPS,
-        tie_word_embeddings=cfg.tie_weights,
-        # GPT-2's 50256 is outside a byte vocabulary; a byte model has no special tokens
-        bos_token_id=None,
-        eos_token_id=None,
-    )
-
-
-def export_hf(model: Model, directory: str | os.PathLike) -> Path:
-    """Write ``directory`` as a Hugging Face GPT-2 folder (config.json + model.safetensors)
-    that ``transformers.AutoModelForCausalLM.from_pretrained(directory, local_files_only=True)``
-    loads as a ``GPT2LMHeadModel`` with the same logits (float32, to 1e-5).
-
-    A model built with ``bias=False`` is exported with zero biases, which computes the same
-    function. A config that GPT-2 cannot express is refused with a ValueError.
-    """
-    from transformers import GPT2LMHeadModel
-
-    cfg = model.cfg
-    if cfg.activation not in _OUR_ACT:  # guards a future activation without an HF twin
-        raise ValueError(
-            f"export_hf: expected activation in {sorted(_OUR_ACT)} (GPT-2 has no "
-            f"{cfg.activation!r}), got {cfg.activation!r}"
-        )
-    hf = GPT2LMHeadModel(_hf_config(cfg))
-    target = hf.state_dict()
-    sd = model.state_dict()
-    out = {}
-    for key, ref in target.items():
-        name = key.removeprefix("transformer.")
-        if name in sd:
-            t = sd[name].detach().to(torch.float32)
-            out[key] = t.t() if _is_conv1d(name) else t  # Linear [out, in] -> Conv1D [in, out]
-        elif name.endswith(".bias"):
-            out[key] = torch.zeros_like(ref)  # bias=False: a zero bias is the same function
-        else:
-            raise ValueError(f"export_hf: no source for GPT-2 tensor {key!r}")
-    hf.load_state_dict(out, strict=True)
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    hf.save_pretrained(str(d), safe_serialization=True)
-    return d

@@ -1,4 +1,5 @@
-"""tinyllm/eval/lm/heads.py: reading a model's logits, and its head only where tokens are scored.
+"""tinyllm/logits.py through the instrument: reading a model's logits, and its head only where
+tokens are scored.
 
 Written in part from the surviving mutants of Head, out_features, the keep check and
 call_logits (docs/mutation.md). The oracles: the model's own full forward pass (logits ->
@@ -34,8 +35,8 @@ from lm_helpers import (
 )
 from torch import nn
 
+from tinyllm import logits
 from tinyllm.eval import lm
-from tinyllm.eval.lm import heads
 from tinyllm.tokens import ByteTokenizer
 
 
@@ -127,7 +128,7 @@ def test_ids_errors_name_the_argument_and_a_memmap_stays_a_memmap(tmp_path):
     assert str(e.value) == "ids: expected integer token ids, got dtype float64"
     mm = np.memmap(tmp_path / "ids.bin", dtype=np.uint16, mode="w+", shape=(6,))
     mm[:] = np.arange(6)
-    assert isinstance(heads.as_ids(mm), np.memmap)  # "a memmap stays a memmap: nothing is loaded"
+    assert isinstance(logits.as_ids(mm), np.memmap)  # "a memmap stays a memmap: nothing is loaded"
 
 
 # ------------------------------------------------------------------- out_features and nll_blocks
@@ -169,10 +170,10 @@ class Weightless(nn.Module):
 
 
 def test_out_features_is_the_vocabulary_of_every_head_kind():
-    assert heads.out_features(nn.Linear(8, 50)) == 50
-    assert heads.out_features(TiedHead(nn.Embedding(50, 8))) == 50
-    assert heads.out_features(OnlyWeight(50, 8)) == 50
-    assert heads.out_features(OnlyWeight(6, 40)) == 6
+    assert logits.out_features(nn.Linear(8, 50)) == 50
+    assert logits.out_features(TiedHead(nn.Embedding(50, 8))) == 50
+    assert logits.out_features(OnlyWeight(50, 8)) == 50
+    assert logits.out_features(OnlyWeight(6, 40)) == 6
 
 
 class WeightlessHeadGPT(nn.Module):
@@ -200,7 +201,7 @@ def test_a_head_of_unknown_vocabulary_keeps_the_memory_bound():
     ids = np.random.default_rng(3).integers(0, 256, size=40)
     with warnings.catch_warnings(action="error"):
         got = lm.token_nlls(model, ids, 16, 8, max_logits=1024)
-    assert heads.Head(model, torch.as_tensor(ids[:16])[None]).kind == "hook"
+    assert logits.Head(model, torch.as_tensor(ids[:16])[None]).kind == "hook"
     assert sum(rows) == 39 and max(rows) * 256 <= max(1024, 256)
     np.testing.assert_allclose(got, ref_nlls(model, ids, 16, 8), rtol=0, atol=1e-5)
 
@@ -218,7 +219,7 @@ def test_nll_blocks_ask_each_row_once_in_the_largest_blocks_within_the_bound():
             calls.append((lo, hi))
             return z_all[lo:hi]
 
-        got = heads.nll_blocks(logits_of, m, v, tgt, max_logits=64)
+        got = logits.nll_blocks(logits_of, m, v, tgt, max_logits=64)
         want = -torch.log_softmax(z_all, dim=-1)[torch.arange(m), tgt].numpy()
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
         rows = max(1, 64 // v)  # the largest block within the bound, at least one row
@@ -234,7 +235,7 @@ def test_our_gpt_hook_equals_full_logits():
     model = gpt.Model(gpt.Config(block_size=32, n_layer=2, n_head=2, n_embd=16)).eval()
     ids = np.random.default_rng(1).integers(0, 256, size=100)
     x = torch.as_tensor(ids[:16])[None]
-    assert heads.Head(model, x).kind == "hook"
+    assert logits.Head(model, x).kind == "hook"
     hooked = lm.token_nlls(model, ids, 32, 10)
     full = lm.token_nlls(lambda t: model(t)[0], ids, 32, 10)
     np.testing.assert_allclose(hooked, full, rtol=0, atol=1e-5)
@@ -251,7 +252,7 @@ def test_our_gpt_scored_span_only_equals_the_full_pass(ctx_len, stride, monkeypa
     model = gpt.Model(gpt.Config(block_size=32, n_layer=2, n_head=2, n_embd=16)).eval()
     ids = np.random.default_rng(2).integers(0, 256, size=301)
     x = torch.as_tensor(ids[:16])[None]
-    assert heads.Head(model, x).keep
+    assert logits.Head(model, x).keep
     monkeypatch.setattr(gpt, "_MIN_ROWS_SAVED", 0)  # the kept span alone at every batch size
     spans = []
     last = model._block
@@ -352,7 +353,7 @@ def test_a_correct_keep_hook_passes_its_check_at_any_probe_length(ctx_len):
         fn = model if isinstance(model, HookModel) else (lambda t, m=model: m(t)[0])
         with warnings.catch_warnings(action="error"):
             got = lm.token_nlls(model, GPT_IDS, ctx_len, 1)
-            head = heads.Head(model, torch.as_tensor(GPT_IDS[:ctx_len])[None])
+            head = logits.Head(model, torch.as_tensor(GPT_IDS[:ctx_len])[None])
         assert head.kind == "hook" and head.keep
         np.testing.assert_allclose(got, ref_nlls(fn, GPT_IDS, ctx_len, 1), rtol=0, atol=1e-5)
 
@@ -364,7 +365,7 @@ def test_a_wrong_keep_hook_is_refused_with_a_warning(mode, ctx_len):
     model = HookModel(mode)
     with pytest.warns(UserWarning, match=r"^HookModel: hidden states \+ output head do not"):
         got = lm.token_nlls(model, GPT_IDS, ctx_len, 1)
-    assert heads.Head(model, torch.as_tensor(GPT_IDS[:ctx_len])[None]).kind == "full"
+    assert logits.Head(model, torch.as_tensor(GPT_IDS[:ctx_len])[None]).kind == "full"
     np.testing.assert_allclose(got, ref_nlls(model, GPT_IDS, ctx_len, 1), rtol=0, atol=1e-5)
 
 
@@ -381,7 +382,7 @@ def test_a_hook_whose_output_has_another_shape_is_refused():
     ids = GPT_IDS % 250
     with pytest.warns(UserWarning, match=r"^PaddedVocab: hidden states"):
         got = lm.token_nlls(model, ids, 16, 8)
-    assert heads.Head(model, torch.as_tensor(ids[:16])[None]).kind == "full"
+    assert logits.Head(model, torch.as_tensor(ids[:16])[None]).kind == "full"
     np.testing.assert_allclose(got, ref_nlls(model, ids, 16, 8), rtol=0, atol=1e-5)
 
 
@@ -395,10 +396,10 @@ def test_the_check_tolerance_is_relative_to_the_largest_logit():
     model = HookModel(scale=8.0)
     M = _max_logit(model)
     assert M > 20
-    model.bump = 0.3 * heads.VERIFY_TOL * M
+    model.bump = 0.3 * logits.VERIFY_TOL * M
     with warnings.catch_warnings(action="error"):
         got = lm.token_nlls(model, GPT_IDS, 16, 8)
-    assert heads.Head(model, torch.as_tensor(GPT_IDS[:16])[None]).kind == "hook"
+    assert logits.Head(model, torch.as_tensor(GPT_IDS[:16])[None]).kind == "hook"
     hook = lm.token_nlls(lambda t: model.lm_head(model.inner.hidden(t)), GPT_IDS, 16, 8)
     np.testing.assert_allclose(got, hook, rtol=0, atol=1e-5)  # the hook's numbers
 
@@ -409,10 +410,10 @@ def test_the_check_tolerance_is_absolute_below_logits_of_one():
     model = HookModel(scale=1.0)
     model.lm_head.weight.data *= 0.5 / _max_logit(model)
     assert _max_logit(model) < 1
-    model.bump = 1.5 * heads.VERIFY_TOL
+    model.bump = 1.5 * logits.VERIFY_TOL
     with pytest.warns(UserWarning, match=r"^HookModel: hidden states"):
         got = lm.token_nlls(model, GPT_IDS, 16, 8)
-    assert heads.Head(model, torch.as_tensor(GPT_IDS[:16])[None]).kind == "full"
+    assert logits.Head(model, torch.as_tensor(GPT_IDS[:16])[None]).kind == "full"
     np.testing.assert_allclose(got, ref_nlls(model, GPT_IDS, 16, 8), rtol=0, atol=1e-5)
     with warnings.catch_warnings(action="error"):  # checked once per model: no second warning
         again = lm.token_nlls(model, GPT_IDS, 16, 8)
@@ -446,7 +447,7 @@ def test_nlls_keeps_exactly_the_span_it_scores_and_fills_blocks():
     rows, cols = torch.tensor([0, 0, 1, 2, 2, 1] * 2), torch.tensor([4, 9, 6, 7, 5, 8] * 2)
     tg = x[rows, cols + 1]
     with torch.inference_mode():
-        head = heads.Head(model, x)
+        head = logits.Head(model, x)
         want = -torch.log_softmax(model(x).double(), dim=-1)[rows, cols, tg].numpy()
         assert head.kind == "hook"
         model.keeps.clear()
@@ -481,7 +482,7 @@ def test_a_model_that_cannot_be_weak_referenced_is_hooked():
     model = SlotsHook(HookModel("strict").eval())
     with warnings.catch_warnings(action="error"):
         got = lm.token_nlls(model, GPT_IDS, 16, 8)
-        assert heads.Head(model, torch.as_tensor(GPT_IDS[:16])[None]).kind == "hook"
+        assert logits.Head(model, torch.as_tensor(GPT_IDS[:16])[None]).kind == "hook"
     np.testing.assert_allclose(got, ref_nlls(model, GPT_IDS, 16, 8), rtol=0, atol=1e-5)
 
 
@@ -502,7 +503,7 @@ class BuiltinHidden(nn.Module):
 def test_a_builtin_hidden_without_signature_is_used_without_keep():
     model = BuiltinHidden().eval()
     with warnings.catch_warnings(action="error"):
-        head = heads.Head(model, torch.as_tensor(IDS[:16])[None])
+        head = logits.Head(model, torch.as_tensor(IDS[:16])[None])
         got = lm.token_nlls(model, IDS, 12, 5)
     assert head.kind == "hook" and not head.keep
     np.testing.assert_allclose(got, ref_nlls(model, IDS, 12, 5), rtol=0, atol=1e-5)
@@ -524,4 +525,4 @@ def test_max_logits_is_checked_in_every_entry_point(bad):
         assert str(e.value) == want
     one = lm.token_nlls(Revealing(), np.arange(6), 4, 2, max_logits=1)
     np.testing.assert_allclose(one, lm.token_nlls(Revealing(), np.arange(6), 4, 2), rtol=1e-12)
-    assert lm.MAX_LOGITS == heads.MAX_LOGITS == 1 << 26
+    assert lm.MAX_LOGITS == logits.MAX_LOGITS == 1 << 26

@@ -1,9 +1,11 @@
-"""tinyllm/eval/lm/heads.py, its Hugging Face part: hf_hidden, hf_gpt2_twin and the "twin" / "hf"
-hooks of Head.
+"""The instrument on Hugging Face models: the views of tinyllm/models/hf.py (the GPT-2 twin, the
+base model's hidden states) as the "twin" / "hf" hooks of tinyllm.logits.Head.
 
 Oracles: the model's own full logits, one window at a time (lm_helpers.reference_nlls), for
 transformers' GPT2LMHeadModel (random weights, no download), GPT-2 variants the twin cannot run,
-and Hugging-Face-shaped models built by hand (base_model + get_output_embeddings()).
+and Hugging-Face-shaped models built by hand (base_model + get_output_embeddings()). The views'
+own pieces (hf.last_hidden, hf.cache_kv, the GPT-2 conversion) are tested in
+tests/models/test_hf.py.
 """
 
 from __future__ import annotations
@@ -15,13 +17,20 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from lm_helpers import IDS, hf_gpt2, hf_gpt2_layer_scaled, ref_nlls, reference_nlls, tiny_gpt2
+from lm_helpers import IDS, hf_gpt2, ref_nlls, reference_nlls, tiny_gpt2
 from torch import nn
 
+from tinyllm import logits
 from tinyllm.eval import lm
 from tinyllm.eval.lm import heads
+from tinyllm.models import hf as hf_family
 
 transformers = pytest.importorskip("transformers")
+
+
+def _head(model, probe: torch.Tensor) -> logits.Head:
+    """The head the instrument scores ``model`` with: its views (lm.heads.views) in order."""
+    return logits.Head(model, probe, heads.views(model))
 
 
 # ------------------------------------------------ transformers GPT-2: the twin and its fallbacks
@@ -40,8 +49,8 @@ class FullLogits(nn.Module):
 
 def test_hf_hidden_state_hook_equals_full_logits(gpt2, gpt2_ids):
     x = torch.as_tensor(gpt2_ids[:16])[None]
-    assert heads.Head(gpt2, x).kind == "twin"  # a GPT2LMHeadModel runs as our GPT on its weights
-    assert heads.Head(FullLogits(gpt2), x).kind == "full"
+    assert _head(gpt2, x).kind == "twin"  # a GPT2LMHeadModel runs as our GPT on its weights
+    assert _head(FullLogits(gpt2), x).kind == "full"
     hooked = lm.token_nlls(gpt2, gpt2_ids, 32, 12)
     full = lm.token_nlls(FullLogits(gpt2), gpt2_ids, 32, 12)
     np.testing.assert_allclose(hooked, full, rtol=0, atol=1e-5)
@@ -51,13 +60,13 @@ def test_hf_hidden_state_hook_equals_full_logits(gpt2, gpt2_ids):
 
 
 def test_the_gpt2_twin_shares_the_hf_weights_and_follows_them(gpt2_ids):
-    """hf_gpt2_twin: our GPT on views of the HF tensors (nothing copied); an in-place change of
+    """hf.gpt2_twin: our GPT on views of the HF tensors (nothing copied); an in-place change of
     the HF weights shows in the twin, a replaced parameter rebuilds it; NLLs equal HF's."""
     hf = tiny_gpt2(seed=4)
-    twin = lm.hf_gpt2_twin(hf)
+    twin = hf_family.gpt2_twin(hf)
     w = hf.transformer.h[0].attn.c_attn.weight  # Conv1D [in, out]
     assert twin.h[0].attn.c_attn.weight.data_ptr() == w.data_ptr()
-    assert lm.hf_gpt2_twin(hf) is twin  # same tensors: the same twin
+    assert hf_family.gpt2_twin(hf) is twin  # same tensors: the same twin
     ref = reference_nlls(hf, gpt2_ids, 32, 12)
     np.testing.assert_allclose(lm.token_nlls(hf, gpt2_ids, 32, 12), ref, rtol=0, atol=1e-5)
     with torch.no_grad():
@@ -66,10 +75,10 @@ def test_the_gpt2_twin_shares_the_hf_weights_and_follows_them(gpt2_ids):
     assert np.abs(ref2 - ref).max() > 1e-3
     np.testing.assert_allclose(lm.token_nlls(hf, gpt2_ids, 32, 12), ref2, rtol=0, atol=1e-5)
     hf.transformer.h[0].attn.c_attn.weight = nn.Parameter(w.detach().clone() * 2.0)
-    assert lm.hf_gpt2_twin(hf) is not twin  # another tensor: rebuilt
+    assert hf_family.gpt2_twin(hf) is not twin  # another tensor: rebuilt
     ref3 = reference_nlls(hf, gpt2_ids, 32, 12)
     np.testing.assert_allclose(lm.token_nlls(hf, gpt2_ids, 32, 12), ref3, rtol=0, atol=1e-5)
-    assert lm.hf_gpt2_twin(FullLogits(hf)) is None  # not a GPT2LMHeadModel
+    assert hf_family.gpt2_twin(FullLogits(hf)) is None  # not a GPT2LMHeadModel
 
 
 def test_a_gpt2_variant_the_twin_cannot_run_uses_hfs_own_hidden_states(gpt2_ids):
@@ -79,9 +88,9 @@ def test_a_gpt2_variant_the_twin_cannot_run_uses_hfs_own_hidden_states(gpt2_ids)
     hf.config.scale_attn_by_inverse_layer_idx = True
     for block in hf.transformer.h:
         block.attn.scale_attn_by_inverse_layer_idx = True
-    assert lm.hf_gpt2_twin(hf) is None
+    assert hf_family.gpt2_twin(hf) is None
     x = torch.as_tensor(gpt2_ids[:16])[None]
-    assert heads.Head(hf, x).kind == "hf"
+    assert _head(hf, x).kind == "hf"
     np.testing.assert_allclose(
         lm.token_nlls(hf, gpt2_ids, 32, 12),
         reference_nlls(hf, gpt2_ids, 32, 12),
@@ -105,7 +114,7 @@ def test_a_gpt2_subclass_that_changes_its_logits_is_scored_from_them(gpt2_ids):
     odd = ScaledGPT2(hf.config)
     odd.load_state_dict(hf.state_dict())
     odd.eval()
-    assert lm.hf_gpt2_twin(odd) is not None  # built, but it fails the check against the logits
+    assert hf_family.gpt2_twin(odd) is not None  # built, but it fails the check against the logits
     with pytest.warns(UserWarning, match="do not reproduce"):
         got = lm.token_nlls(odd, gpt2_ids, 32, 12)
     np.testing.assert_allclose(got, reference_nlls(odd, gpt2_ids, 32, 12), rtol=0, atol=1e-5)
@@ -124,9 +133,9 @@ def test_a_steered_gpt2_is_scored_by_its_own_hidden_states_silently():
     hf = tiny_gpt2(seed=5)
     hf.transformer.ln_f.register_forward_hook(lambda m, a, o: o + 0.25)
     ids = np.random.default_rng(5).integers(0, 97, size=70)
-    assert lm.hf_gpt2_twin(hf) is not None
+    assert hf_family.gpt2_twin(hf) is not None
     with warnings.catch_warnings(action="error"):
-        assert heads.Head(hf, torch.as_tensor(ids[:16])[None]).kind == "hf"
+        assert _head(hf, torch.as_tensor(ids[:16])[None]).kind == "hf"
         got = lm.token_nlls(hf, ids, 32, 12)
     np.testing.assert_allclose(got, reference_nlls(hf, ids, 32, 12), rtol=0, atol=1e-5)
 
@@ -220,7 +229,7 @@ def test_hf_hook_reads_the_base_models_last_hidden_state_in_every_form(body):
     model = ToyLM(body).eval()
     x = torch.as_tensor(IDS[:16])[None]
     with warnings.catch_warnings(action="error"):
-        assert heads.Head(model, x).kind == "hf"
+        assert _head(model, x).kind == "hf"
         got = lm.token_nlls(model, IDS, 12, 5)
     np.testing.assert_allclose(got, ref_nlls(model, IDS, 12, 5), rtol=0, atol=1e-5)
 
@@ -230,23 +239,9 @@ def test_a_model_without_base_or_output_embeddings_is_scored_from_its_logits(mak
     model = make().eval()
     x = torch.as_tensor(IDS[:16])[None]
     with warnings.catch_warnings(action="error"):
-        assert heads.Head(model, x).kind == "full"
+        assert _head(model, x).kind == "full"
         got = lm.token_nlls(model, IDS, 12, 5)
     np.testing.assert_allclose(got, ref_nlls(model, IDS, 12, 5), rtol=0, atol=1e-5)
-
-
-def test_hf_hidden_runs_the_base_model_without_a_kv_cache():
-    """hf_hidden's documented contract: the last hidden state, no KV cache built."""
-    hf = hf_gpt2_layer_scaled()
-    x = torch.tensor([[5, 3, 9, 2, 7, 1]])
-    outs = []
-    hf.transformer.register_forward_hook(lambda m, a, o: outs.append(o))
-    with torch.inference_mode():
-        h = heads.hf_hidden(hf.transformer, x)
-        want = hf.transformer(input_ids=x, use_cache=False).last_hidden_state
-    torch.testing.assert_close(h, want, rtol=0, atol=0)
-    assert getattr(outs[0], "cache", None) is None
-    assert getattr(outs[0], "past_key_values", None) is None
 
 
 def test_hf_gpt2_twin_without_transformers_gpt2_is_none(monkeypatch):
@@ -255,11 +250,11 @@ def test_hf_gpt2_twin_without_transformers_gpt2_is_none(monkeypatch):
     model = ToyLM(ToyBody()).eval()
     x = torch.as_tensor(IDS[:16])[None]
     monkeypatch.setitem(sys.modules, "transformers", types.ModuleType("transformers"))
-    assert lm.hf_gpt2_twin(model) is None
-    assert lm.hf_gpt2_twin(hf_gpt2()) is None
+    assert hf_family.gpt2_twin(model) is None
+    assert hf_family.gpt2_twin(hf_gpt2()) is None
     monkeypatch.delitem(sys.modules, "transformers")
-    assert lm.hf_gpt2_twin(model) is None
+    assert hf_family.gpt2_twin(model) is None
     with warnings.catch_warnings(action="error"):
-        assert heads.Head(model, x).kind == "hf"
+        assert _head(model, x).kind == "hf"
         got = lm.token_nlls(model, IDS, 12, 5)
     np.testing.assert_allclose(got, ref_nlls(model, IDS, 12, 5), rtol=0, atol=1e-5)

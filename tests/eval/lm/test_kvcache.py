@@ -36,8 +36,9 @@ from lm_helpers import (
 )
 from torch import nn
 
+from tinyllm import logits
 from tinyllm.eval import lm
-from tinyllm.eval.lm import heads, kvcache, scoring
+from tinyllm.eval.lm import kvcache, scoring
 from tinyllm.models import gpt
 from tinyllm.tokens import ByteTokenizer
 
@@ -108,7 +109,7 @@ def test_cached_choices_beyond_the_probe_equal_the_oracle(name, budget):
 @pytest.mark.parametrize("name", ["gpt", "hf"])
 def test_long_choices_take_the_cached_path(name):
     """Choices of 20-31 tokens (|LL| of a few hundred nats, where float32 rounding is 1e-5
-    nats): the cached path agrees with the plain path to 1e-4 *relative* (heads.VERIFY_TOL, relative
+    nats): the cached path agrees with the plain path to 1e-4 *relative* (logits.VERIFY_TOL, relative
     to max(1, |LL|)) and is taken; its LLs equal the oracle."""
     model = MODELS[name]()
     items = random_items(31, 4, vocab_of(model), ctx_range=(1, 2), cont_range=(20, 32))
@@ -401,7 +402,7 @@ def test_a_cache_that_disagrees_is_named_in_the_fallback_warning():
     head = "Model: scoring choices from cached keys/values does not reproduce the plain forward "
     tail = "); scoring every context + choice in full"
     assert msg.startswith(head + "pass (max relative difference ") and msg.endswith(tail)
-    assert float(msg[len(head) + 31 : -len(tail)]) > heads.VERIFY_TOL
+    assert float(msg[len(head) + 31 : -len(tail)]) > logits.VERIFY_TOL
     assert_oracle(model, items, got)
 
 
@@ -458,7 +459,7 @@ def test_a_right_cache_passes_the_check_whatever_the_first_lengths():
 def test_the_check_costs_a_few_of_the_first_items_however_long_the_task():
     """The cache is checked on a probe of the first contexts (the plain and the cached path on
     them): the first call feeds at most 3 x the tokens of the first three items (plus the head
-    hook's own check on heads.VERIFY_LEN tokens) more than a second call, which reuses the
+    hook's own check on logits.VERIFY_LEN tokens) more than a second call, which reuses the
     verdict."""
     model = our_gpt()
     items = random_items(48, 40, 256, ctx_range=(4, 16), cont_range=(1, 6))
@@ -480,8 +481,8 @@ def test_the_check_costs_a_few_of_the_first_items_however_long_the_task():
         for it in items[:3]
         for c in it["choices"]
     )
-    assert 0 < first - second <= 3 * head3 + 3 * heads.VERIFY_LEN
-    assert second > 3 * head3 + 3 * heads.VERIFY_LEN  # the bound is not the task's own size
+    assert 0 < first - second <= 3 * head3 + 3 * logits.VERIFY_LEN
+    assert second > 3 * head3 + 3 * logits.VERIFY_LEN  # the bound is not the task's own size
 
 
 class CachedBigram(nn.Module):
@@ -511,7 +512,7 @@ class CachedBigram(nn.Module):
 
 
 def test_a_cache_off_by_1_5e4_nats_on_short_lls_is_rejected():
-    """heads.VERIFY_TOL = 1e-4 relative to max(1, |LL|): a cache whose LLs of about -0.2 nats are
+    """logits.VERIFY_TOL = 1e-4 relative to max(1, |LL|): a cache whose LLs of about -0.2 nats are
     off by 1.5e-4 nats does not reproduce the plain path; the task falls back and its LLs are
     the bigram's own, sum ln P[previous, token]."""
     P = torch.tensor(

@@ -1,9 +1,9 @@
-"""tinyllm/eval/lm/kvcache.py, its Hugging Face part: hf_kv and HFCache.
+"""The instrument's cached multiple choice on Hugging Face models: tinyllm.models.hf.CacheEngine
+(the "hf" engine of tinyllm/eval/lm/kvcache.py).
 
-transformers cache layouts of several versions built by hand from small tensors, whose
-(keys, values) per layer are known exactly; GPT-2's base model behind the forward signatures
-and outputs of other transformers versions, scored through HFCache against the one-choice-at-a-
-time oracle (lm_helpers.oracle_lls).
+GPT-2's base model behind the forward signatures and outputs of other transformers versions,
+scored through the engine against the one-choice-at-a-time oracle (lm_helpers.oracle_lls). The
+cache layouts the engine reads (hf.cache_kv) are tested in tests/models/test_hf.py.
 """
 
 from __future__ import annotations
@@ -13,75 +13,15 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
-from lm_helpers import IdTok, hf_gpt2, hf_gpt2_layer_scaled, oracle_lls, random_items
+from lm_helpers import IdTok, hf_gpt2_layer_scaled, oracle_lls, random_items
 from torch import nn
 
 from tinyllm.eval import lm
-from tinyllm.eval.lm import kvcache
 
 transformers = pytest.importorskip("transformers")
 
 
-# ----------------------------------------------------------------------------------------- hf_kv
-
-
-def _pairs(n_layer: int = 2):
-    g = torch.Generator().manual_seed(1)
-    return [
-        (torch.randn(1, 2, 3, 4, generator=g), torch.randn(1, 2, 3, 4, generator=g))
-        for _ in range(n_layer)
-    ]
-
-
-def test_hf_kv_reads_every_transformers_cache_layout():
-    """transformers >= 4.56: ``cache.layers[i].keys/.values``; 4.36 - 4.55:
-    ``cache.key_cache[i]/.value_cache[i]``; before: a tuple of (k, v) per layer. Hand-built
-    objects of exactly that shape (no other attribute, not iterable): the very tensors back."""
-    pairs = _pairs()
-    layouts = {
-        "layers": types.SimpleNamespace(
-            layers=[types.SimpleNamespace(keys=k, values=v) for k, v in pairs]
-        ),
-        "key_cache": types.SimpleNamespace(
-            key_cache=[k for k, _ in pairs], value_cache=[v for _, v in pairs]
-        ),
-        "legacy": tuple(pairs),
-        "legacy-3": tuple((k, v, None) for k, v in pairs),  # some models add a third item
-    }
-    for name, cache in layouts.items():
-        got = kvcache.hf_kv(cache)
-        assert len(got) == len(pairs), name
-        for (k, v), (gk, gv) in zip(pairs, got, strict=True):
-            assert gk is k and gv is v, name
-
-
-def test_hf_kv_of_the_installed_transformers_equals_its_cache_contents():
-    """The layout this transformers produces, read back: per layer [B, H, S, Dh], equal to
-    the keys/values of a second cache filled by hand with DynamicCache.update."""
-    hf = hf_gpt2()
-    x = torch.tensor([[3, 1, 4, 1, 5]])
-    with torch.inference_mode():
-        out = hf.transformer(input_ids=x, use_cache=True)
-    cache = getattr(out, "cache", None) or out.past_key_values
-    got = kvcache.hf_kv(cache)
-    assert len(got) == hf.config.n_layer
-    again = transformers.DynamicCache()
-    for i, (k, v) in enumerate(got):
-        assert tuple(k.shape) == (1, 2, 5, 16) and tuple(v.shape) == (1, 2, 5, 16)
-        again.update(k, v, i)
-    torch.testing.assert_close(kvcache.hf_kv(again), got, rtol=0, atol=0)
-
-
-def test_hf_kv_refuses_key_and_value_lists_of_different_lengths():
-    """A malformed cache is an error, not silently fewer layers."""
-    pairs = _pairs(3)
-    cache = types.SimpleNamespace(key_cache=[k for k, _ in pairs], value_cache=[pairs[0][1]])
-    with pytest.raises(ValueError):
-        kvcache.hf_kv(cache)
-
-
-# ------------------------------------------------------------------------------- HFCache layouts
+# -------------------------------------------------------------------------- CacheEngine layouts
 
 
 class LayoutBase(nn.Module):

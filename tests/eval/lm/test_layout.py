@@ -1,5 +1,7 @@
 """The instrument's package layout (tinyllm/eval/lm/): one way down, no cycle, small modules,
-and the SPEC names exported from ``tinyllm.eval.lm`` as before the split.
+the SPEC names exported from ``tinyllm.eval.lm``; and the layers around it: the model families
+never import the instrument, and the strided windows and the scoring head below them
+(tinyllm/windows.py, tinyllm/logits.py) import neither.
 
 Imports are read from each module's source (function-local imports included: they are
 imports too), so a cycle is caught even where Python would not trip over it at import time.
@@ -8,16 +10,20 @@ imports too), so a cycle is caught even where Python would not trip over it at i
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+import tinyllm
 from tinyllm.eval import lm
 
 PACKAGE = Path(lm.__file__).parent
+LIBRARY = Path(tinyllm.__file__).parent
 
 # each module may import only those before it (the order of the package docstring)
-ORDER = ["windowing", "heads", "ppl", "scoring", "kvcache", "choices", "tasks", "paired"]
+ORDER = ["heads", "ppl", "scoring", "kvcache", "choices", "tasks", "paired"]
 
 # the names callers use (SPEC.md, the CLI, the zoo, the benchmarks, the families)
 SPEC_NAMES = [
@@ -31,7 +37,6 @@ SPEC_NAMES = [
     "compare",
     "default_batch_size",
     "eval_ppl",
-    "hf_gpt2_twin",
     "item_predictions",
     "iter_windows",
     "log_probs",
@@ -88,3 +93,45 @@ def test_the_package_exports_the_spec_names():
         assert hasattr(lm, name), name
     assert callable(lm.windows) and lm.windows(6, 4, 2) == [(0, 4, 1), (2, 6, 4)]
     assert callable(lm.compare)  # functions, not the modules of the same concept
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` may import, anywhere in the file: ``a.b`` for ``import a.b``;
+    ``a.b`` and ``a.b.c`` for ``from a.b import c`` (``c`` a module or a name)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return found
+
+
+def _inside(names: set[str], package: str) -> set[str]:
+    return {m for m in names if m == package or m.startswith(package + ".")}
+
+
+@pytest.mark.parametrize("path", sorted((LIBRARY / "models").glob("*.py")), ids=lambda p: p.name)
+def test_no_model_family_imports_the_instrument(path):
+    """Models never import tinyllm.eval: the instrument reads them through their hooks."""
+    got = _inside(_imports(path), "tinyllm.eval")
+    assert not got, f"tinyllm/models/{path.name} imports {sorted(got)}, expected no tinyllm.eval"
+
+
+@pytest.mark.parametrize("name", ["windows", "logits"])
+def test_the_strided_windows_and_the_head_sit_below_the_families(name):
+    got = _imports(LIBRARY / f"{name}.py")
+    bad = _inside(got, "tinyllm.eval") | _inside(got, "tinyllm.models")
+    assert not bad, f"tinyllm/{name}.py imports {sorted(bad)}, expected neither eval nor models"
+
+
+def test_importing_the_families_loads_nothing_of_the_instrument():
+    code = (
+        "import sys, tinyllm.models; "
+        "print(sorted(m for m in sys.modules if m.startswith('tinyllm.eval')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"

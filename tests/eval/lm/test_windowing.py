@@ -1,4 +1,4 @@
-"""tinyllm/eval/lm/windowing.py: the strided windows of SPEC.md section 2.
+"""tinyllm/windows.py: the strided windows of SPEC.md section 2.
 
 The windows are checked by hand on SPEC.md's example, against a reference written from the
 docstrings (window grouping), and with hypothesis over any n, ctx_len and stride: every token
@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lm_helpers import RevealingModel, window_settings
 
+from tinyllm import windows
 from tinyllm.eval import lm
-from tinyllm.eval.lm import windowing
 
 V = 7  # vocabulary of the revealing model in the property tests
 
@@ -102,7 +102,7 @@ def reference_groups(n: int, ctx_len: int, stride: int, batch_size: int) -> list
     [(6, 4, 2, 8), (40, 8, 3, 4), (41, 8, 3, 64), (100, 16, 15, 1), (9, 9, 1, 3), (2, 2, 1, 5)],
 )
 def test_window_groups_are_the_maximal_runs_of_equal_windows(n, ctx_len, stride, batch_size):
-    got = list(windowing.window_groups(n, ctx_len, stride, batch_size))
+    got = list(windows.window_groups(n, ctx_len, stride, batch_size))
     assert got == reference_groups(n, ctx_len, stride, batch_size)
     # SPEC 2's example by hand: the first window scores 3 tokens, the second 2: two groups
     if (n, ctx_len, stride) == (6, 4, 2):

@@ -1,8 +1,8 @@
 """The ``lm`` kind: bits per byte of a language model on a token file (SPEC.md sections 2, 6).
 
-Each family's own ``token_nlls`` gives the per-token NLLs (gpt and local Hugging Face causal LMs:
-strided windows, :func:`tinyllm.eval.lm.token_nlls`); the row is their bits per byte with a
-Student t interval, and the per-token NLLs are the row's items.
+Each family's own ``token_nlls`` gives the per-token NLLs (gpt and hf, a local Hugging Face
+causal LM: strided windows, :func:`tinyllm.windows.token_nlls`); the row is their bits per byte
+with a Student t interval, and the per-token NLLs are the row's items.
 """
 
 from __future__ import annotations
@@ -20,21 +20,7 @@ from tinyllm.stats import Interval
 
 KIND = "lm"
 METRIC = "bpb"
-HF = "hf"
-"""The pseudo-family of a local Hugging Face causal LM folder (config.json without tl_arch)."""
 BYTE_CHECK_CHUNK = 1 << 20
-
-
-def _hf_ctx_len(model) -> int:
-    c = model.config
-    for key in ("n_positions", "max_position_embeddings", "n_ctx"):
-        v = getattr(c, key, None)
-        if isinstance(v, int) and v >= 2:
-            return v
-    raise ValueError(
-        "hf model: expected a context length in its config (n_positions or "
-        "max_position_embeddings), got none; set options.ctx_len"
-    )
 
 
 def _accepts_window_options(fn: Callable) -> bool:
@@ -46,41 +32,23 @@ def lm_token_nlls(model, ids: np.ndarray, entry: Entry) -> np.ndarray:
     """Per-token NLLs (nats, float64[n-1], tokens 1..n-1) of ``ids`` under ``model``, computed by
     the entry's family's own ``token_nlls``.
 
-    * families whose ``token_nlls`` takes ``ctx_len``/``stride`` (gpt) get the entry's options
-      (``None`` = the family's default);
-    * ``"hf"``: :func:`tinyllm.eval.lm.token_nlls` with ``ctx_len`` = options.ctx_len or the
-      model's ``n_positions``/``max_position_embeddings``, ``stride`` = options.stride or
-      ``ctx_len // 2``; the byte ids are used as token ids, so the vocabulary must be >= 256;
+    * families whose ``token_nlls`` takes ``ctx_len``/``stride`` (gpt, hf) get the entry's
+      options (``None`` = the family's default: :func:`tinyllm.models.gpt.token_nlls`,
+      :func:`tinyllm.models.hf.token_nlls`);
     * every other family: ``token_nlls(model, ids)``; window options are refused for it.
     """
     opts = entry.options
-    if entry.family == HF:
-        from tinyllm.eval import lm
-
-        vocab = int(getattr(model.config, "vocab_size", 0) or 0)
-        if vocab < 256:
-            raise ValueError(
-                f"hf model: expected a vocabulary of at least 256 ids (the data are byte ids "
-                f"0..255), got vocab_size={vocab}"
-            )
-        ctx = opts.ctx_len if opts.ctx_len is not None else _hf_ctx_len(model)
-        stride = opts.stride if opts.stride is not None else max(1, ctx // 2)
-        import torch
-
-        with torch.inference_mode():
-            nlls = lm.token_nlls(model, ids, ctx, stride)
+    fn = FAMILIES[entry.family].token_nlls
+    if _accepts_window_options(fn):
+        nlls = fn(model, ids, ctx_len=opts.ctx_len, stride=opts.stride)
     else:
-        fn = FAMILIES[entry.family].token_nlls
-        if _accepts_window_options(fn):
-            nlls = fn(model, ids, ctx_len=opts.ctx_len, stride=opts.stride)
-        else:
-            if opts.ctx_len is not None or opts.stride is not None:
-                raise ValueError(
-                    f"entry {entry.name!r}: family {entry.family!r} is not scored in windows; "
-                    f"expected no ctx_len/stride options, got ctx_len={opts.ctx_len}, "
-                    f"stride={opts.stride}"
-                )
-            nlls = fn(model, ids)
+        if opts.ctx_len is not None or opts.stride is not None:
+            raise ValueError(
+                f"entry {entry.name!r}: family {entry.family!r} is not scored in windows; "
+                f"expected no ctx_len/stride options, got ctx_len={opts.ctx_len}, "
+                f"stride={opts.stride}"
+            )
+        nlls = fn(model, ids)
     out = np.asarray(nlls, dtype=np.float64)
     if out.shape != (len(ids) - 1,):
         raise ValueError(

@@ -11,13 +11,14 @@ This package implements SPEC.md sections 1-5 on top of :mod:`tinyllm.stats`:
 * :func:`compare` -- the paired permutation test between two runs on the same items (SPEC 5).
 
 A *model* is anything callable as ``model(ids[None])`` returning logits ``[1, T, V]``, a tuple
-whose first item is those logits, or an object with ``.logits`` (Hugging Face outputs). Where the
-model lets us, the output head and the log-softmax are computed only at the positions that are
-scored (see :class:`tinyllm.eval.lm.heads.Head`): our GPT exposes ``model.hidden(idx) ->
-[B, T, D]`` and ``model.lm_head``; a Hugging Face causal LM exposes ``model.base_model`` and
-``model.get_output_embeddings()``. Our GPT's ``hidden(idx, keep=slice)`` also runs its last
-block only at the scored span of each window. A Hugging Face ``GPT2LMHeadModel`` is run by our
-GPT on views of its own weights (:func:`hf_gpt2_twin`), which has both hooks and a KV cache.
+whose first item is those logits, or an object with ``.logits`` (Hugging Face outputs). The
+instrument reads a model through duck-typed hooks, and where the model offers them the output
+head and the log-softmax are computed only at the positions that are scored
+(:class:`tinyllm.logits.Head`): our GPT offers ``model.hidden(idx) -> [B, T, D]`` (with
+``keep=slice``: its last block only at the scored span of each window), ``model.lm_head`` and
+``model.hidden_cached`` (a KV cache). A Hugging Face causal LM is read through the views of
+:func:`tinyllm.models.hf.views`: a ``GPT2LMHeadModel`` run by our GPT on views of its own
+weights (both hooks and a KV cache), then its base model's hidden states and its own cache.
 Every hook is checked once against the model's own logits on a few tokens; if they disagree (a
 model that rescales or caps its logits after the head) the next one or the full logits are
 used, with a warning. Multiple choice is scored from a KV cache only after the cache
@@ -26,14 +27,17 @@ it).
 
 All NLLs are in nats, float64; bits per byte divide by ``ln 2`` and by the byte count.
 
+Layers: the window arithmetic and the strided runner (:mod:`tinyllm.windows`) and the scoring
+head (:mod:`tinyllm.logits`) sit below the model families, which score their own strided
+windows with them; this package sits above the families, and no family imports it.
+
 One concept per module, each importing only those above it in this list:
 
-* :mod:`~tinyllm.eval.lm.windowing` -- which windows score which tokens (SPEC 2);
-* :mod:`~tinyllm.eval.lm.heads` -- logits of a model, the head only where scored, the
-  Hugging Face GPT-2 twin;
+* :mod:`~tinyllm.eval.lm.heads` -- the views of a model the head may use, a family's own NLLs
+  (:class:`FamilyLM`), the log-probabilities of one sequence;
 * :mod:`~tinyllm.eval.lm.ppl` -- per-token NLLs and their summary (SPEC 2, 4);
 * :mod:`~tinyllm.eval.lm.scoring` -- multiple-choice requests, the plain and the cached passes;
-* :mod:`~tinyllm.eval.lm.kvcache` -- the cache engines (our GPT, Hugging Face) and their check;
+* :mod:`~tinyllm.eval.lm.kvcache` -- the cache engines and their check;
 * :mod:`~tinyllm.eval.lm.choices` -- ``LL(c)`` of every choice (SPEC 3);
 * :mod:`~tinyllm.eval.lm.tasks` -- task files, predictions, accuracy with its interval;
 * :mod:`~tinyllm.eval.lm.paired` -- the paired comparison (SPEC 5).
@@ -46,19 +50,19 @@ from tinyllm.eval.lm.choices import (
     model_ctx_len,
     score_choices,
 )
-from tinyllm.eval.lm.heads import MAX_LOGITS, FamilyLM, hf_gpt2_twin, log_probs
+from tinyllm.eval.lm.heads import FamilyLM, log_probs
 from tinyllm.eval.lm.kvcache import cache_verdicts
 from tinyllm.eval.lm.paired import compare
-from tinyllm.eval.lm.ppl import (
+from tinyllm.eval.lm.ppl import eval_ppl, summarize_nlls, token_nlls
+from tinyllm.eval.lm.tasks import METRICS, Result, item_predictions, read_task, run_task
+from tinyllm.logits import MAX_LOGITS
+from tinyllm.windows import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_TOKEN_BUDGET,
     default_batch_size,
-    eval_ppl,
-    summarize_nlls,
-    token_nlls,
+    iter_windows,
+    windows,
 )
-from tinyllm.eval.lm.tasks import METRICS, Result, item_predictions, read_task, run_task
-from tinyllm.eval.lm.windowing import iter_windows, windows
 
 __all__ = [
     "CACHE_MODES",
@@ -74,7 +78,6 @@ __all__ = [
     "compare",
     "default_batch_size",
     "eval_ppl",
-    "hf_gpt2_twin",
     "item_predictions",
     "iter_windows",
     "log_probs",

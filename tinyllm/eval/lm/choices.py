@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tinyllm.eval.lm.heads import MAX_LOGITS, FamilyLM, check_max_logits, eval_mode
+from tinyllm.eval.lm.heads import FamilyLM
 from tinyllm.eval.lm.kvcache import cache_engine
 from tinyllm.eval.lm.scoring import (
     Req,
@@ -26,6 +26,8 @@ from tinyllm.eval.lm.scoring import (
     make_requests,
     plain_lls,
 )
+from tinyllm.logits import MAX_LOGITS, check_max_logits, eval_mode
+from tinyllm.models import hf
 
 DEFAULT_MC_TOKEN_BUDGET = 2048
 """Tokens per forward pass (rows x padded length) when scoring choices: contexts are batched
@@ -49,9 +51,9 @@ def model_ctx_len(model: Any) -> int | None:
 
     Our GPT (and any model with ``cfg.block_size``): ``cfg.block_size``; a Hugging Face model:
     the first of ``n_positions``, ``max_position_embeddings``, ``n_ctx`` in its config
-    (lm-eval's order). A :class:`~tinyllm.eval.lm.heads.FamilyLM` has none: the family's own
-    ``token_nlls`` reads sequences of any length (an NPLM's ``ctx_len`` is its n-gram window,
-    not a limit).
+    (lm-eval's order; :func:`tinyllm.models.hf.context_length`). A
+    :class:`~tinyllm.eval.lm.heads.FamilyLM` has none: the family's own ``token_nlls`` reads
+    sequences of any length (an NPLM's ``ctx_len`` is its n-gram window, not a limit).
 
     Example: a GPT built with ``Config(block_size=32)`` -> 32.
     """
@@ -62,12 +64,7 @@ def model_ctx_len(model: Any) -> int | None:
     v = getattr(cfg, "block_size", None)
     if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
         return v
-    hc = getattr(m, "config", None)
-    for key in ("n_positions", "max_position_embeddings", "n_ctx"):
-        v = getattr(hc, key, None)
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
-            return v
-    return None
+    return hf.context_length(m)
 
 
 def _resolve_max_len(model: Any, max_len: int | None) -> int | None:
@@ -120,7 +117,7 @@ def choice_lls(
     (:func:`~tinyllm.eval.lm.kvcache.cache_verdicts`). ``cache="off"`` takes the plain path
     without a check (:data:`CACHE_MODES`). ``progress(done, total)`` counts items.
     ``max_logits`` bounds the elements of one ``[rows, V]`` block of head output (default
-    :data:`~tinyllm.eval.lm.heads.MAX_LOGITS`; one row at least); the LLs do not depend on it.
+    :data:`~tinyllm.logits.MAX_LOGITS`; one row at least); the LLs do not depend on it.
 
     Example (SPEC.md section 3): context "a", choices "bb", "c" with p(b|a) = 0.4,
     p(b|b) = 0.9, p(c|a) = 0.45 -> ``[array([-1.0217, -0.7985])]``.
@@ -142,7 +139,8 @@ def choice_lls(
             "(lm-eval's rule: the model reads (context + choice)[-(L+1):][:-1])",
             stacklevel=2,
         )
-    with eval_mode(model), torch.inference_mode():
+    module = model.model if isinstance(model, FamilyLM) else model  # its dropout goes off
+    with eval_mode(module), torch.inference_mode():
         ll = _score_requests(model, reqs, budget, len(items), progress, cache, max_logits)
     out: list[list[float]] = [[] for _ in items]
     for r, v in zip(reqs, ll, strict=True):

@@ -3,17 +3,16 @@
 An engine drives one model's cache for :func:`tinyllm.eval.lm.scoring.cached_lls`: ``head``
 (the output head), ``prefill(x, lens)`` (run right-padded contexts, keep their keys and values)
 and ``extend(state, rows, lens, y, pos, new_mask)`` (feed packed choices after them).
-:class:`GPTCache` drives our GPT (``hidden_cached``), :class:`HFCache` a Hugging Face causal LM
-(``past_key_values``). :func:`cache_engine` picks the first engine of a model whose
-log-likelihoods reproduce the plain path on a probe of the first requests (:func:`probe`),
-checked once per model and engine; :func:`cache_verdicts` says what that check found.
-
-The Hugging Face pieces (:func:`hf_kv`, :class:`HFCache`) use nothing else of this module.
+:class:`GPTCache` drives any model that offers ``hidden_cached`` + ``lm_head`` (our GPT); a view
+may also offer its own engine through ``cache_engine()`` (a Hugging Face model's base model:
+:class:`tinyllm.models.hf.CacheEngine`). :func:`cache_engine` picks the first engine of a model
+-- its own, else those of its views (:func:`tinyllm.models.hf.views`) -- whose log-likelihoods
+reproduce the plain path on a probe of the first requests (:func:`probe`), checked once per
+model and engine; :func:`cache_verdicts` says what that check found.
 """
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import math
 import warnings
@@ -24,8 +23,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from tinyllm.eval.lm.heads import MAX_LOGITS, VERIFY_TOL, hf_gpt2_twin
 from tinyllm.eval.lm.scoring import Req, cached_lls, plain_lls
+from tinyllm.logits import MAX_LOGITS, VERIFY_TOL
+from tinyllm.models import hf
 
 _VERDICTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {engine: agrees?}
 
@@ -64,7 +64,7 @@ class GPTCache:
 def cache_verdicts(model: Any) -> dict[str, bool]:
     """What the cache check found for ``model``: ``{engine: reproduced the plain path?}`` for
     each engine checked, in the order tried -- ``"gpt"`` (our GPT's own cache), ``"twin"`` (a
-    Hugging Face GPT-2 run by our GPT, :func:`~tinyllm.eval.lm.heads.hf_gpt2_twin`), ``"hf"``
+    Hugging Face GPT-2 run by our GPT, :func:`~tinyllm.models.hf.gpt2_twin`), ``"hf"``
     (a Hugging Face model's own cache). Multiple choice is scored from the first engine whose
     verdict is True; with none, every context + choice in full. Empty when nothing was checked:
     a model without a cache, one scored only with ``cache="off"`` or not scored yet, or a model
@@ -81,23 +81,15 @@ def cache_verdicts(model: Any) -> dict[str, bool]:
 
 def cache_engine(model: Any, reqs: list[Req], max_logits: int = MAX_LOGITS) -> Any:
     """The cached path for ``model`` if it has one and it reproduces the plain path on a probe
-    of the first requests (checked once per model and path), else None. A Hugging Face
-    GPT-2 is tried first through our GPT on its own weights (:func:`hf_gpt2_twin`), then
-    through its own cache. ``max_logits`` bounds the head blocks of the check's passes."""
-    makers: list[tuple[str, Callable[[], Any]]] = []
-    if callable(getattr(model, "hidden_cached", None)) and isinstance(
-        getattr(model, "lm_head", None), nn.Module
-    ):
-        makers.append(("gpt", lambda: GPTCache(model)))
-    elif (
-        callable(getattr(model, "get_output_embeddings", None))
-        and isinstance(getattr(model, "base_model", None), nn.Module)
-        and getattr(model, "base_model", None) is not model
-    ):
-        twin = hf_gpt2_twin(model)
-        if twin is not None:
-            makers.append(("twin", lambda: GPTCache(twin)))
-        makers.append(("hf", lambda: HFCache(model)))
+    of the first requests (checked once per model and path), else None. A model that offers
+    ``hidden_cached`` + ``lm_head`` is driven by :class:`GPTCache` (``"gpt"``); any other is
+    tried through its views (:func:`tinyllm.models.hf.views`): a Hugging Face GPT-2 through our
+    GPT on its own weights (``"twin"``), then through its own cache (``"hf"``).
+    ``max_logits`` bounds the head blocks of the check's passes."""
+    if _offers_cache(model):
+        makers = [("gpt", lambda: GPTCache(model))]
+    else:
+        makers = [(tag, _engine_maker(view)) for tag, view in hf.views(model)]
     try:
         verdicts = _VERDICTS.setdefault(model, {})
     except TypeError:
@@ -114,6 +106,22 @@ def cache_engine(model: Any, reqs: list[Req], max_logits: int = MAX_LOGITS) -> A
         if verdicts[tag]:
             return engine
     return None
+
+
+def _offers_cache(view: Any) -> bool:
+    """Whether ``view`` offers the cache :class:`GPTCache` drives: ``hidden_cached`` and an
+    ``lm_head`` module."""
+    return callable(getattr(view, "hidden_cached", None)) and isinstance(
+        getattr(view, "lm_head", None), nn.Module
+    )
+
+
+def _engine_maker(view: Any) -> Callable[[], Any]:
+    """A factory of ``view``'s engine: :class:`GPTCache` over its ``hidden_cached``, else its
+    own ``cache_engine()``."""
+    if _offers_cache(view):
+        return lambda: GPTCache(view)
+    return lambda: view.cache_engine()
 
 
 def _cache_agrees(
@@ -172,66 +180,3 @@ def probe(reqs: list[Req]) -> list[int]:
             groups.append(list(run))
     pick = groups[:1] + groups[-1:] if len(groups) > 1 else groups
     return sorted({k for g in pick for k in g})
-
-
-# ---------------------------------------------------------------------------------------------
-# Hugging Face models
-
-
-def hf_kv(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Per-layer (keys, values) ``[B, H, S, Dh]`` of a Hugging Face cache, any recent version:
-    ``cache.layers[i].keys/.values`` (transformers >= 4.56), ``cache.key_cache[i]`` /
-    ``.value_cache[i]`` (4.36 - 4.55), or a tuple of ``(k, v, ...)`` per layer (before).
-    Raises ValueError for key and value lists of different lengths."""
-    if hasattr(cache, "layers"):
-        return [(lay.keys, lay.values) for lay in cache.layers]
-    if hasattr(cache, "key_cache"):
-        return list(zip(cache.key_cache, cache.value_cache, strict=True))
-    return [(kv[0], kv[1]) for kv in cache]
-
-
-class HFCache:
-    """A Hugging Face causal LM through its base model's cache (``past_key_values``)."""
-
-    def __init__(self, model: Any) -> None:
-        from transformers import DynamicCache  # optional dependency: only for HF models
-
-        self.base, self.head, self._dyn = (
-            model.base_model,
-            model.get_output_embeddings(),
-            DynamicCache,
-        )
-        params = inspect.signature(self.base.forward).parameters
-        self.kw = "cache" if "cache" in params else "past_key_values"
-
-    def prefill(self, x: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tensor, Any]:
-        """``(h [Bc, D] at each context's last token, (per-layer keys/values, attention mask))``."""
-        am = (torch.arange(x.shape[1])[None, :] < lens[:, None]).long()  # [Bc, Lc]
-        out = self.base(input_ids=x, attention_mask=am, use_cache=True)
-        cache = getattr(out, self.kw, None) or getattr(out, "past_key_values", None)
-        h = out.last_hidden_state  # [Bc, Lc, D]
-        return h[torch.arange(h.shape[0]), lens - 1], (hf_kv(cache), am)  # [Bc, D]
-
-    def extend(
-        self,
-        state: Any,
-        rows: torch.Tensor,
-        lens: torch.Tensor,
-        y: torch.Tensor,
-        pos: torch.Tensor,
-        new_mask: torch.Tensor,
-    ) -> torch.Tensor:
-        """As :meth:`GPTCache.extend`, through a fresh ``DynamicCache`` of the selected rows and
-        a 4-d boolean attention mask."""
-        kv, am = state
-        cache = self._dyn()
-        for i, (k, v) in enumerate(kv):
-            cache.update(k.index_select(0, rows), v.index_select(0, rows), i)
-        old = am.index_select(0, rows).bool()  # [Bq, S]: the context, not its padding
-        Tq = y.shape[1]
-        # a 4-d boolean mask [Bq, 1, Tq, S + Tq] is used by the model as given
-        mask = torch.cat([old[:, None, :].expand(-1, Tq, -1), new_mask], dim=2)[:, None]
-        out = self.base(
-            input_ids=y, attention_mask=mask, position_ids=pos, use_cache=True, **{self.kw: cache}
-        )
-        return out.last_hidden_state

@@ -1,90 +1,25 @@
 """Strided perplexity (SPEC.md sections 2 and 4): per-token NLLs and their summary.
 
-:func:`token_nlls` runs a model over the windows of :mod:`tinyllm.eval.lm.windowing`, batched
-and scored through :class:`tinyllm.eval.lm.heads.Head`; :func:`summarize_nlls` turns NLLs into
-mean NLL, perplexity and bits per byte with their Student t intervals; :func:`eval_ppl` streams
-one into the other. All NLLs are in nats, float64.
+:func:`token_nlls` runs any model over the strided windows of :mod:`tinyllm.windows`, scored
+through :class:`tinyllm.logits.Head` with the views the instrument finds for the model
+(:func:`tinyllm.eval.lm.heads.views`: a Hugging Face model's included); :func:`summarize_nlls`
+turns NLLs into mean NLL, perplexity and bits per byte with their Student t intervals;
+:func:`eval_ppl` streams one into the other. All NLLs are in nats, float64.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from tinyllm import stats
-from tinyllm.eval.lm.heads import MAX_LOGITS, Head, as_ids, check_max_logits, eval_mode
-from tinyllm.eval.lm.windowing import check_window_args, window_groups
-
-DEFAULT_TOKEN_BUDGET = 2048
-"""Tokens per forward pass (windows x ctx_len) in :func:`token_nlls` when no ``batch_size`` is
-given: ``batch_size = max(1, DEFAULT_TOKEN_BUDGET // ctx_len)``. Measured on this machine
-(``python bench/bench_ppl.py --budget --threads 1``, docs/benchmarks.md "Token budget"), tokens
-per CPU second at ctx 32, 128, 256, 1024 on the zoo GPT's width, the tiny HF shape and
-GPT-2-small: 2048 kept every row within 0.98 of its best batch (1024: 0.93, 4096: 0.96).
-Short windows gain most (zoo GPT at ctx 32: 3.0x over one window per pass, against a floor of
-the kernels' own times at 3.65x); at ctx 1024 it is 2 windows, as fast as 1 on GPT-2-small."""
-
-DEFAULT_BATCH_SIZE = None
-"""The ``batch_size`` default of :func:`token_nlls` and :func:`eval_ppl`: ``None`` means "from
-:data:`DEFAULT_TOKEN_BUDGET`" (:func:`default_batch_size`)."""
-
-
-def default_batch_size(ctx_len: int, token_budget: int = DEFAULT_TOKEN_BUDGET) -> int:
-    """Windows per forward pass for windows of ``ctx_len`` tokens: ``max(1, budget // ctx_len)``.
-
-    Example: ``default_batch_size(32)`` -> 64 with the default budget of 2048 tokens;
-    ``default_batch_size(1024)`` -> 2.
-    """
-    return max(1, int(token_budget) // max(1, int(ctx_len)))
-
-
-def _check_batch_size(batch_size: int) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
-
-
-def _iter_nll_chunks(
-    model: Any,
-    a: np.ndarray,
-    ctx_len: int,
-    stride: int,
-    batch_size: int,
-    progress: Callable[[int, int], Any] | None,
-    max_logits: int,
-) -> Iterator[tuple[int, np.ndarray]]:
-    """Yield ``(t0, nlls)``: the NLLs of tokens ``t0, t0+1, ...``, in order, a batch at a time."""
-    n = a.shape[0]
-    head: Head | None = None
-    done = 0
-    for group in window_groups(n, ctx_len, stride, batch_size):
-        # [B, L] int64: only this batch of the (possibly memmapped) file is read
-        xs = np.stack([np.asarray(a[w0:w1], dtype=np.int64) for w0, w1, _ in group])
-        if xs.min() < 0:
-            raise ValueError(f"ids: expected non-negative token ids, got {int(xs.min())}")
-        # scored tokens t in [first, e) are read at window position j = t - 1 - a
-        cols = np.concatenate([np.arange(f - 1 - w0, w1 - 1 - w0) for w0, w1, f in group])
-        rows = np.concatenate(
-            [np.full(w1 - f, b, dtype=np.int64) for b, (_, w1, f) in enumerate(group)]
-        )
-        x = torch.from_numpy(xs)
-        r, c = torch.from_numpy(rows), torch.from_numpy(cols)
-        w0, w1, f = group[0]  # every window of the group reads positions [f-1-w0, w1-1-w0)
-        with torch.inference_mode():
-            if head is None:
-                head = Head(model, x)
-            nll = head.nlls(
-                x, r, c, x[r, c + 1], span=(f - 1 - w0, w1 - 1 - w0), max_logits=max_logits
-            )
-        t0 = group[0][2]
-        assert nll.shape[0] == group[-1][1] - t0  # the batch covers [first_0, e_last) exactly
-        done += nll.shape[0]
-        if progress is not None:
-            progress(done, n - 1)
-        yield t0, nll
+from tinyllm import stats, windows
+from tinyllm.eval.lm.heads import views
+from tinyllm.logits import MAX_LOGITS, eval_mode
+from tinyllm.windows import DEFAULT_BATCH_SIZE
 
 
 def token_nlls(
@@ -98,7 +33,7 @@ def token_nlls(
 ) -> np.ndarray:
     """Per-token NLLs ``l_t = -ln p(x_t | x_{a_k} .. x_{t-1})`` of tokens ``1 .. n-1`` (nats).
 
-    Uses the strided windows of :func:`~tinyllm.eval.lm.windowing.iter_windows`: each token is
+    Uses the strided windows of :func:`~tinyllm.windows.iter_windows`: each token is
     scored once, by the first window that contains it, so in every window after the first it has
     at least ``ctx_len - stride`` tokens of context. Returns ``float64[n - 1]``, entry ``t - 1``
     for token t.
@@ -106,11 +41,12 @@ def token_nlls(
     ``ids`` may be a numpy memmap of any length (a token file from
     :func:`tinyllm.tokens.read_tokens`): only ``batch_size`` windows are read and held at a time.
     Windows of equal length are batched ``batch_size`` per forward pass (default
-    :func:`default_batch_size`: a measured token budget divided by ``ctx_len``); the result does
-    not depend on the batch size. Runs under ``torch.inference_mode()`` with dropout off.
-    ``progress(done, total)`` is called after each batch with counts of scored tokens.
+    :func:`~tinyllm.windows.default_batch_size`: a measured token budget divided by
+    ``ctx_len``); the result does not depend on the batch size. Runs under
+    ``torch.inference_mode()`` with dropout off. ``progress(done, total)`` is called after each
+    batch with counts of scored tokens.
     ``max_logits`` bounds the elements of one ``[rows, V]`` block of head output (default
-    :data:`~tinyllm.eval.lm.heads.MAX_LOGITS`, 256 MB in float32; one row at least); the NLLs do
+    :data:`~tinyllm.logits.MAX_LOGITS`, 256 MB in float32; one row at least); the NLLs do
     not depend on it.
 
     Example (SPEC.md section 2): ``n = 6, ctx_len = 4, stride = 2`` calls the model on windows
@@ -120,20 +56,9 @@ def token_nlls(
     Raises ValueError for ``stride >= ctx_len``, ``stride < 1``, fewer than 2 tokens, or token
     ids outside the model's vocabulary.
     """
-    a = as_ids(ids)
-    n = a.shape[0]
-    check_window_args(n, ctx_len, stride)
-    batch_size = default_batch_size(ctx_len) if batch_size is None else batch_size
-    _check_batch_size(batch_size)
-    check_max_logits(max_logits)
-    out = np.empty(n - 1, dtype=np.float64)
-    with eval_mode(model):
-        chunks = _iter_nll_chunks(
-            model, a, int(ctx_len), int(stride), batch_size, progress, max_logits
-        )
-        for t0, nll in chunks:
-            out[t0 - 1 : t0 - 1 + nll.shape[0]] = nll
-    return out
+    return windows.token_nlls(
+        model, ids, ctx_len, stride, batch_size, progress, max_logits, views=views(model)
+    )
 
 
 def _interval_dict(value: float, lo: float, hi: float) -> dict:
@@ -232,16 +157,8 @@ def eval_ppl(
     Example: the SPEC.md stride-2 example (n = 6, ctx_len = 4) gives ``n_tokens = 5`` and
     ``ppl["value"] = 288 ** (1/5) = 3.1037``.
     """
-    a = as_ids(ids)
-    check_window_args(a.shape[0], ctx_len, stride)
-    batch_size = default_batch_size(ctx_len) if batch_size is None else batch_size
-    _check_batch_size(batch_size)
-    check_max_logits(max_logits)
+    chunks = windows.nll_chunks(
+        model, ids, ctx_len, stride, batch_size, progress, max_logits, views=views(model)
+    )
     with eval_mode(model):
-        chunks = (
-            nll
-            for _, nll in _iter_nll_chunks(
-                model, a, int(ctx_len), int(stride), batch_size, progress, max_logits
-            )
-        )
-        return summarize_nlls(chunks, n_bytes)
+        return summarize_nlls((nll for _, nll in chunks), n_bytes)

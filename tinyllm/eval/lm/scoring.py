@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from tinyllm.eval.lm.heads import MAX_LOGITS, Head, nll_blocks, out_features
+from tinyllm.eval.lm.heads import views
+from tinyllm.logits import MAX_LOGITS, Head, nll_blocks, out_features
 
 MAX_PAD = 0.25
 """A row joins a batch only if it is at least ``1 - MAX_PAD`` (75%) of the batch's longest row
@@ -203,7 +204,7 @@ def plain_lls(
         c_t = torch.from_numpy(np.concatenate(cols).astype(np.int64))
         t_t = torch.from_numpy(np.concatenate(tgts).astype(np.int64))
         if head is None:
-            head = Head(model, x)
+            head = Head(model, x, views(model))
         nll = head.nlls(x, r_t, c_t, t_t, max_logits=max_logits)
         bounds = np.cumsum([0] + [t.size for t in tgts])
         for i, k in enumerate(ks):

@@ -1,0 +1,530 @@
+"""hf: a local Hugging Face causal LM as a tinyllm family (SPEC.md section 6).
+
+A folder that ``transformers.AutoModelForCausalLM.from_pretrained`` reads: a ``config.json``
+with a ``model_type`` (and no ``tl_arch``) and its weights in safetensors. The family's names:
+
+* ``ARCH``, ``KIND``, :func:`load` (safetensors only: a pickled ``pytorch_model.bin`` is refused,
+  never read), :func:`save`, :func:`config_from` (the zoo's config of such a folder),
+  :func:`load_tokenizer` (the folder's own tokenizer);
+* the lm kind's hook :func:`token_nlls` (strided windows, :mod:`tinyllm.windows`) and the
+  model's context length, :func:`context_length`;
+* :func:`views`: the model seen through the protocols the scoring code reads a model by --
+  ``hidden`` + ``lm_head`` (:class:`tinyllm.logits.Head`), ``hidden_cached`` or a
+  ``cache_engine()`` factory (:mod:`tinyllm.eval.lm.kvcache`) -- a ``GPT2LMHeadModel``'s GPT-2
+  twin (:func:`gpt2_twin`: our GPT on the model's own weights) first, then the base model
+  (:class:`BaseModelView`: its last hidden state, its output embeddings, its own KV cache
+  through :class:`CacheEngine`);
+* :func:`load_hf_gpt2` / :func:`export_hf`: ``GPT2LMHeadModel`` to and from
+  :class:`tinyllm.models.gpt.Model` (a rename plus a transpose of the Conv1D weights, which HF
+  stores ``[in, out]`` where ``nn.Linear`` stores ``[out, in]``).
+
+There is no ``Config``, ``Model`` or ``train``: these models are trained elsewhere and scored as
+they are. Like every family, this module never imports :mod:`tinyllm.eval`; the instrument asks
+it for :func:`views` of a model it is given. ``transformers`` is imported only where a Hugging
+Face model is built or read: it is an optional dependency, and importing the families stays fast.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import stat
+import sys
+import weakref
+from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from tinyllm import safeio, windows
+from tinyllm.checkpoint import CONFIG_NAME, WEIGHTS_NAME, CheckpointError
+from tinyllm.models import gpt
+
+ARCH = "hf"
+KIND = "lm"
+
+WEIGHTS_INDEX = "model.safetensors.index.json"  # a sharded checkpoint's safetensors index
+UNSAFE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+CTX_KEYS = ("n_positions", "max_position_embeddings", "n_ctx")
+"""The config fields that give a context length, in the order lm-eval reads them."""
+
+
+class MissingTokenizerError(ValueError):
+    """A Hugging Face folder with none of :data:`TOKENIZER_FILES`."""
+
+
+# ---------------------------------------------------------------------------------- loading
+
+
+def config_from(doc: Any) -> dict | None:
+    """The zoo's config of a folder whose parsed ``config.json`` is ``doc``: for a Hugging Face
+    config (an object with a string ``model_type`` and no ``tl_arch``)
+    ``{"tl_arch": "hf", "format_version": 1, "config": doc}``, else None.
+
+    Example: ``config_from({"model_type": "gpt2"})["tl_arch"]`` -> ``"hf"``.
+    """
+    if isinstance(doc, dict) and "tl_arch" not in doc and isinstance(doc.get("model_type"), str):
+        return {"tl_arch": ARCH, "format_version": 1, "config": doc}
+    return None
+
+
+def check_weights(directory: str | os.PathLike) -> Path:
+    """A Hugging Face model folder must hold safetensors weights (``model.safetensors`` or a
+    sharded ``model.safetensors.index.json``), each a regular file: a folder with only
+    ``pytorch_model.bin`` (or another pickle-based format) is refused, so nothing is ever
+    unpickled. Returns the folder; raises CheckpointError naming what it found."""
+    d = Path(directory)
+    for name in (WEIGHTS_NAME, WEIGHTS_INDEX):
+        p = d / name
+        if p.exists():
+            try:  # a FIFO or a device is refused at once, never opened
+                mode = os.stat(p).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                raise CheckpointError(f"{p}: missing") from None
+            if not stat.S_ISREG(mode):
+                raise CheckpointError(f"{p}: expected a regular file, got {safeio.mode_kind(mode)}")
+            return d
+    unsafe = [n for n in UNSAFE_WEIGHTS if (d / n).exists()]
+    got = f"only {', '.join(unsafe)}" if unsafe else "no weights file"
+    raise CheckpointError(
+        f"{d}: expected Hugging Face weights in {WEIGHTS_NAME} (safetensors; tinyllm never "
+        f"unpickles weights), got {got}"
+    )
+
+
+def load(
+    path: str | os.PathLike, *, dtype: torch.dtype | None = torch.float32, quiet: bool = False
+) -> nn.Module:
+    """The causal LM in the folder ``path``, in eval mode:
+    ``AutoModelForCausalLM.from_pretrained(path, local_files_only=True, use_safetensors=True)``
+    after :func:`check_weights` (a folder with only ``pytorch_model.bin`` is a CheckpointError).
+
+    ``dtype``: the weights' dtype (default float32, so half-precision weights are scored in
+    float32; None: transformers' default, the checkpoint's own). ``quiet`` turns transformers'
+    progress bars off (for the whole process) so a command's output stays its own.
+    """
+    from transformers import AutoModelForCausalLM  # optional dependency: only HF folders
+
+    check_weights(path)
+    if quiet:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    kw = {} if dtype is None else {"dtype": dtype}
+    model = AutoModelForCausalLM.from_pretrained(
+        str(path), local_files_only=True, use_safetensors=True, **kw
+    )
+    model.eval()
+    return model
+
+
+def save(model: nn.Module, path: str | os.PathLike) -> Path:
+    """Write ``model`` (a transformers ``PreTrainedModel``) as the folder ``path``: config.json
+    and safetensors weights, as :func:`load` reads them. Returns the folder."""
+    d = Path(path)
+    d.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(d), safe_serialization=True)
+    return d
+
+
+def load_tokenizer(path: str | os.PathLike) -> Any:
+    """The folder's own tokenizer (``AutoTokenizer.from_pretrained(path, local_files_only=True)``).
+
+    Raises MissingTokenizerError when the folder has none of :data:`TOKENIZER_FILES`, and
+    ValueError naming the folder for a tokenizer transformers cannot read.
+    """
+    from transformers import AutoTokenizer  # optional dependency: only HF folders
+
+    if not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
+        raise MissingTokenizerError(
+            f"{path}: expected a tokenizer in the folder (one of {list(TOKENIZER_FILES)}), got none"
+        )
+    try:
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: expected a readable tokenizer, got: {e}") from None
+
+
+# ---------------------------------------------------------------------------------- scoring
+
+
+def context_length(model: Any, at_least: int = 1) -> int | None:
+    """The context length in ``model.config``: the first of :data:`CTX_KEYS` that is an int
+    ``>= at_least``, or None when none is (or there is no config).
+
+    Example: a config with ``n_positions=None, max_position_embeddings=1, n_ctx=12`` -> 1, and
+    12 with ``at_least=2``.
+    """
+    hc = getattr(model, "config", None)
+    for key in CTX_KEYS:
+        v = getattr(hc, key, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= at_least:
+            return v
+    return None
+
+
+def token_nlls(
+    model: Any,
+    ids: Any,
+    ctx_len: int | None = None,
+    stride: int | None = None,
+    *,
+    batch_size: int | None = None,
+    progress: Callable[[int, int], object] | None = None,
+) -> np.ndarray:
+    """NLL in nats of tokens 1..n-1 of ``ids``: ``float64[n-1]``, by the strided windows of
+    SPEC.md section 2 (:func:`tinyllm.windows.token_nlls`, through :func:`views`).
+
+    Defaults: ``ctx_len`` = :func:`context_length` (a window holds 2 tokens at least),
+    ``stride = max(1, ctx_len // 2)``. The ids are tinyllm's byte ids (formats/tokens-bin.md)
+    read as the model's token ids, so its vocabulary must hold all 256 of them.
+    ``batch_size`` and ``progress(done, total)`` go to the windows.
+
+    Raises ValueError for a vocabulary under 256 ids or a config without a context length.
+    """
+    vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+    if vocab < 256:
+        raise ValueError(
+            f"hf model: expected a vocabulary of at least 256 ids (the data are byte ids "
+            f"0..255), got vocab_size={vocab}"
+        )
+    ctx = ctx_len if ctx_len is not None else context_length(model, at_least=2)
+    if ctx is None:
+        raise ValueError(
+            "hf model: expected a context length in its config (n_positions or "
+            "max_position_embeddings), got none; set options.ctx_len"
+        )
+    s = stride if stride is not None else max(1, ctx // 2)
+    with torch.inference_mode():
+        return windows.token_nlls(model, ids, ctx, s, batch_size, progress, views=views(model))
+
+
+# ------------------------------------------------------------------ the views of a model
+
+
+def views(model: Any) -> list[tuple[str, Any]]:
+    """How the scoring code may read a Hugging Face causal LM, in the order to try:
+    ``("twin", gpt2_twin(model))`` for a ``GPT2LMHeadModel`` our GPT implements (it offers
+    ``hidden`` + ``lm_head`` and ``hidden_cached``), then ``("hf", BaseModelView(model))`` when
+    the model has a ``base_model`` other than itself. ``[]`` for a model without
+    ``get_output_embeddings()``: not a Hugging Face causal LM. Each view is checked against the
+    model's own outputs before it is used (:class:`tinyllm.logits.Head`,
+    :func:`tinyllm.eval.lm.kvcache.cache_engine`).
+    """
+    if not callable(getattr(model, "get_output_embeddings", None)):
+        return []
+    out: list[tuple[str, Any]] = []
+    twin = gpt2_twin(model)
+    if twin is not None:  # a GPT2LMHeadModel run by our GPT, on its own weights
+        out.append(("twin", twin))
+    base = getattr(model, "base_model", None)
+    if isinstance(base, nn.Module) and base is not model:
+        out.append(("hf", BaseModelView(model)))
+    return out
+
+
+class BaseModelView:
+    """A Hugging Face causal LM through its base model: ``hidden(ids)`` is the base model's
+    last hidden state (:func:`last_hidden`), ``lm_head`` the output embeddings (None when the
+    model has none: no head-only hook then), ``cache_engine()`` a :class:`CacheEngine`."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.base = model, model.base_model
+        self.lm_head = model.get_output_embeddings()
+
+    def hidden(self, ids: torch.Tensor) -> torch.Tensor:
+        return last_hidden(self.base, ids)
+
+    def cache_engine(self) -> CacheEngine:
+        return CacheEngine(self.model)
+
+
+def last_hidden(base: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """Last hidden state ``[B, T, D]`` (after the final norm) of a Hugging Face base model, run
+    without a KV cache; a base model whose forward takes no ``use_cache`` is called without it.
+    """
+    try:
+        out = base(input_ids=ids, use_cache=False)
+    except TypeError:  # a base model without a cache argument
+        out = base(input_ids=ids)
+    return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+
+
+def cache_kv(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per-layer (keys, values) ``[B, H, S, Dh]`` of a Hugging Face cache, any recent version:
+    ``cache.layers[i].keys/.values`` (transformers >= 4.56), ``cache.key_cache[i]`` /
+    ``.value_cache[i]`` (4.36 - 4.55), or a tuple of ``(k, v, ...)`` per layer (before).
+    Raises ValueError for key and value lists of different lengths."""
+    if hasattr(cache, "layers"):
+        return [(lay.keys, lay.values) for lay in cache.layers]
+    if hasattr(cache, "key_cache"):
+        return list(zip(cache.key_cache, cache.value_cache, strict=True))
+    return [(kv[0], kv[1]) for kv in cache]
+
+
+class CacheEngine:
+    """A Hugging Face causal LM through its base model's cache (``past_key_values``), driven as
+    the instrument's cache engines are (:func:`tinyllm.eval.lm.scoring.cached_lls`): ``head``,
+    ``prefill(x, lens)``, ``extend(state, rows, lens, y, pos, new_mask)``."""
+
+    def __init__(self, model: Any) -> None:
+        from transformers import DynamicCache  # optional dependency: only for HF models
+
+        self.base, self.head, self._dyn = (
+            model.base_model,
+            model.get_output_embeddings(),
+            DynamicCache,
+        )
+        params = inspect.signature(self.base.forward).parameters
+        self.kw = "cache" if "cache" in params else "past_key_values"
+
+    def prefill(self, x: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """``(h [Bc, D] at each context's last token, (per-layer keys/values, attention mask))``."""
+        am = (torch.arange(x.shape[1])[None, :] < lens[:, None]).long()  # [Bc, Lc]
+        out = self.base(input_ids=x, attention_mask=am, use_cache=True)
+        cache = getattr(out, self.kw, None) or getattr(out, "past_key_values", None)
+        h = out.last_hidden_state  # [Bc, Lc, D]
+        return h[torch.arange(h.shape[0]), lens - 1], (cache_kv(cache), am)  # [Bc, D]
+
+    def extend(
+        self,
+        state: Any,
+        rows: torch.Tensor,
+        lens: torch.Tensor,
+        y: torch.Tensor,
+        pos: torch.Tensor,
+        new_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """Hidden states ``[Bq, Tq, D]`` of ``y`` fed at positions ``pos`` after the cached
+        contexts ``rows`` (``lens`` tokens each, their padding masked), ``new_mask`` among the
+        new tokens, through a fresh ``DynamicCache`` of the selected rows and a 4-d boolean
+        attention mask."""
+        kv, am = state
+        cache = self._dyn()
+        for i, (k, v) in enumerate(kv):
+            cache.update(k.index_select(0, rows), v.index_select(0, rows), i)
+        old = am.index_select(0, rows).bool()  # [Bq, S]: the context, not its padding
+        Tq = y.shape[1]
+        # a 4-d boolean mask [Bq, 1, Tq, S + Tq] is used by the model as given
+        mask = torch.cat([old[:, None, :].expand(-1, Tq, -1), new_mask], dim=2)[:, None]
+        out = self.base(
+            input_ids=y, attention_mask=mask, position_ids=pos, use_cache=True, **{self.kw: cache}
+        )
+        return out.last_hidden_state
+
+
+# ---------------------------------------------------------------------- the GPT-2 twin
+
+_TWINS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # HF model -> (weights, twin)
+
+
+def _weights_key(model: nn.Module) -> tuple:
+    """What a twin built from ``model`` depends on: each parameter's storage, dtype and shape."""
+    return tuple((p.data_ptr(), p.dtype, tuple(p.shape)) for p in model.parameters())
+
+
+def gpt2_twin(model: Any) -> gpt.Model | None:
+    """Our GPT (:class:`tinyllm.models.gpt.Model`) computing a Hugging Face ``GPT2LMHeadModel``'s
+    function on the very same weight tensors (:func:`load_hf_gpt2` with ``share=True``: views,
+    nothing copied), or None for any other model or a GPT-2 variant we do not implement.
+
+    Why: on CPU our GPT runs GPT-2's tanh GELU as one fused kernel where HF runs five
+    element-wise ops, it has a KV cache that scores several choices per row and it runs the last
+    block only where strided perplexity scores. The twin is rebuilt when the model's parameters
+    change (another tensor, dtype or shape); the scoring paths use it only after it reproduced
+    the model's own logits (:class:`tinyllm.logits.Head`,
+    :func:`tinyllm.eval.lm.kvcache.cache_engine`), else they fall back to the model itself.
+
+    Example: ``gpt2_twin(GPT2LMHeadModel(GPT2Config(n_layer=2)))`` -> a ``gpt.Model`` whose
+    ``lm_head(hidden(x))`` equals the HF model's logits to float32 rounding.
+    """
+    tf = sys.modules.get("transformers")  # an HF model means transformers is imported
+    cls = getattr(tf, "GPT2LMHeadModel", None) if tf is not None else None
+    if cls is None or not isinstance(model, cls):
+        return None
+    key = _weights_key(model)
+    with suppress(TypeError):
+        got = _TWINS.get(model)
+        if got is not None and got[0] == key:
+            return got[1]
+    try:
+        twin = load_hf_gpt2(model, share=True)
+    except (ValueError, TypeError, KeyError, RuntimeError):  # a variant we do not implement
+        twin = None
+    with suppress(TypeError):
+        _TWINS[model] = (key, twin)
+    return twin
+
+
+# HF activation_function -> ours; "gelu_new" and "gelu_pytorch_tanh" are both the tanh form
+_HF_ACT = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+_OUR_ACT = {"gelu_tanh": "gelu_new", "gelu": "gelu"}
+_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+
+
+def _hf_name(name: str) -> str:
+    """Our parameter name -> GPT2LMHeadModel's."""
+    return name if name == "lm_head.weight" else "transformer." + name
+
+
+def _is_conv1d(name: str) -> bool:
+    return name.endswith(_CONV1D)
+
+
+def _check_hf_config(hc) -> None:
+    where = f"load_hf_gpt2({getattr(hc, 'name_or_path', '') or 'model'})"
+    if getattr(hc, "model_type", None) != "gpt2":
+        raise ValueError(f"{where}: expected a GPT-2 model, got model_type {hc.model_type!r}")
+    if hc.activation_function not in _HF_ACT:
+        raise ValueError(
+            f"{where}: expected activation_function in {sorted(_HF_ACT)}, "
+            f"got {hc.activation_function!r}"
+        )
+    checks = [
+        ("n_inner", hc.n_inner in (None, 4 * hc.n_embd), f"None or {4 * hc.n_embd}"),
+        ("layer_norm_epsilon", hc.layer_norm_epsilon == gpt.LN_EPS, str(gpt.LN_EPS)),
+        ("scale_attn_weights", bool(hc.scale_attn_weights), "True"),
+        ("scale_attn_by_inverse_layer_idx", not hc.scale_attn_by_inverse_layer_idx, "False"),
+        ("add_cross_attention", not hc.add_cross_attention, "False"),
+    ]
+    for key, ok, want in checks:
+        if not ok:
+            raise ValueError(f"{where}: expected {key} = {want}, got {getattr(hc, key)!r}")
+
+
+def load_hf_gpt2(model_or_dir, *, share: bool = False) -> gpt.Model:
+    """Convert a ``transformers`` ``GPT2LMHeadModel`` (or a local folder holding one, read with
+    ``local_files_only=True``) into a :class:`tinyllm.models.gpt.Model` whose logits equal HF's
+    (float32, to 1e-5).
+
+    HF's Conv1D weights are ``[in, out]`` and are transposed for ``nn.Linear``; the activation
+    is taken from ``activation_function`` ("gelu_new" -> "gelu_tanh"); dropout is set to 0.
+    Architectural variants we do not implement (another LayerNorm eps, ``n_inner`` != 4D,
+    unscaled or layer-scaled attention, cross-attention) are refused with a ValueError.
+
+    A folder is read from safetensors weights only (``use_safetensors=True``): one with only
+    ``pytorch_model.bin`` is a CheckpointError, never unpickled.
+
+    ``share=True`` copies nothing: every parameter of the result is a view of the HF model's
+    own float32 tensor (a Conv1D weight seen transposed, so ``F.linear`` runs the same
+    ``x @ W`` as HF's ``addmm``), built without initializing weights, so it costs milliseconds
+    whatever the model's size and follows in-place changes of HF's weights. For inference only
+    (the views are not trained); a model that is not float32 is refused with a ValueError.
+    """
+    if isinstance(model_or_dir, str | os.PathLike):
+        from transformers import GPT2LMHeadModel  # optional dependency: only HF folders
+
+        d = Path(model_or_dir)
+        if not (d / CONFIG_NAME).is_file():
+            raise CheckpointError(f"{d}: expected a Hugging Face model folder with config.json")
+        check_weights(d)  # safetensors only: pytorch_model.bin is never unpickled
+        hf = GPT2LMHeadModel.from_pretrained(str(d), local_files_only=True, use_safetensors=True)
+    else:
+        hf = model_or_dir
+    hc = getattr(hf, "config", None)
+    if hc is None or not callable(getattr(hf, "state_dict", None)):
+        raise TypeError(
+            f"load_hf_gpt2: expected a GPT2LMHeadModel or a folder, got {type(hf).__name__}"
+        )
+    _check_hf_config(hc)
+    cfg = gpt.Config(
+        vocab_size=hc.vocab_size,
+        block_size=hc.n_positions,
+        n_layer=hc.n_layer,
+        n_head=hc.n_head,
+        n_embd=hc.n_embd,
+        dropout=0.0,
+        bias=True,  # Conv1D and LayerNorm always carry biases
+        tie_weights=bool(getattr(hc, "tie_word_embeddings", True)),
+        activation=_HF_ACT[hc.activation_function],
+    )
+    if share:
+        with torch.device("meta"):  # the structure only: no memory, no random init
+            model = gpt.Model(cfg)
+    else:
+        model = gpt.Model(cfg)
+    src = hf.state_dict()
+    ours = {}
+    for name in gpt.stored_tensors(model):
+        key = _hf_name(name)
+        if key not in src:
+            raise ValueError(f"load_hf_gpt2: expected tensor {key!r} in the HF model, not found")
+        t = src[key].detach()
+        if share and (t.dtype != torch.float32 or t.device.type != "cpu"):
+            raise ValueError(
+                f"load_hf_gpt2(share=True): expected float32 CPU tensors, got {key!r} as "
+                f"{t.dtype} on {t.device}"
+            )
+        t = t.to(torch.float32)
+        ours[name] = t.t() if _is_conv1d(name) else t  # Conv1D [in, out] -> Linear [out, in]
+    if cfg.tie_weights:
+        ours["lm_head.weight"] = ours["wte.weight"]
+    model.load_state_dict(ours, strict=True, assign=share)  # share: the views themselves
+    if share and cfg.tie_weights:
+        model.lm_head.weight = model.wte.weight  # one Parameter again, as gpt.Model() ties it
+    model.eval()
+    return model
+
+
+def _hf_config(cfg: gpt.Config):
+    from transformers import GPT2Config  # optional dependency: only for an export
+
+    return GPT2Config(
+        vocab_size=cfg.vocab_size,
+        n_positions=cfg.block_size,
+        n_embd=cfg.n_embd,
+        n_layer=cfg.n_layer,
+        n_head=cfg.n_head,
+        n_inner=None,
+        activation_function=_OUR_ACT[cfg.activation],
+        resid_pdrop=cfg.dropout,
+        embd_pdrop=cfg.dropout,
+        attn_pdrop=cfg.dropout,
+        layer_norm_epsilon=gpt.LN_EPS,
+        tie_word_embeddings=cfg.tie_weights,
+        # GPT-2's 50256 is outside a byte vocabulary; a byte model has no special tokens
+        bos_token_id=None,
+        eos_token_id=None,
+    )
+
+
+def export_hf(model: gpt.Model, directory: str | os.PathLike) -> Path:
+    """Write ``directory`` as a Hugging Face GPT-2 folder (config.json + model.safetensors)
+    that ``transformers.AutoModelForCausalLM.from_pretrained(directory, local_files_only=True)``
+    loads as a ``GPT2LMHeadModel`` with the same logits (float32, to 1e-5) as our
+    :class:`tinyllm.models.gpt.Model`.
+
+    A model built with ``bias=False`` is exported with zero biases, which computes the same
+    function. A config that GPT-2 cannot express is refused with a ValueError.
+    """
+    from transformers import GPT2LMHeadModel  # optional dependency: only for an export
+
+    cfg = model.cfg
+    if cfg.activation not in _OUR_ACT:  # guards a future activation without an HF twin
+        raise ValueError(
+            f"export_hf: expected activation in {sorted(_OUR_ACT)} (GPT-2 has no "
+            f"{cfg.activation!r}), got {cfg.activation!r}"
+        )
+    hf = GPT2LMHeadModel(_hf_config(cfg))
+    target = hf.state_dict()
+    sd = model.state_dict()
+    out = {}
+    for key, ref in target.items():
+        name = key.removeprefix("transformer.")
+        if name in sd:
+            t = sd[name].detach().to(torch.float32)
+            out[key] = t.t() if _is_conv1d(name) else t  # Linear [out, in] -> Conv1D [in, out]
+        elif name.endswith(".bias"):
+            out[key] = torch.zeros_like(ref)  # bias=False: a zero bias is the same function
+        else:
+            raise ValueError(f"export_hf: no source for GPT-2 tensor {key!r}")
+    hf.load_state_dict(out, strict=True)
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    hf.save_pretrained(str(d), safe_serialization=True)
+    return d

@@ -1,0 +1,243 @@
+"""Strided windows (SPEC.md section 2): which windows, which tokens each scores, and the NLLs a
+model gives them.
+
+Window k over ``n`` tokens is ``[a_k, e_k)`` with ``a_k = k * stride`` and
+``e_k = min(a_k + ctx_len, n)``; it scores the tokens ``[first_k, e_k)`` it adds. The window
+arithmetic is pure integers; :func:`token_nlls` runs a model over the windows, batched, scored
+through :class:`tinyllm.logits.Head`.
+
+Layers: this module sits at the library's root, below :mod:`tinyllm.models` and
+:mod:`tinyllm.eval`, and imports neither. The families scored in strided windows (gpt, hf) call
+:func:`token_nlls` for their own ``token_nlls``; the instrument's
+:func:`tinyllm.eval.lm.token_nlls` is the same function with the views the instrument finds for
+any model (a Hugging Face model's included), so a family never needs the instrument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from tinyllm.logits import MAX_LOGITS, Head, as_ids, check_max_logits, eval_mode
+
+DEFAULT_TOKEN_BUDGET = 2048
+"""Tokens per forward pass (windows x ctx_len) in :func:`token_nlls` when no ``batch_size`` is
+given: ``batch_size = max(1, DEFAULT_TOKEN_BUDGET // ctx_len)``. Measured on this machine
+(``python bench/bench_ppl.py --budget --threads 1``, docs/benchmarks.md "Token budget"), tokens
+per CPU second at ctx 32, 128, 256, 1024 on the zoo GPT's width, the tiny HF shape and
+GPT-2-small: 2048 kept every row within 0.98 of its best batch (1024: 0.93, 4096: 0.96).
+Short windows gain most (zoo GPT at ctx 32: 3.0x over one window per pass, against a floor of
+the kernels' own times at 3.65x); at ctx 1024 it is 2 windows, as fast as 1 on GPT-2-small."""
+
+DEFAULT_BATCH_SIZE = None
+"""The ``batch_size`` default of :func:`token_nlls` and :func:`tinyllm.eval.lm.eval_ppl`:
+``None`` means "from :data:`DEFAULT_TOKEN_BUDGET`" (:func:`default_batch_size`)."""
+
+
+def check_window_args(n: int, ctx_len: int, stride: int) -> None:
+    """Raise TypeError / ValueError unless ``n`` tokens can be cut into windows of ``ctx_len``
+    tokens every ``stride`` tokens (``2 <= ctx_len``, ``1 <= stride < ctx_len``, ``n >= 2``)."""
+    for name, v in (("ctx_len", ctx_len), ("stride", stride)):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer):
+            raise TypeError(f"{name}: expected an int, got {type(v).__name__} {v!r}")
+    if ctx_len < 2:
+        raise ValueError(
+            f"ctx_len: expected >= 2 (a window must hold a token and its context), got {ctx_len}"
+        )
+    if stride < 1 or stride >= ctx_len:
+        raise ValueError(
+            f"stride: expected 1 <= stride < ctx_len = {ctx_len}, got {stride}. "
+            "With stride >= ctx_len the first token of each window is predicted from nothing "
+            "inside its own window (disjoint windows); stride = ctx_len - 1 is the cheapest "
+            "valid stride, stride = 1 the fairest"
+        )
+    if n < 2:
+        raise ValueError(
+            f"expected at least 2 tokens (token 0 has no context and is never scored), got {n}"
+        )
+
+
+def iter_windows(n: int, ctx_len: int, stride: int) -> Iterator[tuple[int, int, int]]:
+    """Yield the strided windows over ``n`` tokens as ``(a, e, first)``, lazily.
+
+    Window k is ``[a_k, e_k)`` with ``a_k = k * stride`` and ``e_k = min(a_k + ctx_len, n)``; it
+    scores the tokens it adds, ``t in [first_k, e_k)`` with ``first_k = max(e_{k-1}, 1)``
+    (``e_{-1} = 0``), each read from the window's position ``t - 1 - a_k``. The last window is
+    the first whose end reaches ``n``. Every token ``1 .. n-1`` is scored exactly once, and in
+    every window after the first a scored token has at least ``ctx_len - stride`` tokens of
+    context (``t - a_k >= ctx_len - stride``).
+
+    Example: ``list(iter_windows(6, 4, 2))`` -> ``[(0, 4, 1), (2, 6, 4)]``.
+
+    Raises ValueError for ``stride >= ctx_len``, ``stride < 1``, ``ctx_len < 2`` or ``n < 2``.
+    """
+    check_window_args(n, ctx_len, stride)
+    return _iter_windows(int(n), int(ctx_len), int(stride))
+
+
+def _iter_windows(n: int, ctx_len: int, stride: int) -> Iterator[tuple[int, int, int]]:
+    a, prev_end = 0, 0
+    while True:
+        e = min(a + ctx_len, n)
+        yield a, e, max(prev_end, 1)
+        if e == n:
+            return
+        prev_end = e
+        a += stride
+
+
+def windows(n: int, ctx_len: int, stride: int) -> list[tuple[int, int, int]]:
+    """All strided windows as a list of ``(a, e, first)``; see :func:`iter_windows`.
+
+    Example: ``windows(6, 4, 3)`` -> ``[(0, 4, 1), (3, 6, 4)]``: the second window scores
+    tokens 4 and 5 at window positions 0 and 1.
+    """
+    return list(iter_windows(n, ctx_len, stride))
+
+
+def window_groups(
+    n: int, ctx_len: int, stride: int, batch_size: int
+) -> Iterator[list[tuple[int, int, int]]]:
+    """Consecutive windows of equal length that score equally many tokens (so the same span of
+    positions in each: the first window, which scores all but its first token, goes alone), at
+    most ``batch_size`` of them per group. The arguments are taken as checked
+    (:func:`check_window_args`).
+
+    Example: ``list(window_groups(6, 4, 2, 8))`` -> ``[[(0, 4, 1)], [(2, 6, 4)]]``.
+    """
+    group: list[tuple[int, int, int]] = []
+    for w in _iter_windows(n, ctx_len, stride):
+        if group and (
+            len(group) == batch_size
+            or w[1] - w[0] != group[0][1] - group[0][0]
+            or w[1] - w[2] != group[0][1] - group[0][2]
+        ):
+            yield group
+            group = []
+        group.append(w)
+    if group:
+        yield group
+
+
+# ---------------------------------------------------------------------------------------------
+# A model over the windows
+
+
+def default_batch_size(ctx_len: int, token_budget: int = DEFAULT_TOKEN_BUDGET) -> int:
+    """Windows per forward pass for windows of ``ctx_len`` tokens: ``max(1, budget // ctx_len)``.
+
+    Example: ``default_batch_size(32)`` -> 64 with the default budget of 2048 tokens;
+    ``default_batch_size(1024)`` -> 2.
+    """
+    return max(1, int(token_budget) // max(1, int(ctx_len)))
+
+
+def check_batch_size(batch_size: int) -> None:
+    """Raise ValueError unless ``batch_size`` is an int >= 1 (windows per forward pass)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+
+
+def nll_chunks(
+    model: Any,
+    ids: Any,
+    ctx_len: int,
+    stride: int,
+    batch_size: int | None = DEFAULT_BATCH_SIZE,
+    progress: Callable[[int, int], Any] | None = None,
+    max_logits: int = MAX_LOGITS,
+    views: Sequence[tuple[str, Any]] | None = None,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """The NLLs of :func:`token_nlls` a batch of windows at a time, as ``(t0, nlls)``: the NLLs
+    of tokens ``t0, t0+1, ...``, in order. The arguments are checked at once (before the first
+    batch); the model runs as the chunks are read, so the caller puts it in eval mode."""
+    a = as_ids(ids)
+    check_window_args(a.shape[0], ctx_len, stride)
+    batch_size = default_batch_size(ctx_len) if batch_size is None else batch_size
+    check_batch_size(batch_size)
+    check_max_logits(max_logits)
+    return _iter_nll_chunks(
+        model, a, int(ctx_len), int(stride), batch_size, progress, max_logits, views
+    )
+
+
+def _iter_nll_chunks(
+    model: Any,
+    a: np.ndarray,
+    ctx_len: int,
+    stride: int,
+    batch_size: int,
+    progress: Callable[[int, int], Any] | None,
+    max_logits: int,
+    views: Sequence[tuple[str, Any]] | None,
+) -> Iterator[tuple[int, np.ndarray]]:
+    n = a.shape[0]
+    head: Head | None = None
+    done = 0
+    for group in window_groups(n, ctx_len, stride, batch_size):
+        # [B, L] int64: only this batch of the (possibly memmapped) file is read
+        xs = np.stack([np.asarray(a[w0:w1], dtype=np.int64) for w0, w1, _ in group])
+        if xs.min() < 0:
+            raise ValueError(f"ids: expected non-negative token ids, got {int(xs.min())}")
+        # scored tokens t in [first, e) are read at window position j = t - 1 - a
+        cols = np.concatenate([np.arange(f - 1 - w0, w1 - 1 - w0) for w0, w1, f in group])
+        rows = np.concatenate(
+            [np.full(w1 - f, b, dtype=np.int64) for b, (_, w1, f) in enumerate(group)]
+        )
+        x = torch.from_numpy(xs)
+        r, c = torch.from_numpy(rows), torch.from_numpy(cols)
+        w0, w1, f = group[0]  # every window of the group reads positions [f-1-w0, w1-1-w0)
+        with torch.inference_mode():
+            if head is None:
+                head = Head(model, x, views)
+            nll = head.nlls(
+                x, r, c, x[r, c + 1], span=(f - 1 - w0, w1 - 1 - w0), max_logits=max_logits
+            )
+        t0 = group[0][2]
+        assert nll.shape[0] == group[-1][1] - t0  # the batch covers [first_0, e_last) exactly
+        done += nll.shape[0]
+        if progress is not None:
+            progress(done, n - 1)
+        yield t0, nll
+
+
+def token_nlls(
+    model: Any,
+    ids: Any,
+    ctx_len: int,
+    stride: int,
+    batch_size: int | None = DEFAULT_BATCH_SIZE,
+    progress: Callable[[int, int], Any] | None = None,
+    max_logits: int = MAX_LOGITS,
+    views: Sequence[tuple[str, Any]] | None = None,
+) -> np.ndarray:
+    """Per-token NLLs ``l_t = -ln p(x_t | x_{a_k} .. x_{t-1})`` of tokens ``1 .. n-1`` (nats).
+
+    Each token is scored once, by the first window of :func:`iter_windows` that contains it, so
+    in every window after the first it has at least ``ctx_len - stride`` tokens of context.
+    Returns ``float64[n - 1]``, entry ``t - 1`` for token t. ``ids`` may be a memmap of any
+    length: only ``batch_size`` windows (default :func:`default_batch_size`) are read and held
+    at a time; the result does not depend on the batch size. Runs under
+    ``torch.inference_mode()`` with dropout off. ``progress(done, total)`` is called after each
+    batch with counts of scored tokens; ``max_logits`` bounds one block of head output
+    (:func:`tinyllm.logits.nll_blocks`). ``views`` are :class:`tinyllm.logits.Head`'s: the
+    ``(kind, view)`` pairs whose ``hidden`` + ``lm_head`` may score the head only at the scored
+    positions (default: the model itself).
+
+    Example (SPEC.md section 2): ``n = 6, ctx_len = 4, stride = 2`` calls the model on windows
+    ``[0, 4)`` and ``[2, 6)``; a model that gives the true next token probability ``1/(j+2)`` at
+    window position j yields ``[ln 2, ln 3, ln 4, ln 3, ln 4]``.
+
+    Raises ValueError for ``stride >= ctx_len``, ``stride < 1``, fewer than 2 tokens, or token
+    ids outside the model's vocabulary.
+    """
+    a = as_ids(ids)
+    chunks = nll_chunks(model, a, ctx_len, stride, batch_size, progress, max_logits, views)
+    out = np.empty(a.shape[0] - 1, dtype=np.float64)
+    with eval_mode(model):
+        for t0, nll in chunks:
+            out[t0 - 1 : t0 - 1 + nll.shape[0]] = nll
+    return out
