@@ -4,10 +4,12 @@ A checkpoint is a classifier when its ``config.json`` has a top-level ``tl_head`
 section 6, :func:`tinyllm.eval.zoo.kind_of`): ``tl_arch`` is ``"classifier"`` whatever the
 backbone, so :func:`tinyllm.eval.zoo.load_model` dispatches here, and the backbone is named by the
 config's ``backbone`` field (``"bert"``: a :class:`tinyllm.models.encoder.Encoder`, the only
-one). The training settings are the config.json's ``train_config``. ``config.json`` also holds the label names, in class-index order, under ``labels``::
+one). ``config.json`` also holds the label names, in class-index order, under ``labels``, and
+the training settings under ``train_config``::
 
     {"tl_arch": "classifier", "tl_head": "cls", "labels": ["de", "en", "es", "fr", "it"],
-     "config": {"tl_head": "cls", "backbone": "bert", "max_len": 64, ...}, ...}
+     "config": {"tl_head": "cls", "backbone": "bert", "max_len": 64, ...},
+     "train_config": {"batch_size": 32, "lr": 0.001, ...}, ...}
 
 Heads (``tl_head``): ``"cls"`` reads the final state of the CLS token (position 0), ``"mean"``
 the mean of the final states of the non-PAD positions; then dropout and one linear layer to the

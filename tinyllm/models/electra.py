@@ -334,8 +334,8 @@ def rtd_accuracy(
     Each text becomes ``[CLS] bytes`` (cut to ``max_len``). Row by row, in order: its byte
     positions are selected with probability ``cfg.mask_prob`` and all selected ones set to MASK
     (:func:`tinyllm.models.encoder.mask_rows`), then one uniform per selected position is drawn;
-    the generator's softmax at that position is sampled by inverse CDF with it. The discriminator then reads the
-    corrupted rows and calls a byte "replaced" when its logit is > 0.
+    the generator's softmax at that position is sampled by inverse CDF with it. The discriminator
+    then reads the corrupted rows and calls a byte "replaced" when its logit is > 0.
 
     Counted tokens: every byte position (not CLS, not PAD). A position is *replaced* when its
     sampled byte differs from the original (a sample equal to the original is original).

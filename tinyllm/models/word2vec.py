@@ -369,7 +369,8 @@ def save_word2vec(vecs: dict[str, np.ndarray], path: str | os.PathLike) -> Path:
 
 def save(model: Model, path: str | os.PathLike) -> Path:
     """Write the checkpoint folder ``path``: config.json (config, training settings; the
-    vocabulary under ``tokenizer``) and model.safetensors (``in_vectors``, ``out_vectors``, ``counts``)."""
+    vocabulary under ``tokenizer``) and model.safetensors (``in_vectors``, ``out_vectors``,
+    ``counts``)."""
     tokenizer = {
         "type": TOKENIZER_TYPE,
         "lowercase": model.lowercase,
