@@ -47,7 +47,7 @@ from tinyllm.checkpoint import read_config as read_checkpoint_config
 from tinyllm.eval.kinds import SCORERS, Scored
 from tinyllm.eval.kinds.lm import BYTE_CHECK_CHUNK, lm_token_nlls
 from tinyllm.eval.kinds.lm import score as score_lm
-from tinyllm.models import hf
+from tinyllm.models import FAMILIES, hf
 from tinyllm.models.word2vec import save_word2vec
 from tinyllm.report import (
     Entry,
@@ -88,17 +88,10 @@ class UnknownFamilyError(LookupError):
     """A ``tl_arch`` (or manifest family) that is not in ``tinyllm.models.FAMILIES``."""
 
 
-def _families() -> dict:
-    from tinyllm.models import FAMILIES
-
-    return FAMILIES
-
-
 def _family_module(arch: str):
-    fams = _families()
-    if arch not in fams:
-        raise UnknownFamilyError(f"unknown family {arch!r}; expected one of {sorted(fams)}")
-    return fams[arch]
+    if arch not in FAMILIES:
+        raise UnknownFamilyError(f"unknown family {arch!r}; expected one of {sorted(FAMILIES)}")
+    return FAMILIES[arch]
 
 
 # ---- checkpoints -------------------------------------------------------------------------------
@@ -326,7 +319,7 @@ def score_entry_items(
     if row["kind"] is None:
         row.update(
             status="skipped",
-            reason=f"unknown family {entry.family!r}; known families: {sorted(_families())}",
+            reason=f"unknown family {entry.family!r}; known families: {sorted(FAMILIES)}",
         )
         return row, None
     if row["kind"] not in SCORERS:

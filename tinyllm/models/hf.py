@@ -112,7 +112,7 @@ def load(
 
     check_weights(path)
     if quiet:
-        from transformers.utils import logging as hf_logging
+        from transformers.utils import logging as hf_logging  # optional, as above
 
         hf_logging.disable_progress_bar()
     kw = {} if dtype is None else {"dtype": dtype}

@@ -14,9 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from tinyllm.eval.kinds.common import Scored
+from tinyllm.eval.lm import summarize_nlls
 from tinyllm.models import FAMILIES
 from tinyllm.report import Entry
 from tinyllm.stats import Interval
+from tinyllm.tokens import read_tokens
 
 KIND = "lm"
 METRIC = "bpb"
@@ -81,9 +83,6 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
 
     Example: a uniform bigram gives every token ``l_t = ln 256``: bpb = 8 with lo = hi = 8.
     """
-    from tinyllm.eval.lm import summarize_nlls
-    from tinyllm.tokens import read_tokens
-
     ids = read_tokens(data_path)
     _check_byte_tokens(ids, data_path)
     if ids.size < 3:
