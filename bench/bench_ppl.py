@@ -428,10 +428,11 @@ BUDGET_CONFIGS = (
 def build_budget_model(kind: str, max_ctx: int):
     """Our GPT at the zoo's width (positions for ``max_ctx``), or an HF shape of SHAPES."""
     if kind == "zoo":
+        from tinyllm import train
         from tinyllm.models import gpt
 
         torch.manual_seed(0)
-        cfg = gpt.ZOO_CONFIG
+        cfg = gpt.Config(**train.default_recipes()["gpt"].config)
         return gpt.Model(
             gpt.Config(
                 vocab_size=cfg.vocab_size,
@@ -500,9 +501,10 @@ def zoo_roofline(batch: int = 64, ctx: int = 32, stride: int = 16, reps: int = 3
     positions only (their keys and values from the ``ctx - 1`` positions they can read)."""
     import torch.nn.functional as F
 
+    from tinyllm import train
     from tinyllm.models import gpt
 
-    cfg = gpt.ZOO_CONFIG
+    cfg = gpt.Config(**train.default_recipes()["gpt"].config)
     D, H, V, L = cfg.n_embd, cfg.n_head, cfg.vocab_size, cfg.n_layer
     B, T, Q = batch, ctx, stride
     K = ctx - 1  # keys read by the kept queries of the last block

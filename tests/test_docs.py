@@ -90,12 +90,14 @@ def _tiny_recipes():
         "bigram": train.Recipe(config={"k": 0.5}),
         "ngram": train.Recipe(config={"order": 3}),
         "nplm": train.Recipe(config={"context": 3, "emb_dim": 8, "hidden": 16}, steps=3),
-        "rnnlm": train.Recipe(config={"emb_dim": 8, "hidden": 16, "bptt": 8}, steps=3),
+        "rnnlm": train.Recipe(
+            config={"emb_dim": 8, "hidden": 16}, train_config={"bptt": 8}, steps=3
+        ),
         # the demo's GPT config (its context is what the docs' --ctx-len must fit), 2 steps
         "gpt": train.Recipe(
             config=dict(demo_gpt.config),
             steps=2,
-            train_kwargs={"batch_size": 2},
+            train_config={"batch_size": 2},
             options=dict(demo_gpt.options),
         ),
     }

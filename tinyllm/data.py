@@ -324,7 +324,7 @@ def langid_files(out_dir: str | os.PathLike) -> dict[str, Path]:
 ENCODER_TRAIN_NAME = "encoder_train.bin"
 # How many times the rows' train sentences follow the lee documents in the pretraining text: 3
 # makes them ~39% of its bytes instead of ~17% (the val rows are what the encoders are scored
-# on; measured for ELECTRA beside electra.ZOO_CONFIG).
+# on; measured for ELECTRA, docs/zoo.md).
 ENCODER_ROWS_REPEAT = 3
 
 

@@ -170,8 +170,9 @@ def cldr_zoo(tmp_path_factory):
     d = tmp_path_factory.mktemp("cldr")
     files = cldr_files(d / "data")
     pairs = kind.read_pairs(files["train"])
-    cfg = seq2seq.Config(emb_dim=16, hidden=32, max_len=48, batch_size=32, lr=1e-2, warmup=5)
-    seq2seq.save(seq2seq.train(cfg, pairs, seed=0, steps=60), d / "s2s")
+    cfg = seq2seq.Config(emb_dim=16, hidden=32, max_len=48)
+    model = seq2seq.train(cfg, pairs, seed=0, steps=60, batch_size=32, lr=1e-2, warmup=5)
+    seq2seq.save(model, d / "s2s")
     copy_baseline.save(copy_baseline.Model(copy_baseline.Config()), d / "copy")
     return d, files
 
@@ -228,15 +229,20 @@ def test_the_manifest_that_zoo_build_writes_for_seq2seq_recipes_is_scored(tmp_pa
 
     default = train.default_recipes()
     recipes = {}
-    for name, small in (
-        ("seq2seq", {"emb_dim": 8, "hidden": 16, "max_len": 48, "batch_size": 8}),
-        ("transformer", {"n_embd": 16, "n_head": 2, "n_enc_layer": 1, "n_dec_layer": 1}),
-        ("copy", {}),
+    for name, small, settings in (
+        ("seq2seq", {"emb_dim": 8, "hidden": 16, "max_len": 48}, {"batch_size": 8}),
+        ("transformer", {"n_embd": 16, "n_head": 2, "n_enc_layer": 1, "n_dec_layer": 1}, {}),
+        ("copy", {}, {}),
     ):
         r = default[name]
         assert r.data == "cldr" and r.options == {"beam": 4}
         assert r.entries == {f"{name}-names": "names_val", f"{name}-dates": "dates_val"}
-        recipes[name] = dataclasses.replace(r, config={**r.config, **small}, steps=2)
+        recipes[name] = dataclasses.replace(
+            r,
+            config={**r.config, **small},
+            train_config={**r.train_config, **settings},
+            steps=2,
+        )
     train.build_zoo(tmp_path, progress=False, jobs=1, recipes=recipes)
     m = yaml.safe_load((tmp_path / "zoo.yaml").read_text())
     names = [e["name"] for e in m["entries"]]
