@@ -54,15 +54,24 @@ def test_a_missing_schema_file_is_named(tmp_path):
     )
 
 
-def test_build_validator_checks_the_schema_and_follows_its_dialect():
+def test_build_validator_is_draft_2020_12_whatever_else_is_registered():
     import jsonschema
+    import prefect.utilities.schema_tools.validation  # noqa: F401 (registers its own 2020-12)
 
-    v = schemas.build_validator(schemas.load_schema(schemas.schema_file(schemas.COMPARE), "c"))
-    assert isinstance(v, jsonschema.Draft202012Validator)
+    schema = schemas.load_schema(schemas.schema_file(schemas.COMPARE), "c")
+    assert jsonschema.validators.validator_for(schema) is not jsonschema.Draft202012Validator
+    v = schemas.build_validator(schema)
+    assert type(v) is jsonschema.Draft202012Validator
+    assert type(schemas.build_validator({"type": "integer"})) is jsonschema.Draft202012Validator
     with pytest.raises(jsonschema.SchemaError):
         schemas.build_validator({"type": 5})
     draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "integer"}
-    assert isinstance(schemas.build_validator(draft7), jsonschema.Draft7Validator)
+    with pytest.raises(ValueError) as ei:
+        schemas.build_validator(draft7)
+    assert str(ei.value) == (
+        "schema: expected $schema 'https://json-schema.org/draft/2020-12/schema', "
+        "got 'http://json-schema.org/draft-07/schema#'"
+    )
 
 
 CHILD = textwrap.dedent(

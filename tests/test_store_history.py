@@ -66,7 +66,7 @@ def test_one_corrupt_old_report_does_not_stop_later_releases_from_being_compared
         assert store.previous_release("r4") == "r3"
 
 
-# r-early's run ids: the first in sorted order made by new_run_id is the day before r1
+# r-early's run ids: the first in sorted order that starts with a time is the day before r1
 RUNS_EARLY = ["20261128T180000Z-00aa11", "20261201T000000Z-ffee00", "run-by-hand"]
 
 
@@ -93,7 +93,8 @@ def test_history_order_and_run_id_times():
     t = datetime(2026, 11, 28, 18, 0, tzinfo=UTC)
     assert run_id_time("20261128T180000Z-00aa11") == t
     assert run_id_time(new_run_id(t)) == t
-    for odd in ("20261399T180000Z-abcdef", "20261128T180000Z-XYZ", "run-1", ""):
+    assert run_id_time("20261128T180000Z-0001") == t  # a time first, whatever follows
+    for odd in ("20261399T180000Z-abcdef", "2026112T180000Z-abcdef", "run-1", ""):
         assert run_id_time(odd) is None
     assert history_order("r1", t, ["20200101T000000Z-000000"]) == (0, t.timestamp(), "r1")
     assert history_order("r2", None, RUNS_EARLY) == (0, t.timestamp(), "r2")

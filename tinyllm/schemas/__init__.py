@@ -6,8 +6,8 @@
 
 The files are package data read through :mod:`importlib.resources`, so an installed wheel
 validates exactly as the source tree does. :func:`load_schema` parses one;
-:func:`build_validator` checks it against its own dialect (``$schema``: draft 2020-12 for all
-three) and returns the jsonschema validator the report and compare modules validate with.
+:func:`build_validator` checks it against draft 2020-12 (the ``$schema`` of all three) and
+returns the jsonschema validator the report and compare modules validate with.
 
     >>> load_schema(schema_file(COMPARE), "compare")["$schema"]
     'https://json-schema.org/draft/2020-12/schema'
@@ -25,6 +25,7 @@ REPORT = "eval-results.schema.json"
 COMPARE = "compare.schema.json"
 MANIFEST = "manifest.schema.json"
 NAMES = (REPORT, COMPARE, MANIFEST)
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 def schema_file(name: str) -> Traversable:
@@ -51,15 +52,21 @@ def load_schema(file: Traversable | os.PathLike[str], what: str) -> dict:
 
 
 def build_validator(schema: dict) -> Any:
-    """The jsonschema validator of ``schema``'s dialect (its ``$schema``; draft 2020-12 when it
-    names none), after checking the schema itself (:class:`jsonschema.SchemaError` if invalid)."""
+    """jsonschema's own draft 2020-12 validator of ``schema``, after checking the schema itself
+    (:class:`jsonschema.SchemaError` if invalid). ``$schema`` must name draft 2020-12 or
+    nothing (ValueError otherwise).
+
+    The class is named, not looked up from ``$schema``: ``validator_for`` returns whichever
+    validator a library registered last for that dialect (Prefect registers one of its own).
+    """
     # imported here: jsonschema costs start-up time, and only validating needs it
     from jsonschema import Draft202012Validator
-    from jsonschema.validators import validator_for
 
-    cls = validator_for(schema, default=Draft202012Validator)
-    cls.check_schema(schema)
-    return cls(schema)
+    dialect = schema.get("$schema", DIALECT)
+    if dialect != DIALECT:
+        raise ValueError(f"schema: expected $schema {DIALECT!r}, got {dialect!r}")
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
 
 
 def best_problem(errors: list) -> tuple[str, str]:

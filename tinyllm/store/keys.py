@@ -54,14 +54,15 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{t:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-# a run id from new_run_id(): the UTC second it was made, then 6 hex digits
-_RUN_ID = re.compile(r"^(\d{8}T\d{6}Z)-[0-9a-f]{6}$")
+# a run id that sorts by time starts with the UTC second it was made (new_run_id adds 6 hex digits)
+_RUN_TIME = re.compile(r"^(\d{8}T\d{6}Z)")
 
 
 def run_id_time(run_id: str) -> datetime | None:
-    """The UTC second in a run id made by :func:`new_run_id`, or None for any other name
-    (including one whose digits are not a real time, such as month 13)."""
-    m = _RUN_ID.match(run_id)
+    """The UTC second a run id starts with (``20261129T180000Z-3fa2c1``: 2026-11-29 18:00:00),
+    or None for a run id that does not start with one (including digits that are not a real
+    time, such as month 13)."""
+    m = _RUN_TIME.match(run_id)
     if m is None:
         return None
     try:
@@ -74,8 +75,9 @@ def history_order(release: str, created_at: datetime | None, run_ids: list[str])
     """The sort key of a release folder in the history (oldest first).
 
     A readable release (``created_at`` known) goes by ``created_at``, then name; an unreadable
-    one by the time of its first run id (in sorted order) made by :func:`new_run_id`, else
-    after all the others, by name. :meth:`Store.history_entries` and the dashboard order by it.
+    one by the time of its first run id (in sorted order) that starts with one
+    (:func:`run_id_time`), else after all the others, by name. :meth:`Store.history_entries`
+    and the dashboard order by it.
     """
     if created_at is not None:
         return (0, created_at.timestamp(), release)
