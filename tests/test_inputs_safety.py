@@ -26,7 +26,7 @@ from tinyllm import checkpoint, data, safeio
 from tinyllm.checkpoint import CheckpointError
 from tinyllm.cli import app
 from tinyllm.eval import zoo
-from tinyllm.models import FAMILIES, gpt
+from tinyllm.models import FAMILIES, gpt, hf
 from tinyllm.tokens import TokenFileError, read_header, read_tokens, write_tokens
 
 TEXT = b"The zoo's unit: eight bits per byte, exactly."
@@ -304,7 +304,7 @@ def test_zoo_refuses_a_hf_folder_with_only_pytorch_model_bin(tmp_path, torch_loa
 def test_load_hf_gpt2_refuses_a_folder_with_only_pytorch_model_bin(tmp_path, torch_load_calls):
     _hf_bin_only(tmp_path / "hf")
     with pytest.raises(CheckpointError, match="got only pytorch_model.bin"):
-        gpt.load_hf_gpt2(tmp_path / "hf")
+        hf.load_hf_gpt2(tmp_path / "hf")
     assert torch_load_calls == []
 
 

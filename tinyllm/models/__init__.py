@@ -1,9 +1,13 @@
 """The model families. ``FAMILIES`` is the only list of them: ``tl_arch`` -> family module.
 
 Every family module exposes the same names (DESIGN.md, "The family contract"): ``ARCH``,
-``KIND``, ``Config`` (frozen dataclass, ``Config(**d)`` fails on unknown keys), ``Model``,
-``train(cfg, data, *, seed, steps, progress=None) -> Model``, ``save(model, path)``,
-``load(path) -> Model`` and its kind's scoring hook (``token_nlls(model, ids)`` for lm).
+``KIND``, ``Config`` (frozen dataclass of the model's shape, ``Config(**d)`` fails on unknown
+keys), ``TrainConfig`` (frozen dataclass of the training settings: lr, batch size, schedule ...),
+``Model`` (``model.train_cfg``: the settings it was trained with),
+``train(cfg, data, *, seed, steps, progress=None, **settings) -> Model`` (``settings``: the
+TrainConfig's fields), ``save(model, path)`` (config.json records both, as ``config`` and
+``train_config``), ``load(path) -> Model`` and its kind's scoring hook (``token_nlls(model,
+ids)`` for lm).
 ``hf`` (a local Hugging Face causal LM) has no ``Config``, ``Model`` or ``train``: its models
 are trained elsewhere; it loads, saves and scores them like any lm family.
 

@@ -37,12 +37,18 @@ from tinyllm.checkpoint import (
     CheckpointError,
     expected_from,
     load_tensors,
-    read_family_config,
     save_checkpoint,
     tensor_header,
 )
 from tinyllm.models.layers import ACTIVATIONS, Block, init_gpt_weights
-from tinyllm.models.training import lr_at, optimizer_step
+from tinyllm.models.training import (
+    check_adamw_settings,
+    lr_at,
+    optimizer_step,
+    read_configs,
+    settings_of,
+    train_record,
+)
 
 ARCH = "gpt"
 KIND = "lm"
@@ -82,24 +88,20 @@ class Config:
             )
 
 
-# The demo zoo's GPT (tinyllm/train.py reads these three). Measured on the lee split of
-# tinyllm.data (train 316,617 bytes, val 35,806), seed 0, batch 32, 1 torch thread on an idle
-# core, scored by token_nlls (ctx_len = block_size, stride = block_size // 2); val bpb / train s:
-#   layers x width  block  lr      steps  tied  bpb    s       (KN-5 on the same split: ~2.03)
-#   4 x 64          32     1e-2    2400   yes   2.264  116     (weight_decay 0: 2.314)
-#   4 x 64          32     1e-2    2400   no    2.234  120
-#   3 x 64          32     1e-2    2900   no    2.206  116
-#   1 x 64          32     1e-2    5800   no    2.268   92
-#   2 x 96          32     7e-3    2400   no    2.210  102
-#   2 x 64          32     1.5e-2  4000   no    2.178  124
-#   2 x 64          32     1e-2    4000   no    2.150  113     <- the zoo's (2 threads: 2.165, 145 s)
-#   2 x 64          32     1e-2    8000   no    2.127  233
-# At this budget the number of updates matters most: a shallow, narrow model with a short block
-# (cheap steps) beats deeper, wider or longer-context ones given the same CPU time (on an earlier
-# split, 4 x 128 with block 128 reached only 2.90 in 206 s). Twice the steps gains only 0.02.
-ZOO_CONFIG = Config(block_size=32, n_layer=2, n_head=4, n_embd=64, dropout=0.0, tie_weights=False)
-ZOO_STEPS = 4000
-ZOO_TRAIN_KWARGS: dict = {"batch_size": 32, "lr": 1e-2}
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training: AdamW (betas 0.9, 0.95; weight decay on the Linear matrices only) on
+    ``batch_size`` windows a step, warmup (None: ``steps // 20``) then cosine decay to
+    ``lr / 10``, gradient-norm clipping at ``grad_clip`` (0 = off)."""
+
+    batch_size: int = 32
+    lr: float = 3e-3
+    weight_decay: float = 0.1
+    warmup: int | None = None
+    grad_clip: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_adamw_settings(self, "gpt.TrainConfig")
 
 
 # hidden(keep=) runs the last block at the kept rows only when that skips at least this many
@@ -152,11 +154,13 @@ class KVCache:
 
 
 class Model(nn.Module):
-    """Decoder-only Transformer: ``logits = lm_head(hidden(idx))``."""
+    """Decoder-only Transformer: ``logits = lm_head(hidden(idx))``; ``train_cfg``: the settings
+    it was trained with (the defaults for a fresh model)."""
 
     def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
+        self.train_cfg = TrainConfig()
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)  # token embedding [V, D]
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)  # learned positions [block_size, D]
         self.drop = nn.Dropout(cfg.dropout)
@@ -409,13 +413,10 @@ def train(
     seed: int,
     steps: int,
     progress: Callable[[int, int, float], None] | None = None,
-    batch_size: int = 32,
-    lr: float = 3e-3,
-    weight_decay: float = 0.1,
-    warmup: int | None = None,
-    grad_clip: float = 1.0,
+    **settings,
 ) -> Model:
-    """Train a GPT on random windows of ``data`` (1-d byte ids) with AdamW.
+    """Train a GPT on random windows of ``data`` (1-d byte ids) with AdamW; ``settings`` are
+    :class:`TrainConfig`'s fields.
 
     Each step draws ``batch_size`` windows of ``block_size + 1`` tokens at uniform random offsets
     (``numpy.random.default_rng(seed)``; the weights come from ``torch.manual_seed(seed)``), so a
@@ -424,12 +425,14 @@ def train(
     decay applies to matrices only (not to biases, LayerNorms or embeddings). ``progress(step,
     total, loss)`` is called after each step with 1-based ``step``. Returns the model in eval mode.
     """
+    tc = settings_of(TrainConfig, settings, "gpt.train")
     if steps < 1:
         raise ValueError(f"gpt.train: expected steps >= 1, got {steps}")
     a = _check_data(data, cfg)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model = Model(cfg)
+    model.train_cfg = tc
     model.train()
     tokens = torch.from_numpy(a.astype(np.int64))  # the whole corpus as int64 (~8 bytes/byte)
     offsets = torch.arange(cfg.block_size + 1)  # [T+1]
@@ -440,20 +443,20 @@ def train(
     no_decay = [p for n, p in params.items() if not any(p is q for q in decay)]
     opt = torch.optim.AdamW(
         [
-            {"params": decay, "weight_decay": weight_decay},
+            {"params": decay, "weight_decay": tc.weight_decay},
             {"params": no_decay, "weight_decay": 0.0},
         ],
-        lr=lr,
+        lr=tc.lr,
         betas=(0.9, 0.95),
     )
-    warmup = max(1, steps // 20) if warmup is None else warmup
+    warmup = max(1, steps // 20) if tc.warmup is None else tc.warmup
     for step in range(steps):
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, lr, warmup)
-        starts = torch.from_numpy(rng.integers(0, a.size - cfg.block_size - 1, size=batch_size))
+            g["lr"] = lr_at(step, steps, tc.lr, warmup)
+        starts = torch.from_numpy(rng.integers(0, a.size - cfg.block_size - 1, size=tc.batch_size))
         win = tokens[starts[:, None] + offsets]  # [B, T+1]
         _, loss = model(win[:, :-1], win[:, 1:])  # predict token t+1 from tokens <= t
-        optimizer_step(model, opt, loss, grad_clip)
+        optimizer_step(model, opt, loss, tc.grad_clip)
         if progress is not None:
             progress(step + 1, steps, loss.item())
     model.eval()
@@ -474,8 +477,15 @@ def stored_tensors(model: Model) -> dict[str, torch.Tensor]:
 
 
 def save(model: Model, path: str | os.PathLike) -> Path:
-    """Write the checkpoint folder ``path`` (config.json + model.safetensors)."""
-    return save_checkpoint(path, ARCH, dataclasses.asdict(model.cfg), stored_tensors(model))
+    """Write the checkpoint folder ``path`` (config.json with the config and the training
+    settings, model.safetensors)."""
+    return save_checkpoint(
+        path,
+        ARCH,
+        dataclasses.asdict(model.cfg),
+        stored_tensors(model),
+        extra=train_record(model.train_cfg),
+    )
 
 
 def _check_config_sizes(path: Path, cfg: Config) -> None:
@@ -513,13 +523,14 @@ def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save`; the config's sizes are checked against
     the weights' header first (:func:`_check_config_sizes`), then every tensor's name, shape,
     dtype and finiteness against a freshly built model (CheckpointError naming the file)."""
-    cfg = read_family_config(path, ARCH, Config)
+    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
     _check_config_sizes(Path(path), cfg)
     model = Model(cfg)
     tensors = load_tensors(path, expected_from(stored_tensors(model)))
     if cfg.tie_weights:
         tensors["lm_head.weight"] = tensors["wte.weight"]
     model.load_state_dict(tensors, strict=True)
+    model.train_cfg = train_cfg
     model.eval()
     return model
 

@@ -1,7 +1,7 @@
 """The ``mlm`` kind: masked-byte accuracy of a BERT on the val rows of a rows file.
 
 The val rows' sentences (formats/rows.md; other splits are not read) are encoded ``[CLS] bytes``
-and masked by :func:`tinyllm.models.bert.mlm_mask` with ``p = 0.15`` and the 80/10/10 rule, every
+and masked by :func:`tinyllm.models.encoder.mlm_mask` with ``p = 0.15`` and the 80/10/10 rule, every
 draw from the entry's rng (row by row: the same seed gives the same masks and the same row; another
 seed other masks). An item is one selected byte position: 1 when the model's argmax byte equals
 the original, else 0. The row is the proportion with its Wilson interval; its details carry the
