@@ -3,11 +3,19 @@
 ::
 
     eval_suite(manifest, release, store="./evalstore", only=None, previous=None, seed=0)
+      release = the name, or a template of the run's scheduled start: "nightly-{scheduled_time}"
       entries = the manifest, validated (a bad manifest fails before anything runs)
       futures = score_entry_task.map(entries)   # retries transient failures, cached by content
       rows    = [row, or an error row for a task that failed after its retries]
       publish = write the run + merged release report + per-item scores, compare with previous
-      artifacts: a table of the rows, a markdown summary of the comparison (fixed keys)
+      artifacts: a table of the rows, a markdown summary of the comparison (fixed keys), every
+                 user-derived string in them escaped (the UI renders both as markdown)
+
+While it runs, the flow run sends heartbeats at least every ``tinyllm.demo.HEARTBEAT_S`` seconds
+(whatever the worker's ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY``), so the crash detection
+(:func:`ensure_crash_detection`) never marks a healthy run Crashed; a reader of its stdout or
+stderr that goes away (a killed worker) never ends it; task runs an earlier, killed attempt of
+the same flow run left unfinished are set Crashed when it is retried.
 
 Run it directly (``python flows/eval_suite.py --help``), through ``tinyllm eval --suite zoo
 --release R`` or as the ``release-eval`` deployment in prefect.yaml.
@@ -17,10 +25,24 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # before prefect is imported
+from tinyllm.demo import HEARTBEAT_S, ZOMBIE_AFTER_S  # no prefect import there
 
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # before prefect is imported
+# `python flows/eval_suite.py`: heartbeats the crash detection can rely on (a worker's runs get
+# it from prefect.yaml's job variables; the flow sends its own when it is slower, see _heartbeats)
+os.environ.setdefault("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", str(HEARTBEAT_S))
+
+import contextlib
+import contextvars
+import io
+import logging
+import re
+import string
+import sys
+import threading
 import time
-from datetime import UTC, datetime
+import urllib.parse
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +61,319 @@ from tasks.eval_tasks import (
 )
 from tinyllm.compare import compare_markdown
 from tinyllm.eval import zoo
-from tinyllm.report import Manifest, ManifestError, load_manifest
-from tinyllm.store import check_publish_args, new_run_id, open_store, publish_run
+from tinyllm.publish import check_publish_args, publish_run
+from tinyllm.report import NAME_PATTERN, Manifest, ManifestError, load_manifest
+from tinyllm.store import new_run_id, open_store
 
 ROWS_ARTIFACT = "eval-suite-rows"
 COMPARE_ARTIFACT = "eval-suite-compare"
+
+
+# ---- markdown artifacts: user-derived text is text -----------------------------------------------
+
+# The Prefect UI renders a markdown artifact, an artifact's description and every string cell of
+# a table artifact as GitHub-flavoured markdown, raw HTML included (it strips scripts, not links
+# or images). Each character that can start HTML, a link, an image, a code span, emphasis or a
+# table cell becomes its numeric character reference (shown as the character itself); ':' and
+# '@' too, and the '.' of "www.", so that no bare URL or e-mail address is autolinked.
+_MD_REFS = {ord(c): f"&#{ord(c)};" for c in "&<>\"'[]()!`|*_~\\:@#"}
+_MD_REFS.update({ord("\n"): " ", ord("\r"): " ", ord("\t"): " "})  # one line: a table stays a table
+_WWW = re.compile(r"(www)\.", re.IGNORECASE)
+
+
+def md_text(value: Any) -> str:
+    """``value`` as markdown that renders as exactly its text: no HTML element, no link, no image,
+    no autolinked URL (error messages and paths come from users: a checkpoint path may hold
+    ``<a href=...>`` or ``[x](http://...)``)."""
+    return _WWW.sub(r"\1&#46;", str(value).translate(_MD_REFS))
+
+
+def md_link(url: str) -> str:
+    """A markdown link to one of our own addresses (the dashboard's ``file://`` or ``s3://``
+    URI): the text escaped, the target percent-encoded (a path holding ``)`` or ``<`` cannot end
+    the link or start an element)."""
+    return f"[{md_text(url)}]({urllib.parse.quote(url, safe=':/%')})"
+
+
+def _md_safe_comparison(cmp: dict) -> dict:
+    """A copy of a comparison whose free-text fields (reasons: error messages, paths; release
+    names) are :func:`md_text`, for :func:`tinyllm.compare.compare_markdown`, which inserts them
+    as they are. Entry names go into code spans there, where references would show as typed:
+    they are kept when they are plain names (the manifest's pattern), escaped otherwise."""
+    rows = []
+    for r in cmp["rows"]:
+        r = dict(r)
+        if r.get("reason") is not None:
+            r["reason"] = md_text(r["reason"])
+        if not re.fullmatch(NAME_PATTERN, str(r.get("name", ""))):
+            r["name"] = md_text(r["name"])
+        rows.append(r)
+    return {
+        **cmp,
+        "rows": rows,
+        "current": md_text(cmp["current"]),
+        "previous": md_text(cmp["previous"]),
+    }
+
+
+# ---- release names of scheduled runs ---------------------------------------------------------------
+
+RELEASE_FIELDS = ("date", "time", "scheduled_time")
+
+
+def resolve_release(release: str, scheduled: datetime | None = None) -> str:
+    """The release name: ``release`` itself, or ``release`` with its fields filled in from the
+    flow run's scheduled start time ``scheduled`` (UTC; default: the current flow run's):
+
+    - ``{date}``: ``20250101``; ``{time}``: ``030000``; ``{scheduled_time}``: ``20250101-030000``.
+
+    prefect.yaml's nightly deployment writes ``nightly-{scheduled_time}``: every night its own
+    release, compared with the night before; a manual run of the deployment gets the time it
+    was started. A retry of a flow run keeps its scheduled start, so its release. Anything else
+    in braces is refused.
+    """
+    if "{" not in release and "}" not in release:
+        return release
+    try:
+        fields = [f for _, f, spec, conv in string.Formatter().parse(release) if f is not None]
+    except ValueError as e:
+        raise ValueError(f"release: expected a name or a template, got {release!r} ({e})") from None
+    if any(f not in RELEASE_FIELDS for f in fields) or any(
+        spec or conv for _, f, spec, conv in string.Formatter().parse(release) if f is not None
+    ):
+        raise ValueError(
+            f"release: expected a name or a template of the fields "
+            f"{', '.join('{' + f + '}' for f in RELEASE_FIELDS)}, got {release!r}"
+        )
+    if scheduled is None:
+        from prefect.runtime import flow_run
+
+        scheduled = flow_run.scheduled_start_time
+    at = scheduled.astimezone(UTC)
+    return release.format(
+        date=at.strftime("%Y%m%d"),
+        time=at.strftime("%H%M%S"),
+        scheduled_time=at.strftime("%Y%m%d-%H%M%S"),
+    )
+
+
+def _flow_run_name() -> str:
+    """``eval-<release>``, the release resolved as the flow resolves it."""
+    from prefect.runtime import flow_run
+
+    release = str(flow_run.parameters.get("release", ""))
+    try:
+        return f"eval-{resolve_release(release)}"
+    except ValueError:  # the flow itself reports it
+        return f"eval-{release}"
+
+
+# ---- a flow run that outlives its reader and its worker's settings -------------------------------
+
+
+class _LossyStream(io.TextIOBase):
+    """The process's stdout or stderr, whose writes never raise: once the other end is gone (the
+    worker reading the pipe was killed: EPIPE) the file descriptor is pointed at /dev/null and
+    output is dropped, so a log line or a print never ends a flow run (rich, under Prefect's
+    console log handler, raises SystemExit on a broken pipe)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.lost = False
+
+    def _lose(self, exc: BaseException) -> None:
+        self.lost = True
+        if isinstance(exc, BrokenPipeError):
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self._inner.fileno())  # C-level writes and the final flush too
+                os.close(devnull)
+
+    def write(self, text: str) -> int:
+        if not self.lost:
+            try:
+                self._inner.write(text)
+            except (OSError, ValueError) as e:
+                self._lose(e)
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self._inner.flush()
+            except (OSError, ValueError) as e:
+                self._lose(e)
+
+    def isatty(self) -> bool:
+        try:
+            return self._inner.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def fileno(self) -> int:
+        return self._inner.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._inner, "encoding", None) or "utf-8"
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self._inner, "errors", None)
+
+    @property
+    def buffer(self) -> Any:
+        return self._inner.buffer
+
+
+_LOSSY: dict[int, _LossyStream] = {}
+
+
+def guard_output_streams() -> None:
+    """Put a :class:`_LossyStream` in front of the process's own stdout and stderr: as
+    ``sys.stdout`` / ``sys.stderr`` and in every logging handler that writes to them (Prefect's
+    console handler writes through a rich Console holding the stream it was created with).
+    Other streams (a test's capture, a file) are left as they are. Idempotent."""
+    real = [s for s in (sys.__stdout__, sys.__stderr__) if s is not None]
+
+    def lossy(stream: Any) -> Any:
+        if not any(stream is r for r in real):
+            return stream
+        return _LOSSY.setdefault(id(stream), _LossyStream(stream))
+
+    sys.stdout, sys.stderr = lossy(sys.stdout), lossy(sys.stderr)
+    loggers = [logging.getLogger(), *logging.root.manager.loggerDict.values()]
+    for lg in loggers:
+        for h in getattr(lg, "handlers", ()):
+            if isinstance(h, logging.StreamHandler) and lossy(h.stream) is not h.stream:
+                h.stream = lossy(h.stream)  # not setStream: it flushes the old stream
+            console = getattr(h, "console", None)
+            file = getattr(console, "_file", None)
+            if file is not None and lossy(file) is not file:
+                console.file = lossy(file)
+
+
+guard_output_streams()  # a deployment's flow run: the engine loads this module before it logs
+
+
+@contextlib.contextmanager
+def _heartbeats(logger: Any, every_s: int = HEARTBEAT_S):
+    """Heartbeats of this flow run at least every ``every_s`` seconds while the block runs.
+
+    Prefect's engine sends them every ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` seconds (default 180);
+    the crash detection expects one within :data:`tinyllm.demo.ZOMBIE_AFTER_S` (90). When the
+    engine's period is longer (a worker or a `prefect flow-run retry` without the setting), this
+    sends the same ``prefect.flow-run.heartbeat`` event from a thread, so a healthy run is never
+    marked Crashed. Nothing is added when the engine's period is short enough.
+    """
+    import prefect
+    from prefect.context import FlowRunContext
+    from prefect.events import emit_event
+    from prefect.settings import get_current_settings
+
+    engine_s = get_current_settings().flows.heartbeat_frequency
+    ctx = FlowRunContext.get()
+    if ctx is None or ctx.flow_run is None or (engine_s is not None and engine_s <= every_s):
+        yield
+        return
+    run = ctx.flow_run
+    resource = {
+        "prefect.resource.id": f"prefect.flow-run.{run.id}",
+        "prefect.resource.name": run.name or "",
+        "prefect.version": prefect.__version__,
+    }
+    related = [
+        {
+            "prefect.resource.id": f"prefect.flow.{run.flow_id}",
+            "prefect.resource.role": "flow",
+            "prefect.resource.name": ctx.flow.name if ctx.flow else "",
+        }
+    ]
+    logger.warning(
+        "flow-run heartbeats every %s s (PREFECT_FLOWS_HEARTBEAT_FREQUENCY) are too few for the "
+        "crash detection (%d s without one): this run also sends one every %d s",
+        engine_s,
+        ZOMBIE_AFTER_S,
+        every_s,
+    )
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            with contextlib.suppress(Exception):  # a lost heartbeat is retried next period
+                emit_event(event="prefect.flow-run.heartbeat", resource=resource, related=related)
+            if stop.wait(every_s):
+                return
+
+    thread = threading.Thread(
+        target=contextvars.copy_context().run, args=(beat,), daemon=True, name="tinyllm-heartbeat"
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+_UNFINISHED = ("SCHEDULED", "PENDING", "RUNNING", "PAUSED", "CANCELLING")
+
+
+def crash_leftover_task_runs(logger: Any) -> int:
+    """Set Crashed the task runs of this flow run that are not final when it starts: an earlier
+    attempt (killed with its process, then retried with ``prefect flow-run retry``) left them
+    RUNNING, and each attempt makes new task runs, so nothing else would ever end them (the
+    flow run would end Completed above task runs RUNNING forever). Returns how many."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import (
+        TaskRunFilter,
+        TaskRunFilterFlowRunId,
+        TaskRunFilterState,
+        TaskRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.context import FlowRunContext
+    from prefect.states import Crashed
+
+    ctx = FlowRunContext.get()
+    if ctx is None or ctx.flow_run is None:
+        return 0
+    flt = TaskRunFilter(
+        flow_run_id=TaskRunFilterFlowRunId(any_=[ctx.flow_run.id]),
+        state=TaskRunFilterState(
+            type=TaskRunFilterStateType(any_=[StateType(t) for t in _UNFINISHED])
+        ),
+    )
+    done = 0
+    try:
+        with get_client(sync_client=True) as client:
+            while True:
+                left = client.read_task_runs(task_run_filter=flt, limit=200)
+                for tr in left:
+                    client.set_task_run_state(
+                        tr.id,
+                        Crashed(
+                            message=f"left {tr.state_type.value if tr.state_type else 'unfinished'}"
+                            f" by an earlier attempt of flow run {ctx.flow_run.name} that died; "
+                            f"attempt {ctx.flow_run.run_count} scores its entry again"
+                        ),
+                        force=True,
+                    )
+                done += len(left)
+                if len(left) < 200:
+                    break
+    except Exception as e:  # noqa: BLE001 - a stale task run must not stop the release
+        logger.warning("could not mark the task runs of an earlier attempt crashed: %s", e)
+    if done:
+        logger.warning("set %d task run(s) of an earlier attempt of this flow run Crashed", done)
+    return done
 
 
 def select_entries(manifest: Manifest, only: list[str] | None) -> list:
@@ -88,58 +418,68 @@ def publish_release(
 
 
 CRASH_AUTOMATION = "tinyllm: crash flow runs that stop sending heartbeats"
+FLOW_NAME = "EvalSuite"
 
 
 def ensure_crash_detection(after_s: float | None = None) -> str:
-    """Make sure the server marks a flow run Crashed when its heartbeats stop; return its name.
+    """Make sure the server marks an EvalSuite flow run Crashed when its heartbeats stop; return
+    the automation's name.
 
     Prefect 3's own mechanism (docs: "detect zombie flows"): a running flow run emits a
-    ``prefect.flow-run.heartbeat`` event every ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` seconds
-    (30 for our runs, see tinyllm.demo.HEARTBEAT_S); this proactive automation expects, after
-    each heartbeat of a run, another heartbeat or a terminal state within ``after_s`` seconds
-    (default tinyllm.demo.ZOMBIE_AFTER_S, three missed heartbeats) and otherwise sets the run
-    to CRASHED. A run killed with SIGKILL, by the OOM killer or with its machine cannot report
-    its own end; without this it stays RUNNING forever. Idempotent: an automation of the same
-    name with the same window is kept, one with another window replaced.
+    ``prefect.flow-run.heartbeat`` event every ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` seconds;
+    EvalSuite runs send one at least every tinyllm.demo.HEARTBEAT_S (30) seconds whatever that
+    setting is (:func:`_heartbeats`). This proactive automation expects, after each heartbeat of
+    an EvalSuite run, another heartbeat or a terminal state within ``after_s`` seconds (default
+    tinyllm.demo.ZOMBIE_AFTER_S, three missed heartbeats) and otherwise sets the run to CRASHED.
+    A run killed with SIGKILL, by the OOM killer or with its machine cannot report its own end;
+    without this it stays RUNNING forever. Runs of other flows on the same server are left
+    alone: their heartbeat period is not ours to know (Prefect's default, 180 s, is longer than
+    the window). Idempotent: an automation of the same name and trigger is kept, one with
+    another window or scope replaced.
     """
-    from datetime import timedelta
-
     from prefect.automations import Automation
     from prefect.client.schemas.objects import StateType
     from prefect.events.actions import ChangeFlowRunState
     from prefect.events.schemas.automations import EventTrigger, Posture
     from prefect.events.schemas.events import ResourceSpecification
 
-    from tinyllm.demo import ZOMBIE_AFTER_S
-
     within = timedelta(seconds=after_s if after_s is not None else ZOMBIE_AFTER_S)
+    trigger = EventTrigger(
+        after={"prefect.flow-run.heartbeat"},
+        expect={
+            "prefect.flow-run.heartbeat",
+            "prefect.flow-run.Completed",
+            "prefect.flow-run.Failed",
+            "prefect.flow-run.Cancelled",
+            "prefect.flow-run.Crashed",
+        },
+        match=ResourceSpecification({"prefect.resource.id": ["prefect.flow-run.*"]}),
+        match_related=ResourceSpecification(
+            {"prefect.resource.role": "flow", "prefect.resource.name": FLOW_NAME}
+        ),
+        for_each={"prefect.resource.id"},
+        posture=Posture.Proactive,
+        threshold=1,
+        within=within,
+    )
     try:
         old = Automation.read(name=CRASH_AUTOMATION)
     except ValueError:  # not found
         old = None
     if old is not None:
-        if old.trigger.within == within and old.enabled:
+        same = (
+            old.enabled
+            and old.trigger.within == within
+            and getattr(old.trigger, "match_related", None) == trigger.match_related
+        )
+        if same:
             return CRASH_AUTOMATION
         old.delete()
     Automation(
         name=CRASH_AUTOMATION,
-        description="Flow runs that stop sending heartbeats (killed, OOM, machine lost) are "
-        "marked Crashed. See deployments/README.md.",
-        trigger=EventTrigger(
-            after={"prefect.flow-run.heartbeat"},
-            expect={
-                "prefect.flow-run.heartbeat",
-                "prefect.flow-run.Completed",
-                "prefect.flow-run.Failed",
-                "prefect.flow-run.Cancelled",
-                "prefect.flow-run.Crashed",
-            },
-            match=ResourceSpecification({"prefect.resource.id": ["prefect.flow-run.*"]}),
-            for_each={"prefect.resource.id"},
-            posture=Posture.Proactive,
-            threshold=1,
-            within=within,
-        ),
+        description=f"{FLOW_NAME} flow runs that stop sending heartbeats (killed, OOM, machine "
+        "lost) are marked Crashed. See deployments/README.md.",
+        trigger=trigger,
         actions=[
             ChangeFlowRunState(
                 state=StateType.CRASHED,
@@ -157,7 +497,7 @@ def _artifact_rows(rows: list[dict]) -> list[dict]:
 
     return [
         {
-            "name": r["name"],
+            "name": r["name"] if re.fullmatch(NAME_PATTERN, r["name"]) else md_text(r["name"]),
             "family": r["family"],
             "metric": r["metric"],
             "value": fmt(r["value"]),
@@ -165,10 +505,14 @@ def _artifact_rows(rows: list[dict]) -> list[dict]:
             "hi": fmt(r["hi"]),
             "n": r["n"],
             "status": r["status"],
-            "error": (r.get("error") or {}).get("message") or r.get("reason"),
+            "error": _md_or_none((r.get("error") or {}).get("message") or r.get("reason")),
         }
         for r in rows
     ]
+
+
+def _md_or_none(value: Any) -> str | None:
+    return None if value is None else md_text(value)
 
 
 DASK_ADDRESS_ENV = "TINYLLM_DASK_ADDRESS"
@@ -212,9 +556,9 @@ def make_task_runner(dask_address: str | None = None, workers: int | None = None
 
 
 @flow(
-    name="EvalSuite",
+    name=FLOW_NAME,
     task_runner=make_task_runner(),  # threads, or $TINYLLM_DASK_ADDRESS's cluster
-    flow_run_name="eval-{release}",
+    flow_run_name=_flow_run_name,  # eval-<release>, a template resolved
     validate_parameters=True,
 )
 def eval_suite(
@@ -227,10 +571,21 @@ def eval_suite(
 ) -> dict:
     """Score every entry of ``manifest`` (or only the named ones) as release ``release``.
 
-    Returns ``{"run_id", "report", "compare", "store"}``. An entry that fails becomes an error
-    row; the flow itself fails only on a bad manifest or a store it cannot write.
+    ``release`` is a name or a template of the flow run's scheduled start (UTC): ``{date}``,
+    ``{time}``, ``{scheduled_time}`` (:func:`resolve_release`; prefect.yaml's nightly run writes
+    ``nightly-{scheduled_time}``). Returns ``{"run_id", "report", "compare", "store",
+    "dashboard"}`` (the report's ``release`` is the resolved name). An entry that fails becomes
+    an error row; the flow itself fails only on a bad manifest or a store it cannot write.
     """
     logger = get_run_logger()
+    guard_output_streams()  # handlers set up after this module was imported
+    release = resolve_release(release)
+    with _heartbeats(logger):
+        crash_leftover_task_runs(logger)
+        return _score_and_publish(logger, manifest, release, store, only, previous, seed)
+
+
+def _score_and_publish(logger, manifest, release, store, only, previous, seed) -> dict:
     m = load_manifest(manifest)  # ManifestError before anything runs
     entries = select_entries(m, only)
     check_publish_args(store, release, previous)  # bad release / store / previous: before scoring
@@ -265,24 +620,26 @@ def eval_suite(
     create_table_artifact(
         key=ROWS_ARTIFACT,
         table=_artifact_rows(out["report"]["rows"]),
-        description=f"EvalSuite release {release}: rows of {out['store']}",
+        description=f"EvalSuite release {md_text(release)}: rows of {md_text(out['store'])}",
     )
     md = (
-        compare_markdown(out["compare"])
+        compare_markdown(_md_safe_comparison(out["compare"]))
         if out["compare"]
-        else f"Release `{release}`: no earlier release in {out['store']} to compare with."
+        else f"Release `{release}`: no earlier release in {md_text(out['store'])} to compare with."
     )
     # the dashboard of the whole history, rebuilt into the store beside releases/; the release is
     # already written, so a dashboard that cannot be built is reported, not a failed release
     dash = publish_dashboard_task(store, return_state=True)
     if dash.is_completed():
         out["dashboard"] = dash.result()
-        md += f"\n\nDashboard of the run history: [{out['dashboard']}]({out['dashboard']})\n"
+        md += f"\n\nDashboard of the run history: {md_link(out['dashboard'])}\n"
     else:
         out["dashboard"] = None
         logger.error("dashboard not written: %s", dash.message)
-        md += f"\n\nDashboard not written: {dash.message}\n"
-    create_markdown_artifact(key=COMPARE_ARTIFACT, markdown=md, description=f"release {release}")
+        md += f"\n\nDashboard not written: {md_text(dash.message)}\n"
+    create_markdown_artifact(
+        key=COMPARE_ARTIFACT, markdown=md, description=f"release {md_text(release)}"
+    )
     return out
 
 

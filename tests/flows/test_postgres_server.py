@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from standing import BIN, ROOT, build_zoo, client_env, pg_server, strip
+from standing import BIN, ROOT, build_zoo, client_env, pg_server, server_cli_env, strip
 
 from tinyllm import pgserver
 
@@ -124,3 +124,49 @@ def test_binaries_are_found_under_usr_lib_when_not_on_path(monkeypatch):
     assert initdb.parent.match("/usr/lib/postgresql/*/bin") and initdb.is_file()
     with pytest.raises(pgserver.PgError, match="expected PostgreSQL's no-such-tool on PATH"):
         pgserver.find_pg_bin("no-such-tool")
+
+
+def _status(api_url: str, path: str, body: dict | None = None) -> int:
+    import urllib.error
+    import urllib.request
+
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(
+        f"{api_url}{path}", data=data, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_a_stopped_postgres_is_restarted_on_its_port_under_the_running_server():
+    """deployments/README.md's "PostgreSQL stopped" steps: /api/health stays 200 while the
+    database is down (/api/ready says 503, every API call that reads the database 500), and
+    `tinyllm server start --db postgres` starts it again on the port the running Prefect
+    server's database URL names; the server (same pid) serves again."""
+    server = pg_server()
+    api, home = server.api_url, server.home
+    runs = {"flow_runs": {"name": {"any_": ["eval-pg0"]}}}
+    assert _status(api, "/flow_runs/filter", runs) == 200
+    assert pgserver.PgCluster(home / "pg").stop()
+    assert _status(api, "/health") == 200  # says nothing of the database
+    assert _status(api, "/ready") == 503
+    assert _status(api, "/flow_runs/filter", runs) == 500
+    start = subprocess.run(
+        [str(BIN / "tinyllm"), "server", "start", "--db", "postgres", "--port", "0"],
+        cwd=ROOT,
+        env=server_cli_env(home),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert start.returncode == 0, start.stdout + start.stderr
+    assert f"Prefect server (pid {server.pid})" in start.stdout
+    assert f"on 127.0.0.1:{server.pg_port}" in start.stdout
+    assert pgserver.PgCluster(home / "pg").port() == server.pg_port
+    assert _status(api, "/ready") == 200
+    assert _status(api, "/flow_runs/filter", runs) == 200
+    state = json.loads((home / "server.json").read_text())
+    assert (state["pid"], state["pg_port"]) == (server.pid, server.pg_port)
