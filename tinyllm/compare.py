@@ -39,29 +39,21 @@ from typing import Any
 
 import numpy as np
 
-from tinyllm import schemas
+from tinyllm import metrics, schemas
 from tinyllm.errors import StorageError
-from tinyllm.stats import LN2, mean_ci, paired_permutation_test
+from tinyllm.stats import mean_ci, paired_permutation_test
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = schemas.schema_file(schemas.COMPARE)
 
-#: which way is better, per metric
-DIRECTION: dict[str, str] = {
-    "bpb": "lower",
-    "acc": "higher",
-    "acc_norm": "higher",
-    "exact_match": "higher",
-    "spearman": "higher",
-}
-#: per-item units -> metric units: LM items are NLLs in nats per token (= per byte)
-ITEM_SCALE: dict[str, float] = {"bpb": 1.0 / LN2}
+#: which way is better, per metric; per-item units -> metric units (bpb: LM items are NLLs in
+#: nats per byte-level token); the metrics whose value is the mean of the row's per-item scores
+#: times ITEM_SCALE (Spearman rows have no per-item scores): views of tinyllm.metrics.METRICS
+DIRECTION = metrics.DIRECTION
+ITEM_SCALE = metrics.ITEM_SCALE
+MEAN_METRICS = metrics.MEAN_METRICS
 TESTED = ("improved", "regressed", "unchanged")
 VERDICTS = (*TESTED, "not comparable", "added", "removed")
-#: metrics whose value is the mean of the row's per-item scores times ITEM_SCALE (bpb: NLLs in
-#: nats per byte-level token / ln 2; the proportions: the mean of 0/1 scores). Spearman rows have
-#: no per-item scores.
-MEAN_METRICS = ("bpb", "acc", "acc_norm", "exact_match")
 #: how far a row's value may be from the mean of its per-item scores (relative), float rounding
 VALUE_RTOL = 1e-9
 
@@ -108,15 +100,14 @@ def row_items_problem(row: dict, items: Any) -> str | None:
     if bad:
         return f"row {name!r}: expected finite per-item scores, got {bad} that are not"
     metric = row.get("metric")
-    if metric in MEAN_METRICS:
-        scale = ITEM_SCALE.get(metric, 1.0)
-        expected = float(np.mean(a)) * scale
+    facts = metrics.METRICS.get(metric) if isinstance(metric, str) else None
+    if facts is not None and facts.mean_of_items:
+        expected = float(np.mean(a)) * facts.item_scale
         value = _num(row.get("value"))
         if value is None or not math.isclose(value, expected, rel_tol=VALUE_RTOL, abs_tol=1e-12):
-            how = " / ln 2" if metric == "bpb" else ""
             return (
                 f"row {name!r}: expected {metric} value {expected!r} (the mean of its {a.size} "
-                f"per-item scores{how}), got {row.get('value')!r}"
+                f"per-item scores{facts.item_scale_text}), got {row.get('value')!r}"
             )
     return None
 
@@ -244,7 +235,7 @@ def compare_row(
     p = paired_permutation_test(a_cur, a_prev, n_perm=n_perm, rng=np.random.default_rng(seed))
     d = a_cur - a_prev  # paired differences, item units (nats per token, or 0/1 differences)
     ci = mean_ci(d, confidence=1.0 - alpha)
-    half = (ci.hi - ci.value) * ITEM_SCALE.get(metric, 1.0)
+    half = (ci.hi - ci.value) * metrics.METRICS[metric].item_scale
     delta = values["current_value"] - values["previous_value"]
     if p < alpha and delta != 0.0:
         better = delta < 0 if DIRECTION[metric] == "lower" else delta > 0

@@ -65,8 +65,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyllm import safeio
-from tinyllm.compare import DIRECTION, format_number, format_p
+from tinyllm import metrics, safeio
+from tinyllm.compare import format_number, format_p
 from tinyllm.store import LocalStore, Store, StoreError, history_order, parse_created_at
 
 SITE_PREFIX = "dashboard"
@@ -237,12 +237,12 @@ def metric_text(metric: Any) -> str:
     """``bpb ↓`` / ``acc ↑``: the metric and which way is better."""
     if not isinstance(metric, str):
         return "-"
-    arrow = {"lower": " ↓", "higher": " ↑"}.get(DIRECTION.get(metric, ""), "")
+    arrow = {"lower": " ↓", "higher": " ↑"}.get(metrics.DIRECTION.get(metric, ""), "")
     return metric + arrow
 
 
 def direction_text(metric: Any) -> str:
-    d = DIRECTION.get(metric) if isinstance(metric, str) else None
+    d = metrics.DIRECTION.get(metric) if isinstance(metric, str) else None
     return f"{d} is better" if d else "direction unknown"
 
 

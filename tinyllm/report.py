@@ -30,7 +30,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from tinyllm import safeio, schemas
+from tinyllm import metrics, safeio, schemas
 
 SCHEMA_VERSION = 1
 MAX_MANIFEST_BYTES = 16 << 20
@@ -40,10 +40,10 @@ REPORT_SCHEMA_PATH = schemas.schema_file(schemas.REPORT)
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 KINDS = ("lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings")
-METRICS = ("bpb", "acc", "acc_norm", "exact_match", "spearman")
-INTERVALS = ("student_t", "wilson", "fisher_z", "bootstrap_percentile")
+METRICS = metrics.NAMES
+INTERVALS = metrics.INTERVALS
 STATUSES = ("ok", "error", "skipped")
-LOWER_IS_BETTER = frozenset({"bpb"})
+LOWER_IS_BETTER = frozenset(name for name, d in metrics.DIRECTION.items() if d == "lower")
 """Metrics where a smaller value is better; every other metric is higher-is-better."""
 
 Kind = Literal["lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings"]

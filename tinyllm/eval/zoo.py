@@ -44,7 +44,7 @@ import numpy as np
 from tinyllm import __version__, safeio
 from tinyllm.checkpoint import CONFIG_NAME, MAX_CONFIG_BYTES, read_single_metadata
 from tinyllm.checkpoint import read_config as read_checkpoint_config
-from tinyllm.eval.kinds import SCORERS, Scored
+from tinyllm.eval.kinds import METRIC_OF_KIND, SCORERS, Scored
 from tinyllm.eval.kinds.lm import BYTE_CHECK_CHUNK, lm_token_nlls
 from tinyllm.eval.kinds.lm import score as score_lm
 from tinyllm.models import FAMILIES, hf
@@ -60,8 +60,9 @@ from tinyllm.report import (
 )
 from tinyllm.tokens import encode_batch
 
-__all__ = [  # re-exported from the kinds and tokens modules: importable from here as before
+__all__ = [  # re-exported from the kinds and tokens modules, importable from here too
     "BYTE_CHECK_CHUNK",
+    "METRIC_OF_KIND",
     "SCORERS",
     "Scored",
     "encode_batch",
@@ -72,16 +73,6 @@ __all__ = [  # re-exported from the kinds and tokens modules: importable from he
 
 validate_report_doc = validate_report
 """Alias of :func:`tinyllm.report.validate_report` (a report document against the schema)."""
-
-METRIC_OF_KIND = {
-    "lm": "bpb",
-    "seq2seq": "exact_match",
-    "classifier": "acc",
-    "mlm": "acc",
-    "rtd": "acc",
-    "embeddings": "spearman",
-}
-"""The metric each kind reports (SPEC.md section 6); bpb lower is better, the rest higher."""
 
 
 class UnknownFamilyError(LookupError):

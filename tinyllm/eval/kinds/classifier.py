@@ -15,12 +15,17 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyllm import metrics
 from tinyllm.data import read_rows, rows_of_split
-from tinyllm.eval.kinds.common import Scored, proportion_scored
+from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored, proportion_scored
 from tinyllm.report import Entry
 
 KIND = "classifier"
-METRIC = "acc"
+METRIC = metrics.ACC.name
+DIRECTION = metrics.ACC.direction
+ITEM_SCALE = metrics.ACC.item_scale
+MEAN_OF_ITEMS = metrics.ACC.mean_of_items
+INTERVAL = PROPORTION_INTERVAL
 SPLIT = "val"
 
 

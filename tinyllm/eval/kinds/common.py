@@ -8,6 +8,9 @@ import numpy as np
 
 from tinyllm.stats import Interval, wilson_interval
 
+PROPORTION_INTERVAL = "wilson"
+"""The interval of every proportion row :func:`proportion_scored` builds."""
+
 
 @dataclass(frozen=True)
 class Scored:
@@ -43,7 +46,7 @@ def proportion_scored(metric: str, correct, details: dict | None = None) -> Scor
     return Scored(
         metric=metric,
         interval=wilson_interval(k, int(a.size)),
-        method="wilson",
+        method=PROPORTION_INTERVAL,
         n=int(a.size),
         items=a,
         details=dict(details or {}),

@@ -24,12 +24,17 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyllm import metrics
 from tinyllm.eval.kinds.common import Scored
 from tinyllm.report import Entry
 from tinyllm.stats import spearman_ci
 
 KIND = "embeddings"
-METRIC = "spearman"
+METRIC = metrics.SPEARMAN.name
+DIRECTION = metrics.SPEARMAN.direction
+ITEM_SCALE = metrics.SPEARMAN.item_scale
+MEAN_OF_ITEMS = metrics.SPEARMAN.mean_of_items
+INTERVAL = "fisher_z"
 MIN_PAIRS = 4  # the Fisher z interval divides by sqrt(n - 3)
 
 
@@ -133,4 +138,4 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
         "oov_words": len(oov_words),
         "pearson": float(pearsonr(cos, human).statistic),
     }
-    return Scored(metric=METRIC, interval=ci, method="fisher_z", n=n, items=None, details=details)
+    return Scored(metric=METRIC, interval=ci, method=INTERVAL, n=n, items=None, details=details)

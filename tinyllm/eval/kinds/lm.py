@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyllm import metrics
 from tinyllm.eval.kinds.common import Scored
 from tinyllm.eval.lm import summarize_nlls
 from tinyllm.models import FAMILIES
@@ -21,7 +22,11 @@ from tinyllm.stats import Interval
 from tinyllm.tokens import read_tokens
 
 KIND = "lm"
-METRIC = "bpb"
+METRIC = metrics.BPB.name
+DIRECTION = metrics.BPB.direction
+ITEM_SCALE = metrics.BPB.item_scale
+MEAN_OF_ITEMS = metrics.BPB.mean_of_items
+INTERVAL = "student_t"
 BYTE_CHECK_CHUNK = 1 << 20
 
 
@@ -101,9 +106,9 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     }
     bpb = s["bpb"]
     return Scored(
-        metric="bpb",
+        metric=METRIC,
         interval=Interval(float(bpb["value"]), float(bpb["lo"]), float(bpb["hi"])),
-        method="student_t",
+        method=INTERVAL,
         n=int(s["n_tokens"]),
         items=nlls,
         details=details,

@@ -15,11 +15,16 @@ from pathlib import Path
 
 import numpy as np
 
-from tinyllm.eval.kinds.common import Scored, proportion_scored
+from tinyllm import metrics
+from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored, proportion_scored
 from tinyllm.report import Entry
 
 KIND = "seq2seq"
-METRIC = "exact_match"
+METRIC = metrics.EXACT_MATCH.name
+DIRECTION = metrics.EXACT_MATCH.direction
+ITEM_SCALE = metrics.EXACT_MATCH.item_scale
+MEAN_OF_ITEMS = metrics.EXACT_MATCH.mean_of_items
+INTERVAL = PROPORTION_INTERVAL
 DEFAULT_BEAM = 4
 
 

@@ -1,0 +1,70 @@
+"""What each reported metric is (SPEC.md sections 5, 6): which way is better and how its per-item
+scores give its value. The one table of these facts: every kind (``tinyllm/eval/kinds/``) names
+its metric from here, and :mod:`tinyllm.compare`, :mod:`tinyllm.dashboard` and
+:mod:`tinyllm.report` read their tables from here.
+
+This module imports nothing of the project and no numerical library, so that learning a metric's
+direction never loads the models.
+
+* ``bpb`` (the ``lm`` kind): per-item scores are per-token NLLs in nats; a byte-level token is
+  one byte, so ``value = mean(items) / ln 2`` bits per byte; lower is better;
+* ``acc`` (the ``classifier``, ``mlm`` and ``rtd`` kinds, and ``tinyllm lm task``), ``acc_norm``
+  (``tinyllm lm task``), ``exact_match`` (the ``seq2seq`` kind): proportions, the mean of 0/1
+  per-item scores; higher is better;
+* ``spearman`` (the ``embeddings`` kind): a rank correlation, not a mean of per-item scores (its
+  rows have none); higher is better.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+DIRECTIONS = ("lower", "higher")
+INTERVALS = ("student_t", "wilson", "fisher_z", "bootstrap_percentile")
+"""How a row's ``lo``/``hi`` are computed (the report's ``interval``)."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """The facts of one metric.
+
+    * ``direction``: which way is better, ``"lower"`` or ``"higher"``;
+    * ``item_scale``: what the mean of the per-item scores is multiplied by to give the value's
+      unit (bpb: ``1 / ln 2``, nats per byte to bits per byte);
+    * ``item_scale_text``: how a message writes that scale (``" / ln 2"``; empty for 1);
+    * ``mean_of_items``: whether the value is ``mean(items) * item_scale``.
+    """
+
+    name: str
+    direction: str
+    item_scale: float = 1.0
+    item_scale_text: str = ""
+    mean_of_items: bool = True
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS:
+            raise ValueError(
+                f"metric {self.name!r}: expected direction one of {list(DIRECTIONS)}, "
+                f"got {self.direction!r}"
+            )
+
+
+BPB = Metric("bpb", "lower", item_scale=1.0 / math.log(2.0), item_scale_text=" / ln 2")
+ACC = Metric("acc", "higher")
+ACC_NORM = Metric("acc_norm", "higher")
+EXACT_MATCH = Metric("exact_match", "higher")
+SPEARMAN = Metric("spearman", "higher", mean_of_items=False)
+
+METRICS: dict[str, Metric] = {m.name: m for m in (BPB, ACC, ACC_NORM, EXACT_MATCH, SPEARMAN)}
+"""name -> :class:`Metric`, in the order the report schema lists the metrics."""
+
+NAMES = tuple(METRICS)
+DIRECTION: dict[str, str] = {name: m.direction for name, m in METRICS.items()}
+"""which way is better, per metric"""
+ITEM_SCALE: dict[str, float] = {
+    name: m.item_scale for name, m in METRICS.items() if m.item_scale != 1.0
+}
+"""per-item units -> metric units, for the metrics whose scale is not 1 (bpb)"""
+MEAN_METRICS = tuple(name for name, m in METRICS.items() if m.mean_of_items)
+"""metrics whose value is the mean of the row's per-item scores times their scale"""
