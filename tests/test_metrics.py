@@ -1,0 +1,87 @@
+"""tinyllm.metrics: each metric's facts, declared once, and the tables the kinds, the zoo, compare,
+the dashboard and the report read from them."""
+
+import math
+import subprocess
+import sys
+import typing
+
+import pytest
+
+from tinyllm import compare, metrics, report
+from tinyllm.eval import zoo
+from tinyllm.eval.kinds import KIND_MODULES, METRIC_OF_KIND, SCORERS, proportion_scored
+
+
+def test_the_metrics_and_their_facts():
+    assert metrics.NAMES == ("bpb", "acc", "acc_norm", "exact_match", "spearman")
+    assert metrics.DIRECTION == {
+        "bpb": "lower",
+        "acc": "higher",
+        "acc_norm": "higher",
+        "exact_match": "higher",
+        "spearman": "higher",
+    }
+    assert list(metrics.DIRECTION) == list(metrics.NAMES)  # compare lists them in this order
+    assert {"bpb": 1.0 / math.log(2.0)} == metrics.ITEM_SCALE
+    assert metrics.MEAN_METRICS == ("bpb", "acc", "acc_norm", "exact_match")
+    assert metrics.BPB.item_scale_text == " / ln 2"
+    assert [m.item_scale_text for m in metrics.METRICS.values()].count("") == 4
+    assert metrics.INTERVALS == ("student_t", "wilson", "fisher_z", "bootstrap_percentile")
+
+
+def test_a_metric_has_a_known_direction():
+    with pytest.raises(ValueError) as ei:
+        metrics.Metric("x", "up")
+    assert str(ei.value) == "metric 'x': expected direction one of ['lower', 'higher'], got 'up'"
+
+
+@pytest.mark.parametrize("kind", KIND_MODULES, ids=lambda m: m.KIND)
+def test_each_kind_declares_its_metric_facts(kind):
+    facts = metrics.METRICS[kind.METRIC]
+    assert facts.direction == kind.DIRECTION
+    assert facts.item_scale == kind.ITEM_SCALE
+    assert kind.MEAN_OF_ITEMS is facts.mean_of_items
+    assert kind.INTERVAL in metrics.INTERVALS
+    assert METRIC_OF_KIND[kind.KIND] == kind.METRIC and SCORERS[kind.KIND] is kind.score
+
+
+def test_the_kinds_tables_are_the_zoos_and_the_reports():
+    assert zoo.METRIC_OF_KIND is METRIC_OF_KIND
+    assert METRIC_OF_KIND == {
+        "lm": "bpb",
+        "seq2seq": "exact_match",
+        "classifier": "acc",
+        "mlm": "acc",
+        "rtd": "acc",
+        "embeddings": "spearman",
+    }
+    assert tuple(m.KIND for m in KIND_MODULES) == report.KINDS
+    assert {m.KIND: m.INTERVAL for m in KIND_MODULES} == {
+        "lm": "student_t",
+        "seq2seq": "wilson",
+        "classifier": "wilson",
+        "mlm": "wilson",
+        "rtd": "wilson",
+        "embeddings": "fisher_z",
+    }
+    assert proportion_scored("acc", [1, 0, 1]).method == KIND_MODULES[2].INTERVAL == "wilson"
+
+
+def test_compare_dashboard_and_report_read_the_same_facts():
+    assert compare.DIRECTION is metrics.DIRECTION
+    assert compare.ITEM_SCALE is metrics.ITEM_SCALE
+    assert compare.MEAN_METRICS is metrics.MEAN_METRICS
+    assert report.METRICS == metrics.NAMES == typing.get_args(report.Metric)
+    assert report.INTERVALS == metrics.INTERVALS == typing.get_args(report.IntervalMethod)
+    assert frozenset({"bpb"}) == report.LOWER_IS_BETTER
+
+
+def test_learning_a_direction_loads_no_model():
+    code = (
+        "import sys, tinyllm.metrics, tinyllm.compare; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers') "
+        "or m.startswith(('tinyllm.models', 'tinyllm.eval'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
