@@ -1,0 +1,89 @@
+"""Checkpoints, entries and rows shared by the zoo's tests (tests/eval/test_zoo_*.py)."""
+
+import dataclasses
+import inspect
+import math
+
+import numpy as np
+import torch
+import yaml
+
+from tinyllm.models import FAMILIES
+from tinyllm.tokens import write_tokens
+
+LN2 = math.log(2.0)
+# the lm families trained here (hf, a Hugging Face folder, has its own tests in test_zoo_lm.py)
+LM_FAMILIES = sorted(a for a, m in FAMILIES.items() if m.KIND == "lm" and hasattr(m, "train"))
+# small shapes for whichever of these fields a family's Config has
+SMALL = {
+    "block_size": 32,
+    "n_layer": 1,
+    "n_head": 2,
+    "n_embd": 16,
+    "hidden": 16,
+    "emb_dim": 8,
+    "seq_len": 16,
+    "bptt": 16,
+    "batch_size": 4,
+    "context": 3,
+    "order": 3,
+}
+WINDOW = {"ctx_len": 16, "stride": 8}  # for families scored in strided windows (gpt, hf)
+VAL_BYTES = 1500
+
+
+def strided(fam) -> bool:
+    params = inspect.signature(fam.token_nlls).parameters
+    return "ctx_len" in params and "stride" in params
+
+
+def build(arch: str, path, train_ids: np.ndarray):
+    """Train ``arch`` briefly on real bytes and save it with the family's own ``save``."""
+    fam = FAMILIES[arch]
+    names = {f.name for f in dataclasses.fields(fam.Config)}
+    cfg = fam.Config(**{k: v for k, v in SMALL.items() if k in names})
+    model = fam.train(cfg, train_ids, seed=0, steps=3)
+    out = fam.save(model, path)
+    if out.is_file():  # one-file checkpoint (ngram): give it its usual suffix
+        out = out.rename(out.with_name(out.name + ".safetensors"))
+    return out
+
+
+def manifest_of(zoo_dir) -> dict:
+    return yaml.safe_load((zoo_dir / "zoo.yaml").read_text())
+
+
+def entry_of(zoo_dir, name: str) -> dict:
+    return next(e for e in manifest_of(zoo_dir)["entries"] if e["name"] == name)
+
+
+def stable_row(row) -> dict:
+    """A row without what legitimately changes between runs (wall time)."""
+    r = dict(row if isinstance(row, dict) else row.model_dump(mode="json"))
+    r.pop("seconds")
+    return r
+
+
+def hf_gpt2(path, vocab=256, n_positions=64):
+    """A random-weight GPT-2 saved with ``save_pretrained`` in ``path`` (no download)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(
+        vocab_size=vocab, n_positions=n_positions, n_embd=32, n_layer=2, n_head=2, n_inner=64
+    )
+    model = GPT2LMHeadModel(cfg).eval()
+    model.save_pretrained(path)
+    return model
+
+
+NO_OPTIONS = {"ctx_len": None, "stride": None, "beam": None, "split": None}
+
+
+def uniform_bigram(d) -> dict:
+    """A uniform bigram checkpoint (every byte 1/256, SPEC.md section 6) and an 18-byte token
+    file in ``d``; the entry that scores them (relative paths)."""
+    bigram = FAMILIES["bigram"]
+    bigram.save(bigram.Model(bigram.Config()), d / "uniform")
+    write_tokens(d / "val.tok", np.frombuffer(b"nineteen bytes long", dtype=np.uint8))
+    return {"name": "uniform", "family": "bigram", "checkpoint": "uniform", "data": "val.tok"}
