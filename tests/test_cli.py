@@ -111,7 +111,7 @@ def test_out_onto_a_regular_file_or_new_path_is_written(tiny):
 
 
 def test_bad_previous_release_or_store_is_refused_before_scoring(tiny, monkeypatch):
-    from tests.test_store import make_report, make_row
+    from store_helpers import make_report, make_row
 
     scored = Scored(monkeypatch)
     store = tiny / "store"

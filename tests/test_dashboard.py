@@ -21,7 +21,8 @@ import pytest
 from tinyllm import dashboard
 from tinyllm.compare import compare_reports
 from tinyllm.eval import zoo
-from tinyllm.store import merge_report, new_run_id, open_store
+from tinyllm.publish import merge_report
+from tinyllm.store import new_run_id, open_store
 
 SHA = "cd" * 32
 PLANTED_IMG = '"><img src=x onerror="window.__pwned=1">'

@@ -14,7 +14,7 @@ through the real CLI and must exit 0.
 Checked differently, and why:
 * flow mode (`--release` without `--out`): the CLI parses and validates the command as usual
   (manifest, release name, store, --previous, --only), then the EvalSuite flow is replaced by
-  its library equivalent (tinyllm.eval.zoo.run_zoo + tinyllm.store.publish_run): a Prefect
+  its library equivalent (tinyllm.eval.zoo.run_zoo + tinyllm.publish.publish_run): a Prefect
   server is not started here; tests/flows/ run the flow itself;
 * `tinyllm zoo build`: parsed, then build_zoo is called with the tiny recipes (the demo's
   recipes train for minutes; tests/test_train.py covers them);
@@ -151,8 +151,9 @@ def checkout(tmp_path_factory, moto_endpoint):
 def _flow_equivalent(manifest, release, store, only, previous, seed, *_display):
     """What the EvalSuite flow does, through the same library calls, without Prefect."""
     from tinyllm.eval import zoo
+    from tinyllm.publish import publish_run
     from tinyllm.report import load_manifest
-    from tinyllm.store import open_store, publish_run
+    from tinyllm.store import open_store
 
     m = load_manifest(manifest)
     names = [e.name for e in m.entries if not only or e.name in only]

@@ -32,10 +32,6 @@ ORDER = [
     "tinyllm.dashboard",
 ]
 BELOW = {"tinyllm", "tinyllm.stats", "tinyllm.safeio", "tinyllm.metrics"}
-# transition: the lead removes this (and the __getattr__ in tinyllm/store/__init__.py) once
-# flows/, tasks/ and cli.py import tinyllm.publish
-TRANSITION = {("tinyllm.store", "tinyllm.publish")}
-
 STORE_NAMES = [
     "CAS_ATTEMPTS",
     "CAS_BACKOFF_S",
@@ -93,7 +89,6 @@ def test_the_store_package_has_the_documented_modules():
 @pytest.mark.parametrize("module", ORDER)
 def test_a_module_imports_only_the_modules_below_it(module):
     allowed = BELOW | set(ORDER[: ORDER.index(module)])
-    allowed |= {top for low, top in TRANSITION if low == module}
     got = _imports(module)
     assert got <= allowed, f"{module} imports {sorted(got - allowed)}"
 
@@ -134,11 +129,3 @@ def test_the_public_names_are_importable_where_callers_find_them():
     with pytest.raises(AttributeError, match="module 'tinyllm.store' has no attribute 'nope'"):
         store.nope  # noqa: B018
     assert importlib.import_module("tinyllm.store.s3").S3Store is store.S3Store
-
-
-def test_transition_the_store_still_hands_out_the_publish_names():
-    # transition: the lead removes this test with the __getattr__ of tinyllm/store/__init__.py
-    from tinyllm import publish, store
-
-    for name in PUBLISH_NAMES:
-        assert getattr(store, name) is getattr(publish, name)

@@ -584,8 +584,9 @@ def eval_suite(
     import json
 
     from tinyllm.eval.zoo import write_report
+    from tinyllm.publish import check_publish_args
     from tinyllm.report import ManifestError, load_manifest
-    from tinyllm.store import StoreError, check_publish_args
+    from tinyllm.store import StoreError
 
     flow_mode = release is not None and out is None
     if (only or previous is not None) and not flow_mode:

@@ -109,15 +109,3 @@ def iter_reports(store: Store, releases: Iterable[str] | None = None) -> Iterabl
     """``(release, report)`` for ``releases`` (default: the whole history, oldest first)."""
     for name in store.releases() if releases is None else releases:
         yield name, store.read_report(name)
-
-
-# transition: the lead removes this once flows/, tasks/ and cli.py import tinyllm.publish
-_MOVED_TO_PUBLISH = ("publish_run", "check_publish_args", "merge_rows", "merge_report")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED_TO_PUBLISH:
-        from tinyllm import publish  # imported on first use: publish imports this package
-
-        return getattr(publish, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
