@@ -28,6 +28,7 @@ def test_the_metrics_and_their_facts():
     assert metrics.BPB.item_scale_text == " / ln 2"
     assert [m.item_scale_text for m in metrics.METRICS.values()].count("") == 4
     assert metrics.INTERVALS == ("student_t", "wilson", "fisher_z", "bootstrap_percentile")
+    assert metrics.ARROW == {"lower": " ↓", "higher": " ↑"}
 
 
 def test_a_metric_has_a_known_direction():

@@ -401,8 +401,7 @@ def _delta_text(r: dict) -> str:
 
 
 def _metric_text(r: dict) -> str:
-    arrow = {"lower": " ↓", "higher": " ↑"}  # which way is better
-    return (r["metric"] or "-") + arrow.get(r["direction"], "")
+    return (r["metric"] or "-") + metrics.ARROW.get(r["direction"], "")
 
 
 def summary_line(cmp: dict) -> str:

@@ -237,8 +237,7 @@ def metric_text(metric: Any) -> str:
     """``bpb ↓`` / ``acc ↑``: the metric and which way is better."""
     if not isinstance(metric, str):
         return "-"
-    arrow = {"lower": " ↓", "higher": " ↑"}.get(metrics.DIRECTION.get(metric, ""), "")
-    return metric + arrow
+    return metric + metrics.ARROW.get(metrics.DIRECTION.get(metric, ""), "")
 
 
 def direction_text(metric: Any) -> str:
