@@ -305,7 +305,7 @@ def table(rows: list[dict], cmd: str, load: tuple[float, float]) -> str:
         "once, choices from the cached keys/values, the last choice token never fed, the output "
         "head only at scored positions, the context pass's last block at each context's last "
         "token only; the GPT2LMHeadModel is run by tinyllm's GPT on views of "
-        "its own weights (`lm.hf_gpt2_twin`, checked against the model's own logits and plain "
+        "its own weights (`tinyllm.models.hf.gpt2_twin`, checked against the model's own logits and plain "
         "path on first use). Same model object, same tokenizer, blocks alternated "
         "(which side goes first swaps every block).",
         "",

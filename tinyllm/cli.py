@@ -1144,7 +1144,7 @@ def error_line(exc: BaseException) -> str:
     """One line for any exception: ``error: <where>: <Type>: <message>``.
 
     ``<where>`` are the exception's notes (the store adds the store and key it was working
-    on, see tinyllm/store.py); our own errors (StoreError, ManifestError, ValueError-based
+    on, see tinyllm/store/); our own errors (StoreError, ManifestError, ValueError-based
     format errors) already name their file or key and say "expected X, got Y", so their type
     is left out. Newlines are folded, so the whole error is one line.
     """
