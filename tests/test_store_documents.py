@@ -300,7 +300,7 @@ def test_missing_things_are_named_exactly(tmp_path):
     with pytest.raises(StoreError) as ei:
         store.write_compare("r1", {"rows": []})
     assert str(ei.value).startswith(
-        f"{w}/r1/compare.json: compare.json: expected an object matching compare.schema.json"
+        f"{w}/r1/compare.json: expected an object matching compare.schema.json"
     )
     (tmp_path / "releases/r1/folder.json").mkdir()
     with pytest.raises(StoreError) as ei:

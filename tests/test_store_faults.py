@@ -202,7 +202,7 @@ def test_a_schema_invalid_compare_json_is_unreadable_naming_the_key(tmp_path):
     with pytest.raises(st.StoreUnreadableError) as ei:
         store.read_compare("r3")
     assert str(ei.value) == (
-        f"{w}: compare.json: expected an object matching compare.schema.json, got at (top "
+        f"{w}: expected an object matching compare.schema.json, got at (top "
         "level): 'schema_version' is a required property (and 11 more errors)"
     )
     no_verdict = dict(good, rows=[{k: v for k, v in good["rows"][0].items() if k != "verdict"}])
@@ -210,7 +210,7 @@ def test_a_schema_invalid_compare_json_is_unreadable_naming_the_key(tmp_path):
     with pytest.raises(st.StoreUnreadableError) as ei:
         store.read_compare("r3")
     assert str(ei.value) == (
-        f"{w}: compare.json: expected an object matching compare.schema.json, got at rows/0: "
+        f"{w}: expected an object matching compare.schema.json, got at rows/0: "
         "'verdict' is a required property"
     )
     store.put_bytes("releases/r3/compare.json", b'{"rows": 5}')

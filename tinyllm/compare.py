@@ -361,13 +361,14 @@ def _validator() -> Any:
     return schemas.build_validator(schemas.load_schema(SCHEMA_PATH, "compare"))
 
 
-def validate_compare(cmp: Any) -> None:
-    """Validate a comparison against compare.schema.json; ValueError names the place."""
+def validate_compare(cmp: Any, source: str = "compare.json") -> None:
+    """Validate a comparison against compare.schema.json; the ValueError starts with ``source``
+    (the file or key it came from) and names the place in the document."""
     errors = list(_validator().iter_errors(cmp))
     if errors:
         where, message = schemas.best_problem(errors)
         raise ValueError(
-            f"compare.json: expected an object matching compare.schema.json, got at {where}: "
+            f"{source}: expected an object matching compare.schema.json, got at {where}: "
             f"{message}" + (f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else "")
         )
 

@@ -310,9 +310,9 @@ class Store:
 
     def _put_compare(self, key: str, cmp: dict) -> str:
         try:
-            validate_compare(cmp)
+            validate_compare(cmp, self.where(key))
         except ValueError as e:
-            raise StoreError(f"{self.where(key)}: {e}") from None
+            raise StoreError(str(e)) from None
         self.put_json(key, cmp)
         return key
 
@@ -354,9 +354,9 @@ class Store:
                 f"{where}: expected 'rows' to be a list, got {type(cmp.get('rows')).__name__}"
             )
         try:
-            validate_compare(cmp)
+            validate_compare(cmp, where)
         except ValueError as e:
-            raise StoreUnreadableError(f"{where}: {e}") from None
+            raise StoreUnreadableError(str(e)) from None
         return cmp
 
     def write_site_file(self, key: str, data: bytes, content_type: str) -> str:
