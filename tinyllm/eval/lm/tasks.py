@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from tinyllm import stats
+from tinyllm import metrics, stats
 from tinyllm.eval.lm.choices import choice_bytes, choice_lls
 from tinyllm.eval.lm.scoring import check_delimiter
 
-METRICS = ("acc", "acc_norm")
+METRICS = (metrics.ACC.name, metrics.ACC_NORM.name)  # declared in tinyllm.metrics
 
 
 @dataclass(frozen=True, eq=False)
