@@ -135,12 +135,10 @@ def resolve_release(release: str, scheduled: datetime | None = None) -> str:
     if "{" not in release and "}" not in release:
         return release
     try:
-        fields = [f for _, f, spec, conv in string.Formatter().parse(release) if f is not None]
-    except ValueError as e:
+        parts = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(release)]
+    except ValueError as e:  # a lone '{' or '}'
         raise ValueError(f"release: expected a name or a template, got {release!r} ({e})") from None
-    if any(f not in RELEASE_FIELDS for f in fields) or any(
-        spec or conv for _, f, spec, conv in string.Formatter().parse(release) if f is not None
-    ):
+    if any(f is not None and (f not in RELEASE_FIELDS or spec or conv) for f, spec, conv in parts):
         raise ValueError(
             f"release: expected a name or a template of the fields "
             f"{', '.join('{' + f + '}' for f in RELEASE_FIELDS)}, got {release!r}"
@@ -254,8 +252,8 @@ def guard_output_streams() -> None:
         for h in getattr(lg, "handlers", ()):
             if isinstance(h, logging.StreamHandler) and lossy(h.stream) is not h.stream:
                 h.stream = lossy(h.stream)  # not setStream: it flushes the old stream
-            console = getattr(h, "console", None)
-            file = getattr(console, "_file", None)
+            console = getattr(h, "console", None)  # a rich Console
+            file = getattr(console, "file", None)
             if file is not None and lossy(file) is not file:
                 console.file = lossy(file)
 

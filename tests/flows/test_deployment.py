@@ -10,6 +10,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from standing import build_zoo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,3 +150,15 @@ def test_nightly_runs_on_two_days_are_two_releases_the_second_compared_with_the_
     assert sorted(runs) == sorted(names)
     assert all(r.state.is_completed() for r in runs.values())
     assert all(HEARTBEAT_WARNING not in text for text in logs.values()), logs
+
+
+def test_a_release_template_with_another_field_is_refused_before_scoring(tmp_path):
+    from flows.eval_suite import eval_suite
+
+    manifest = build_zoo(tmp_path / "zoo")
+    for bad in ("nightly-{hostname}", "nightly-{date:%Y}", "nightly-{"):
+        with pytest.raises(
+            ValueError, match="release: expected a name or a template.*" + re.escape(repr(bad))
+        ):
+            eval_suite(manifest=manifest, release=bad, store=str(tmp_path / "store"))
+    assert not (tmp_path / "store").exists()
