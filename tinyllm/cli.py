@@ -1116,12 +1116,19 @@ def server_start_cmd(
         "postgres", "--db", help="postgres: a PostgreSQL cluster in $PREFECT_HOME/pg; or sqlite."
     ),
     port: int = typer.Option(4200, "--port", min=0, max=65535, help="The API/UI port (0: free)."),
+    pg_port: int = typer.Option(
+        0,
+        "--pg-port",
+        min=0,
+        max=65535,
+        help="PostgreSQL's port (0: the cluster's recorded port if free, else a free one).",
+    ),
 ) -> None:
     """Start PostgreSQL (under $PREFECT_HOME/pg) and a Prefect server on it; `server stop` (or
     `make stop`) stops both. Prints the PREFECT_API_URL for workers and flow runs."""
     from tinyllm import pgserver
 
-    s = pgserver.start(db=db, port=port)
+    s = pgserver.start(db=db, port=port, pg_port=pg_port or None)
     where = f"PostgreSQL {s.pg_dir} on 127.0.0.1:{s.pg_port}" if s.db == "postgres" else "SQLite"
     console.print(f"Prefect server (pid {s.pid}) on {where}; log {s.home / 'server.log'}")
     console.print(f"export PREFECT_API_URL={s.api_url}", highlight=False, soft_wrap=True)
