@@ -36,6 +36,35 @@ def make_row(name: str, value: float = 1.0, **kw) -> dict:
     return row
 
 
+def acc_row(name: str, items: np.ndarray, **kw) -> dict:
+    """A schema-valid accuracy row whose value and n are its items' mean and count; ``kw``
+    replaces fields."""
+    row = {
+        "name": name,
+        "family": "classifier",
+        "kind": "classifier",
+        "metric": "acc",
+        "value": float(np.mean(items)),
+        "lo": 0.0,
+        "hi": 1.0,
+        "interval": "wilson",
+        "n": int(items.size),
+        "status": "ok",
+        "error": None,
+        "reason": None,
+        "checkpoint_sha256": SHA,
+        "data_sha256": SHA,
+        "seconds": 0.1,
+        "items": f"items/{name}.npy",
+        "checkpoint": f"{name}/",
+        "data": "rows.tsv",
+        "options": {},
+        "details": None,
+    }
+    row.update(kw)
+    return row
+
+
 def make_report(release: str, created_at: str, rows: list[dict]) -> dict:
     return {
         "schema_version": 1,

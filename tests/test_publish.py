@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from store_helpers import SHA, all_files, make_report, make_row
+from store_helpers import acc_row, all_files, make_report, make_row
 
 from tinyllm.publish import check_publish_args, merge_report, merge_rows, publish_run
 from tinyllm.store import LocalStore, Store, StoreError, StoreExistsError, StoreKeyError, open_store
@@ -105,7 +105,7 @@ def test_check_publish_args_refuses_before_any_scoring(tmp_path):
 
 
 def skipped_row(name: str) -> dict:
-    row = full_row(name, np.zeros(1))
+    row = acc_row(name, np.zeros(1))
     row.update(kind=None, metric=None, value=None, lo=None, hi=None, interval=None, n=None)
     row.update(status="skipped", reason="unknown family 'mystery'", items=None)
     return row
@@ -114,7 +114,7 @@ def skipped_row(name: str) -> dict:
 def test_publish_run_writes_items_run_report_and_compare(tmp_path):
     store = open_store(tmp_path)
     zeros, ones = np.zeros(10), np.ones(10)
-    run1 = make_report("r1", "2026-11-29T18:00:00Z", [full_row("a", zeros), skipped_row("b")])
+    run1 = make_report("r1", "2026-11-29T18:00:00Z", [acc_row("a", zeros), skipped_row("b")])
     out = publish_run(store, "r1", run1, {"a": zeros}, order=["a", "b"], run_id="run-1")
     assert set(out) == {"run_id", "report", "compare", "store"}
     assert out["run_id"] == "run-1" and out["store"] == store.uri
@@ -128,18 +128,18 @@ def test_publish_run_writes_items_run_report_and_compare(tmp_path):
     # a retried publish with the same run id and the same run is fine; another run is refused
     again = publish_run(store, "r1", run1, {"a": zeros}, order=["a", "b"], run_id="run-1")
     assert again["report"] == out["report"]
-    other = make_report("r1", "2026-11-29T18:00:00Z", [full_row("a", ones)])
+    other = make_report("r1", "2026-11-29T18:00:00Z", [acc_row("a", ones)])
     with pytest.raises(StoreExistsError):
         publish_run(store, "r1", other, {"a": ones}, run_id="run-1")
     # the next release is compared with the previous one, with the seed given
-    run2 = make_report("r2", "2026-11-30T18:00:00Z", [full_row("a", ones)])
+    run2 = make_report("r2", "2026-11-30T18:00:00Z", [acc_row("a", ones)])
     out2 = publish_run(store, "r2", run2, {"a": ones}, seed=7, run_id="run-1")
     cmp = out2["compare"]
     assert (cmp["previous"], cmp["current"], cmp["seed"]) == ("r1", "r2", 7)
     assert cmp["rows"][0]["verdict"] == "improved" and cmp["rows"][0]["p"] == 2 / 1024
     assert store.read_compare("r2") == cmp
     # an explicit previous; a new row lands where the manifest order puts it
-    run3 = make_report("r3", "2026-12-01T18:00:00Z", [full_row("a", ones)])
+    run3 = make_report("r3", "2026-12-01T18:00:00Z", [acc_row("a", ones)])
     out3 = publish_run(store, "r3", run3, {"a": ones}, run_id="run-1")
     assert out3["compare"]["seed"] == 0  # the default seed
     late = make_report("r3", "2026-12-01T19:00:00Z", [skipped_row("b")])
@@ -154,7 +154,7 @@ def test_publish_run_recompares_when_another_run_merged_meanwhile(tmp_path, monk
     store = open_store(tmp_path)
     zeros, ones = np.zeros(10), np.ones(10)
     publish_run(
-        store, "r1", make_report("r1", "2026-11-29T18:00:00Z", [full_row("a", zeros)]), {"a": zeros}
+        store, "r1", make_report("r1", "2026-11-29T18:00:00Z", [acc_row("a", zeros)]), {"a": zeros}
     )
     written = []
     real = store.write_compare
@@ -164,17 +164,17 @@ def test_publish_run_recompares_when_another_run_merged_meanwhile(tmp_path, monk
         real(release, cmp)
         if len(written) == 1:  # another run of r2 merges its row right after our compare
             ref = store.write_items_ref("r2", "b", ones)
-            row = dict(full_row("b", ones), items=ref)
+            row = dict(acc_row("b", ones), items=ref)
             store.update_report("r2", lambda old: merge_report(old, dict(old, rows=[row])))
 
     monkeypatch.setattr(store, "write_compare", write_compare)
-    run2 = make_report("r2", "2026-11-30T18:00:00Z", [full_row("a", ones)])
+    run2 = make_report("r2", "2026-11-30T18:00:00Z", [acc_row("a", ones)])
     out = publish_run(store, "r2", run2, {"a": ones})
     assert written == [["a"], ["a", "b"]]  # recomputed once, on the report as it now is
     assert [r["name"] for r in out["compare"]["rows"]] == ["a", "b"]
     assert [r["name"] for r in store.read_compare("r2")["rows"]] == ["a", "b"]
     written.clear()
-    run3 = make_report("r3", "2026-12-01T18:00:00Z", [full_row("a", ones)])
+    run3 = make_report("r3", "2026-12-01T18:00:00Z", [acc_row("a", ones)])
     publish_run(store, "r3", run3, {"a": ones})
     assert len(written) == 1  # nobody merged in between: one comparison, written once
 
@@ -182,38 +182,12 @@ def test_publish_run_recompares_when_another_run_merged_meanwhile(tmp_path, monk
 N_WRITERS = 8
 
 
-def full_row(name: str, items: np.ndarray) -> dict:
-    """A schema-valid accuracy row whose value and n are its items' mean and length."""
-    return {
-        "name": name,
-        "family": "classifier",
-        "kind": "classifier",
-        "metric": "acc",
-        "value": float(items.mean()),
-        "lo": 0.0,
-        "hi": 1.0,
-        "interval": "wilson",
-        "n": int(items.size),
-        "status": "ok",
-        "error": None,
-        "reason": None,
-        "checkpoint_sha256": SHA,
-        "data_sha256": SHA,
-        "seconds": 0.1,
-        "items": f"items/{name}.npy",
-        "checkpoint": f"{name}/",
-        "data": "rows.tsv",
-        "options": {},
-        "details": None,
-    }
-
-
 def _rerun_one_entry(uri: str, i: int, barrier, env: dict) -> None:
     """One `--only e<i>` rerun in its own process: new scores, published at the same moment."""
     os.environ.update(env)
     store = open_store(uri)
     items = (np.random.default_rng(100 + i).random(20 + i) < 0.5).astype(np.float64)
-    run = make_report("r1", "2026-11-30T12:00:00Z", [full_row(f"e{i}", items)])
+    run = make_report("r1", "2026-11-30T12:00:00Z", [acc_row(f"e{i}", items)])
     order = [f"e{k}" for k in range(N_WRITERS)]
     barrier.wait()
     publish_run(store, "r1", run, {f"e{i}": items}, order=order)
@@ -225,7 +199,7 @@ def check_concurrent_reruns(uri: str, env: dict | None = None) -> Store:
     store = open_store(uri)
     order = [f"e{k}" for k in range(N_WRITERS)]
     first = {n: np.zeros(10) for n in order}  # the first run: every entry all wrong, n = 10
-    run = make_report("r1", "2026-11-29T18:00:00Z", [full_row(n, first[n]) for n in order])
+    run = make_report("r1", "2026-11-29T18:00:00Z", [acc_row(n, first[n]) for n in order])
     publish_run(store, "r1", run, first, order=order)
     ctx = mp.get_context("fork")
     barrier = ctx.Barrier(N_WRITERS)

@@ -21,38 +21,13 @@ import uuid
 
 import numpy as np
 import pytest
+from store_helpers import acc_row
 
 from tinyllm.publish import publish_run
 from tinyllm.store import StoreKeyError, open_store
 
 SHA = "ab" * 32
 PAGE = 4096
-
-
-def acc_row(name: str, items: np.ndarray) -> dict:
-    """A schema-valid accuracy row whose value and n are its items' mean and count."""
-    return {
-        "name": name,
-        "family": "classifier",
-        "kind": "classifier",
-        "metric": "acc",
-        "value": float(np.mean(items)),
-        "lo": 0.0,
-        "hi": 1.0,
-        "interval": "wilson",
-        "n": int(items.size),
-        "status": "ok",
-        "error": None,
-        "reason": None,
-        "checkpoint_sha256": SHA,
-        "data_sha256": SHA,
-        "seconds": 0.1,
-        "items": None,
-        "checkpoint": f"{name}/",
-        "data": "rows.tsv",
-        "options": {},
-        "details": None,
-    }
 
 
 def hits(seed: int, n: int = 60) -> np.ndarray:

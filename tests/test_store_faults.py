@@ -21,6 +21,7 @@ import uuid
 
 import numpy as np
 import pytest
+from store_helpers import acc_row
 
 import tinyllm.compare as cm
 import tinyllm.store as st
@@ -31,34 +32,6 @@ from tinyllm.stats import LN2
 from tinyllm.store import StoreError, StoreKeyError, open_store
 
 SHA = "ab" * 32
-
-
-def acc_row(name: str, items: np.ndarray, **kw) -> dict:
-    """A schema-valid accuracy row whose value and n are its items' mean and count."""
-    row = {
-        "name": name,
-        "family": "classifier",
-        "kind": "classifier",
-        "metric": "acc",
-        "value": float(np.mean(items)),
-        "lo": 0.0,
-        "hi": 1.0,
-        "interval": "wilson",
-        "n": int(items.size),
-        "status": "ok",
-        "error": None,
-        "reason": None,
-        "checkpoint_sha256": SHA,
-        "data_sha256": SHA,
-        "seconds": 0.1,
-        "items": f"items/{name}.npy",
-        "checkpoint": f"{name}/",
-        "data": "rows.tsv",
-        "options": {},
-        "details": None,
-    }
-    row.update(kw)
-    return row
 
 
 def bpb_row(name: str, nll: np.ndarray, **kw) -> dict:
