@@ -297,17 +297,6 @@ def test_a_publish_killed_before_any_local_write_leaves_old_or_complete_state(tm
 # --- S3: killed before each PutObject, or one PutObject refused -----------------------------------
 
 
-@pytest.fixture(scope="module")
-def moto_url():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 def s3_client(url: str):
     import boto3
 
@@ -320,11 +309,11 @@ def s3_client(url: str):
     )
 
 
-def test_an_s3_publish_killed_before_any_put_leaves_old_or_complete_state(moto_url):
+def test_an_s3_publish_killed_before_any_put_leaves_old_or_complete_state(moto_endpoint):
     states = []
     for n in range(1, 30):
         bucket = f"tl-kill-{uuid.uuid4().hex[:12]}"
-        client = s3_client(moto_url)
+        client = s3_client(moto_endpoint)
         client.create_bucket(Bucket=bucket)
         uri = f"s3://{bucket}/p"
         store = open_store(uri, client=client)
@@ -333,7 +322,7 @@ def test_an_s3_publish_killed_before_any_put_leaves_old_or_complete_state(moto_u
         hook_ref = [lambda: None]
 
         def action(uri=uri, hook_ref=hook_ref):
-            child = s3_client(moto_url)  # a client of the child's own, after the fork
+            child = s3_client(moto_endpoint)  # a client of the child's own, after the fork
             child.meta.events.register("before-call.s3.PutObject", lambda **kw: hook_ref[0]())
             publish(open_store(uri, client=child), "r2", 2, seed=10)
 
@@ -347,13 +336,13 @@ def test_an_s3_publish_killed_before_any_put_leaves_old_or_complete_state(moto_u
     assert states[-1] == "new" and states.count("old") >= 3, states
 
 
-def test_s3_refusing_one_put_leaves_old_or_complete_state_and_reports_that_failure(moto_url):
+def test_s3_refusing_one_put_leaves_old_or_complete_state_and_reports_that_failure(moto_endpoint):
     from botocore.exceptions import ClientError
 
     outcomes = []
     for n in range(1, 30):
         bucket = f"tl-fail-{uuid.uuid4().hex[:12]}"
-        client = s3_client(moto_url)
+        client = s3_client(moto_endpoint)
         client.create_bucket(Bucket=bucket)
         store = open_store(f"s3://{bucket}/p", client=client)
         publish(store, "r1", 1, seed=0)

@@ -9,18 +9,17 @@ objects on a moto S3 server reached with boto3.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
 import os
 import shutil
-import signal
 import stat
 import uuid
 
 import numpy as np
 import pytest
+from fs_helpers import within
 from store_helpers import acc_row
 
 import tinyllm.compare as cm
@@ -66,44 +65,17 @@ def publish(store, release: str, day: int, seed: int, **kw) -> dict:
     return publish_run(store, release, report(release, day, rows), items, **kw)
 
 
-@contextlib.contextmanager
-def deadline(seconds: int):
-    """Fail instead of hanging: SIGALRM interrupts a blocking open() or read()."""
-
-    def expired(signum, frame):
-        raise TimeoutError(f"still blocked after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-
-
 # --- S3: moto's server on 127.0.0.1, reached with boto3 (each test its own bucket) -------------
 
 
-@pytest.fixture(scope="module")
-def moto_url():
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.fixture
-def s3(moto_url):
+def s3(moto_endpoint):
     """``(client, uri)``: a boto3 client of the moto server and a store URI in a new bucket."""
     import boto3
 
     client = boto3.client(
         "s3",
-        endpoint_url=moto_url,
+        endpoint_url=moto_endpoint,
         region_name="us-east-1",
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
@@ -229,7 +201,7 @@ def test_a_fifo_a_device_or_a_folder_in_place_of_report_json_is_refused_at_once(
     (tmp_path / "releases/r3").mkdir()
     os.mknod(tmp_path / "releases/r3/report.json", stat.S_IFCHR | 0o600, os.makedev(1, 3))
     (tmp_path / "releases/r4/report.json").mkdir(parents=True)
-    with deadline(10):
+    with within(10):
         with pytest.raises(st.StoreUnreadableError) as ei:
             store.read_report("r2")
         assert str(ei.value) == f"{w}/r2/report.json: expected a regular file, got a FIFO"
@@ -380,7 +352,7 @@ def test_a_manifest_with_an_alias_bomb_in_an_unused_key_is_refused(tmp_path):
 def test_a_fifo_as_manifest_is_refused_at_once(tmp_path):
     path = tmp_path / "zoo.yaml"
     os.mkfifo(path)
-    with deadline(10), pytest.raises(ManifestError) as ei:
+    with within(10), pytest.raises(ManifestError) as ei:
         load_manifest(path)
     assert str(ei.value) == f"{path}: expected a regular file, got a FIFO"
 
