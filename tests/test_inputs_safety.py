@@ -10,15 +10,14 @@ folder with only ``pytorch_model.bin`` is refused and never unpickled.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import stat
 
 import numpy as np
 import pytest
 import torch
+from fs_helpers import within
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
@@ -30,22 +29,6 @@ from tinyllm.models import FAMILIES, gpt, hf
 from tinyllm.tokens import TokenFileError, read_header, read_tokens, write_tokens
 
 TEXT = b"The zoo's unit: eight bits per byte, exactly."
-
-
-@contextlib.contextmanager
-def _within(seconds: float):
-    """Fail with TimeoutError instead of hanging (a blocking open of a FIFO is interrupted)."""
-
-    def alarm(signum, frame):
-        raise TimeoutError(f"still blocked after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _special(kind: str, path) -> None:
@@ -145,7 +128,7 @@ def test_write_report_refuses_a_special_report_path_before_writing(tmp_path, kin
     out.mkdir()
     _special(kind, out / "report.json")
     report = zoo.run_zoo({"suite": "zoo", "entries": [entry]}, base_dir=tmp_path)
-    with _within(10), pytest.raises(safeio.UnsafePathError) as e:
+    with within(10), pytest.raises(safeio.UnsafePathError) as e:
         zoo.write_report(report, out / "report.json")
     want = f"report {out / 'report.json'}: expected a regular file or a new path, got {got}"
     assert str(e.value) == want
@@ -383,7 +366,7 @@ def test_a_special_token_file_says_what_it_is(tmp_path, kind, got):
     p = tmp_path / "val.tok"
     _special(kind, p)
     for read in (read_tokens, read_header):
-        with _within(10), pytest.raises(TokenFileError) as e:
+        with within(10), pytest.raises(TokenFileError) as e:
             read(p)
         assert str(e.value) == f"{p}: token file: expected a regular file, got {got}"
 
@@ -392,7 +375,7 @@ def test_a_special_token_file_says_what_it_is(tmp_path, kind, got):
 def test_a_special_data_file_is_an_error_row_saying_what_it_is(tmp_path, kind, got):
     entry = _uniform_bigram(tmp_path)
     _special(kind, tmp_path / "special.tok")
-    with _within(20):
+    with within(20):
         row = zoo.score_entry({**entry, "data": "special.tok"}, base_dir=tmp_path)
     assert row["status"] == "error"
     assert row["error"]["message"] == (
@@ -405,7 +388,7 @@ def test_a_special_data_file_is_an_error_row_saying_what_it_is(tmp_path, kind, g
 def test_a_special_checkpoint_is_an_error_row_saying_what_it_is(tmp_path, kind, got):
     entry = _uniform_bigram(tmp_path)
     _special(kind, tmp_path / "special.safetensors")
-    with _within(20):
+    with within(20):
         row = zoo.score_entry({**entry, "checkpoint": "special.safetensors"}, base_dir=tmp_path)
     assert row["error"]["message"] == (
         f"{tmp_path / 'special.safetensors'}: checkpoint: expected a folder or a regular file, "
@@ -419,10 +402,10 @@ def test_a_special_config_json_says_what_it_is(tmp_path, kind, got):
     cfg = tmp_path / "g" / "config.json"
     cfg.unlink()
     _special(kind, cfg)
-    with _within(10), pytest.raises(CheckpointError) as e:
+    with within(10), pytest.raises(CheckpointError) as e:
         zoo.read_config(tmp_path / "g")
     assert str(e.value) == f"{cfg}: expected a regular file, got {got}"
-    with _within(10), pytest.raises(CheckpointError, match=f"got {got}"):
+    with within(10), pytest.raises(CheckpointError, match=f"got {got}"):
         gpt.load(tmp_path / "g")
 
 
@@ -432,7 +415,7 @@ def test_special_weights_say_what_they_are(tmp_path, kind, got):
     w = tmp_path / "g" / "model.safetensors"
     w.unlink()
     _special(kind, w)
-    with _within(10), pytest.raises(CheckpointError) as e:
+    with within(10), pytest.raises(CheckpointError) as e:
         gpt.load(tmp_path / "g")
     assert str(e.value) == f"{w}: expected a regular file, got {got}"
 
@@ -442,7 +425,7 @@ def test_cli_eval_ppl_on_a_special_data_file_says_what_it_is(tmp_path, kind, got
     _tiny_gpt(tmp_path / "g")
     p = tmp_path / "val.tok"
     _special(kind, p)
-    with _within(30):
+    with within(30):
         r = CliRunner().invoke(
             app, ["eval", "ppl", "--model", str(tmp_path / "g"), "--data", str(p)]
         )
@@ -455,6 +438,6 @@ def test_cli_eval_ppl_on_a_special_data_file_says_what_it_is(tmp_path, kind, got
 def test_data_readers_refuse_special_files_at_once(tmp_path, kind, got, reader):
     p = tmp_path / "rows.jsonl"
     _special(kind, p)
-    with _within(10), pytest.raises(ValueError) as e:
+    with within(10), pytest.raises(ValueError) as e:
         getattr(data, reader)(p)
     assert str(e.value).endswith(f"expected a regular file, got {got}")

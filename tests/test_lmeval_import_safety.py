@@ -10,13 +10,12 @@ a config or data file is refused at once, saying what it is.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import stat
 
 import pytest
+from fs_helpers import chardev, within
 from typer.testing import CliRunner
 
 from tinyllm import lmeval_import
@@ -45,30 +44,6 @@ def _task(tmp_path, **keys) -> object:
     y = tmp_path / "task.yaml"
     y.write_text(json.dumps(cfg))  # JSON is YAML
     return y
-
-
-@contextlib.contextmanager
-def _within(seconds: float):
-    """Fail with TimeoutError instead of hanging (a blocking open of a FIFO is interrupted)."""
-
-    def alarm(signum, frame):
-        raise TimeoutError(f"still blocked after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
-def _chardev(path) -> None:
-    """A character device (major 1, minor 3: what /dev/null is) inside the test's folder."""
-    try:
-        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 3))
-    except PermissionError:
-        pytest.skip("making a character device needs root")
 
 
 # ---- item 1: templates are sandboxed -----------------------------------------------------------
@@ -219,7 +194,7 @@ def _special(kind: str, path, victim) -> None:
     elif kind == "symlink":
         os.symlink(victim, path)
     elif kind == "device":
-        _chardev(path)
+        chardev(path)
     else:
         path.mkdir()
 
@@ -258,7 +233,7 @@ def test_cli_refuses_a_fifo_out_with_exit_2(tmp_path):
     y = _task(tmp_path)
     out = tmp_path / "out.jsonl"
     os.mkfifo(out)
-    with _within(20):
+    with within(20):
         r = CliRunner().invoke(app, ["task", "import-lmeval", str(y), "--out", str(out)])
     assert r.exit_code == 2, r.output
     assert "expected a regular file or a new path, got a FIFO" in r.output
@@ -296,7 +271,7 @@ def test_a_special_data_file_is_refused_at_once(tmp_path, kind, got):
     data = tmp_path / "data.jsonl"
     data.unlink()
     _special(kind, data, None)
-    with _within(10), pytest.raises(TaskImportError) as e:
+    with within(10), pytest.raises(TaskImportError) as e:
         import_task(y, tmp_path / "out.jsonl")
     assert str(e.value) == f"data file {data}: expected a regular file, got {got}"
     assert not (tmp_path / "out.jsonl").exists()
@@ -305,7 +280,7 @@ def test_a_special_data_file_is_refused_at_once(tmp_path, kind, got):
 def test_a_fifo_task_config_is_refused_at_once(tmp_path):
     y = tmp_path / "task.yaml"
     os.mkfifo(y)
-    with _within(10), pytest.raises(TaskImportError) as e:
+    with within(10), pytest.raises(TaskImportError) as e:
         convert(y)
     assert str(e.value) == f"task config {y}: expected a regular file, got a FIFO"
     with pytest.raises(TaskImportError, match="task config not found"):

@@ -8,13 +8,10 @@ import threading
 
 import pytest
 import yaml
+from fs_helpers import chardev
 
 from tinyllm import safeio
 from tinyllm.safeio import UnsafePathError
-
-
-def _chardev(p):
-    os.mknod(p, stat.S_IFCHR | 0o600, os.makedev(1, 3))  # the null device's numbers, in tmp_path
 
 
 def _bomb(levels: int, width: int = 9) -> str:
@@ -41,7 +38,7 @@ def test_write_atomic_writes_a_regular_file_and_leaves_no_temp(tmp_path):
     [
         (lambda p: os.symlink(p.parent / "victim", p), "a symbolic link"),
         (lambda p: os.mkfifo(p), "a FIFO"),
-        (_chardev, "a character device"),
+        (chardev, "a character device"),
         (lambda p: p.mkdir(), "a folder"),
     ],
 )
@@ -160,7 +157,7 @@ def test_read_regular_refuses_a_fifo_at_once(tmp_path):
 
 
 def test_read_regular_refuses_devices_and_folders(tmp_path):
-    _chardev(tmp_path / "zero")
+    chardev(tmp_path / "zero")
     with pytest.raises(UnsafePathError, match="expected a regular file, got a character device"):
         safeio.read_regular(tmp_path / "zero", max_bytes=100)
     with pytest.raises(UnsafePathError, match="expected a regular file, got a folder"):
