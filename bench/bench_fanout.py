@@ -21,7 +21,7 @@ What is timed (wall clock, one flow run each, against a standing Prefect server 
   (fitted through the two sizes); the c at which Dask(2) and the threads take the same time.
 
 4 runs at once: 4 `tinyllm eval --suite zoo --release R` processes started together against
-one server (the 24 cheap entries each), on SQLite and then on PostgreSQL (tinyllm.pgserver):
+one server (the 24 cheap entries each), on SQLite and then on PostgreSQL (tinyllm_suite.pgserver):
 the wall time until all 4 are done, their exit statuses, and how often "database is locked"
 appears in their output and the server's log.
 """
@@ -50,7 +50,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from tinyllm import pgserver  # noqa: E402
+from tinyllm_suite import pgserver  # noqa: E402
 from tinyllm.models import bigram, gpt, ngram  # noqa: E402
 from tinyllm.tokens import write_tokens  # noqa: E402
 
@@ -113,7 +113,7 @@ def timed_flow(flow, manifest: str, store: Path, cache: Path) -> tuple[float, li
 def runner_table(base: Path, zoos: dict) -> tuple[list[dict], float]:
     from distributed import LocalCluster
 
-    from flows.eval_suite import configured_suite
+    from tinyllm_suite.eval_suite import configured_suite
 
     results = []
     k = 0

@@ -412,7 +412,7 @@ def test_every_eval_suite_run_publishes_the_dashboard_and_links_it(
     import yaml
     from prefect.artifacts import Artifact
 
-    from flows.eval_suite import COMPARE_ARTIFACT, eval_suite, md_link
+    from tinyllm_suite.eval_suite import COMPARE_ARTIFACT, eval_suite, md_link
     from tinyllm.models import bigram
     from tinyllm.tokens import write_tokens
 

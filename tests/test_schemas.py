@@ -127,7 +127,7 @@ def test_an_installed_wheel_ships_the_schemas_and_validates(tmp_path):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("tinyllm", "flows", "tasks"):
+    for name in ("tinyllm", "tinyllm_suite", "flows"):
         shutil.copytree(ROOT / name, src / name, ignore=ignore)
     wheels = tmp_path / "wheels"
     build = subprocess.run(
@@ -141,6 +141,8 @@ def test_an_installed_wheel_ships_the_schemas_and_validates(tmp_path):
     (wheel,) = wheels.glob("tinyllm-*.whl")
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
+        tops = {n.split("/")[0] for n in names if not n.startswith("tinyllm-")}
+        assert tops == {"tinyllm", "tinyllm_suite"}, tops  # no bare flows/ or tasks/ packages
         assert set(SCHEMA_FILES) <= names, sorted(n for n in names if "schema" in n)
         for f in SCHEMA_FILES:  # byte for byte the files of the source tree
             assert z.read(f) == (ROOT / f).read_bytes(), f

@@ -59,7 +59,7 @@ def version() -> None:
 @app.command()
 def demo() -> None:
     """The main job on the embedded defaults (what `make demo` runs)."""
-    from tinyllm.demo import run_demo
+    from tinyllm_suite.demo import run_demo
 
     raise typer.Exit(run_demo(console))
 
@@ -678,13 +678,13 @@ def _run_suite_flow(
 ) -> None:
     """`tinyllm eval --suite zoo --release R`: the EvalSuite flow, then its table and comparison.
 
-    The flow reports to the same Prefect server as `make demo` (:func:`tinyllm.demo.choose_server`:
+    The flow reports to the same Prefect server as `make demo` (:func:`tinyllm_suite.demo.choose_server`:
     the one PREFECT_API_URL names, else the local server, started if none answers).
     """
     import json
 
     from tinyllm.compare import compare_table
-    from tinyllm.demo import choose_server
+    from tinyllm_suite.demo import choose_server
     from tinyllm.report import Report
 
     err = Console(stderr=True, quiet=quiet)
@@ -695,7 +695,7 @@ def _run_suite_flow(
         temporary_settings,
     )
 
-    from flows.eval_suite import configured_suite, ensure_crash_detection
+    from tinyllm_suite.eval_suite import configured_suite, ensure_crash_detection
 
     suite_flow = configured_suite(*runner)  # threads, or Dask (--dask-address / --workers)
 
@@ -1126,7 +1126,7 @@ def server_start_cmd(
 ) -> None:
     """Start PostgreSQL (under $PREFECT_HOME/pg) and a Prefect server on it; `server stop` (or
     `make stop`) stops both. Prints the PREFECT_API_URL for workers and flow runs."""
-    from tinyllm import pgserver
+    from tinyllm_suite import pgserver
 
     s = pgserver.start(db=db, port=port, pg_port=pg_port or None)
     where = f"PostgreSQL {s.pg_dir} on 127.0.0.1:{s.pg_port}" if s.db == "postgres" else "SQLite"
@@ -1138,7 +1138,7 @@ def server_start_cmd(
 def server_stop_cmd() -> None:
     """Stop the Prefect server and the PostgreSQL cluster `server start` started (quiet when
     nothing runs)."""
-    from tinyllm import pgserver
+    from tinyllm_suite import pgserver
 
     for what in pgserver.stop():
         console.print(f"stopped {what}", highlight=False)

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tinyllm import pgserver
+from tinyllm_suite import pgserver
 from tinyllm.models import bigram, ngram
 from tinyllm.tokens import write_tokens
 

@@ -19,7 +19,7 @@ import yaml
 from markdown_it import MarkdownIt
 from standing import ENTRIES, build_zoo
 
-from flows.eval_suite import COMPARE_ARTIFACT, ROWS_ARTIFACT, eval_suite
+from tinyllm_suite.eval_suite import COMPARE_ARTIFACT, ROWS_ARTIFACT, eval_suite
 
 HOSTILE = (
     'ev<a href="http://evil.example/a">click</a><img src="http://evil.example/i.png">'

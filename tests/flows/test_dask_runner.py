@@ -14,7 +14,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect_dask import DaskTaskRunner
 from standing import build_zoo, strip
 
-from flows.eval_suite import configured_suite, eval_suite, make_task_runner
+from tinyllm_suite.eval_suite import configured_suite, eval_suite, make_task_runner
 
 
 class KillInLoad(WorkerPlugin):

@@ -153,7 +153,7 @@ def test_nightly_runs_on_two_days_are_two_releases_the_second_compared_with_the_
 
 
 def test_a_release_template_with_another_field_is_refused_before_scoring(tmp_path):
-    from flows.eval_suite import eval_suite
+    from tinyllm_suite.eval_suite import eval_suite
 
     manifest = build_zoo(tmp_path / "zoo")
     for bad in ("nightly-{hostname}", "nightly-{date:%Y}", "nightly-{"):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from flows.eval_suite import eval_suite
+from tinyllm_suite.eval_suite import eval_suite
 from tinyllm.eval import zoo
 from tinyllm.models import bigram, ngram
 from tinyllm.store import open_store
@@ -270,7 +270,7 @@ def test_cli_release_runs_the_flow_and_only_reruns_one_entry(zoo_dir, tmp_path):
 def test_retry_condition_retries_transient_failures_only():
     from prefect.states import Failed
 
-    from tasks.eval_tasks import is_transient_state
+    from tinyllm_suite.eval_tasks import is_transient_state
 
     def failed(exc):
         return Failed(data=exc, message=str(exc))

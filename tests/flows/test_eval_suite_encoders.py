@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from flows.eval_suite import eval_suite
+from tinyllm_suite.eval_suite import eval_suite
 from tinyllm.data import Row, write_rows
 from tinyllm.eval import zoo
 from tinyllm.models import bert, classifier, electra

@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from flows.eval_suite import eval_suite
+from tinyllm_suite.eval_suite import eval_suite
 from tinyllm import stats
 from tinyllm.eval import zoo
 from tinyllm.models import copy_baseline, seq2seq

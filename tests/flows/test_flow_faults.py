@@ -79,7 +79,7 @@ def test_a_flow_run_whose_output_reader_goes_away_still_publishes(tmp_path):
 def test_a_lost_stream_drops_output_instead_of_raising(tmp_path):
     """The mechanism: _LossyStream in front of a pipe whose reader is gone never raises, and
     points the descriptor at /dev/null so later writes (and the final flush) succeed too."""
-    from flows.eval_suite import _LossyStream
+    from tinyllm_suite.eval_suite import _LossyStream
 
     r, w = os.pipe()
     os.close(r)
@@ -136,7 +136,7 @@ def test_a_run_with_slow_engine_heartbeats_sends_its_own(tmp_path):
     The period itself was measured by hand (deployments/README.md)."""
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    from flows.eval_suite import eval_suite
+    from tinyllm_suite.eval_suite import eval_suite
 
     manifest = build_zoo(tmp_path / "zoo")
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 180}):
@@ -174,8 +174,8 @@ async def _orphan_attempt(manifest: str, store: str):
     from prefect.client.orchestration import get_client
     from prefect.states import Crashed, Pending, Running
 
-    from flows.eval_suite import eval_suite
-    from tasks.eval_tasks import score_entry_task
+    from tinyllm_suite.eval_suite import eval_suite
+    from tinyllm_suite.eval_tasks import score_entry_task
 
     async with get_client() as client:
         run = await client.create_flow_run(

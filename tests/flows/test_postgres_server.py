@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from standing import BIN, ROOT, build_zoo, client_env, pg_server, server_cli_env, strip
 
-from tinyllm import pgserver
+from tinyllm_suite import pgserver
 
 pytestmark = pytest.mark.skipif(
     pgserver.pg_available() is not None,

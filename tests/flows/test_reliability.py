@@ -2,11 +2,11 @@
 (issue 12, items 5 and 6). They share one server (module fixture): about 1.5 minutes in all.
 
 * item 6: `tinyllm eval --suite zoo --release R` with no PREFECT_API_URL uses
-  tinyllm.demo.choose_server: it starts the project's server (PREFECT_HOME, 60 s start-up
+  tinyllm_suite.demo.choose_server: it starts the project's server (PREFECT_HOME, 60 s start-up
   timeout), the run shows up in that server, nothing is written to ~/.prefect, and the next
   command finds the running server instead of starting another;
 * item 5: a flow run killed with SIGKILL ends up Crashed, through Prefect's flow-run heartbeats
-  and the crash-detection automation (flows.eval_suite.ensure_crash_detection).
+  and the crash-detection automation (tinyllm_suite.eval_suite.ensure_crash_detection).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tinyllm import pgserver
+from tinyllm_suite import pgserver
 from tinyllm.models import bigram
 from tinyllm.tokens import write_tokens
 
@@ -99,7 +99,7 @@ def test_cli_flow_mode_starts_and_then_reuses_the_project_server(project):
     assert [r["state"]["type"] for r in runs] == ["COMPLETED"]  # in the UI make demo shows
     # the next command finds the running server instead of starting another one
     res = subprocess.run(
-        [sys.executable, "-c", "from rich.console import Console; from tinyllm.demo import "
+        [sys.executable, "-c", "from rich.console import Console; from tinyllm_suite.demo import "
          "choose_server; print(choose_server(Console(stderr=True)))"],
         cwd=tmp, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
@@ -124,7 +124,7 @@ sleeper("{tag}")
 def test_a_run_killed_with_sigkill_ends_up_crashed(project):
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.eval_suite import ensure_crash_detection
+    from tinyllm_suite.eval_suite import ensure_crash_detection
 
     tmp, port, env = project
     api = f"http://127.0.0.1:{port}/api"

@@ -4,7 +4,7 @@ port it had (item 12): a pid file left by a reboot, or naming a pid some other p
 never gets that process killed.
 
 The "other process" is a `sleep 60` this test starts in its own process group (as the server
-is); the real server is a Prefect server on SQLite started by tinyllm.pgserver.start.
+is); the real server is a Prefect server on SQLite started by tinyllm_suite.pgserver.start.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyllm import pgserver
+from tinyllm_suite import pgserver
 
 ROOT = Path(__file__).resolve().parents[2]
 TINYLLM = str(Path(sys.executable).with_name("tinyllm"))

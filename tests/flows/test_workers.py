@@ -25,7 +25,7 @@ from standing import (
     server_cli_env,
 )
 
-from tinyllm import pgserver
+from tinyllm_suite import pgserver
 
 pytestmark = pytest.mark.skipif(
     pgserver.pg_available() is not None,

@@ -230,7 +230,7 @@ class PgCluster:
         if self.fast:
             conf += ["fsync = off", "synchronous_commit = off", "full_page_writes = off"]
         with open(self.datadir / "postgresql.conf", "a", encoding="utf-8") as f:
-            f.write("\n# tinyllm.pgserver\n" + "\n".join(conf) + "\n")
+            f.write("\n# tinyllm_suite.pgserver\n" + "\n".join(conf) + "\n")
 
     def _check_reachable(self) -> None:
         """As root: the postgres user must be able to walk down to ``datadir``."""
@@ -270,13 +270,13 @@ class PgCluster:
         from tinyllm.safeio import write_atomic
 
         write_atomic(
-            self.port_conf, f"# tinyllm.pgserver: the cluster's port\nport = {port}\n".encode()
+            self.port_conf, f"# tinyllm_suite.pgserver: the cluster's port\nport = {port}\n".encode()
         )
         conf = self.datadir / "postgresql.conf"
         include = f"include_if_exists = '{PORT_CONF}'"
         if include not in conf.read_text(encoding="utf-8"):
             with open(conf, "a", encoding="utf-8") as f:
-                f.write(f"\n# tinyllm.pgserver: the port\n{include}\n")
+                f.write(f"\n# tinyllm_suite.pgserver: the port\n{include}\n")
 
     def _lock(self) -> tuple[int, int | None] | None:
         """``(pid, port)`` from ``postmaster.pid`` (None when there is no readable lock file)."""

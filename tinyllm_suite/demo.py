@@ -62,7 +62,7 @@ def ensure_server(
 ) -> str:
     """Return the API address of a running local Prefect server, starting one in the background
     if none answers. Its database, log (``server.log``), pid (``server.pid``) and identity
-    (``server.json``: pid, start time, command line, see :func:`tinyllm.pgserver.stop`) are
+    (``server.json``: pid, start time, command line, see :func:`tinyllm_suite.pgserver.stop`) are
     under :func:`prefect_home`; it outlives this process (``make stop`` stops it)."""
     api_url = api_url or local_api_url()
     if _healthy(api_url):
@@ -86,7 +86,7 @@ def ensure_server(
         start_new_session=True,  # outlives `make demo`, so the UI stays up
     )
     # server.pid and server.json (its start time and command line): what `make stop` may stop
-    from tinyllm.pgserver import Server, record_server
+    from tinyllm_suite.pgserver import Server, record_server
 
     record_server(Server(api_url, proc.pid, "sqlite", home))
     console.print(f"starting a Prefect server (pid {proc.pid}, log {home / 'server.log'}) ...")

@@ -1,0 +1,674 @@
+"""The EvalSuite flow: one retried task per manifest entry, a report in the store, a comparison.
+
+::
+
+    eval_suite(manifest, release, store="./evalstore", only=None, previous=None, seed=0)
+      release = the name, or a template of the run's scheduled start: "nightly-{scheduled_time}"
+      entries = the manifest, validated (a bad manifest fails before anything runs)
+      futures = score_entry_task.map(entries)   # retries transient failures, cached by content
+      rows    = [row, or an error row for a task that failed after its retries]
+      publish = write the run + merged release report + per-item scores, compare with previous
+      artifacts: a table of the rows, a markdown summary of the comparison (fixed keys), every
+                 user-derived string in them escaped (the UI renders both as markdown)
+
+While it runs, the flow run sends heartbeats at least every ``tinyllm_suite.demo.HEARTBEAT_S`` seconds
+(whatever the worker's ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY``), so the crash detection
+(:func:`ensure_crash_detection`) never marks a healthy run Crashed; a reader of its stdout or
+stderr that goes away (a killed worker) never ends it; task runs an earlier, killed attempt of
+the same flow run left unfinished are set Crashed when it is retried.
+
+Run it directly (``python flows/eval_suite.py --help``), through ``tinyllm eval --suite zoo
+--release R`` or as the ``release-eval`` deployment in prefect.yaml.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tinyllm_suite.demo import HEARTBEAT_S, ZOMBIE_AFTER_S  # no prefect import there
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # before prefect is imported
+# `python flows/eval_suite.py`: heartbeats the crash detection can rely on (a worker's runs get
+# it from prefect.yaml's job variables; the flow sends its own when it is slower, see _heartbeats)
+os.environ.setdefault("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", str(HEARTBEAT_S))
+
+import contextlib
+import contextvars
+import io
+import logging
+import re
+import string
+import sys
+import threading
+import time
+import urllib.parse
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from prefect import flow, get_run_logger, task, unmapped
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.futures import wait
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from tinyllm_suite.eval_tasks import (
+    RETRY_DELAYS,
+    cache_storage,
+    is_transient_state,
+    publish_dashboard_task,
+    score_entry_task,
+)
+from tinyllm.compare import compare_markdown
+from tinyllm.eval import zoo
+from tinyllm.publish import check_publish_args, publish_run
+from tinyllm.report import NAME_PATTERN, Manifest, ManifestError, load_manifest
+from tinyllm.store import new_run_id, open_store
+
+ROWS_ARTIFACT = "eval-suite-rows"
+COMPARE_ARTIFACT = "eval-suite-compare"
+
+
+# ---- markdown artifacts: user-derived text is text -----------------------------------------------
+
+# The Prefect UI renders a markdown artifact, an artifact's description and every string cell of
+# a table artifact as GitHub-flavoured markdown, raw HTML included (it strips scripts, not links
+# or images). Each character that can start HTML, a link, an image, a code span, emphasis or a
+# table cell becomes its numeric character reference (shown as the character itself); ':' and
+# '@' too, and the '.' of "www.", so that no bare URL or e-mail address is autolinked.
+_MD_REFS = {ord(c): f"&#{ord(c)};" for c in "&<>\"'[]()!`|*_~\\:@#"}
+_MD_REFS.update({ord("\n"): " ", ord("\r"): " ", ord("\t"): " "})  # one line: a table stays a table
+_WWW = re.compile(r"(www)\.", re.IGNORECASE)
+
+
+def md_text(value: Any) -> str:
+    """``value`` as markdown that renders as exactly its text: no HTML element, no link, no image,
+    no autolinked URL (error messages and paths come from users: a checkpoint path may hold
+    ``<a href=...>`` or ``[x](http://...)``)."""
+    return _WWW.sub(r"\1&#46;", str(value).translate(_MD_REFS))
+
+
+def md_link(url: str) -> str:
+    """A markdown link to one of our own addresses (the dashboard's ``file://`` or ``s3://``
+    URI): the text escaped, the target percent-encoded (a path holding ``)`` or ``<`` cannot end
+    the link or start an element)."""
+    return f"[{md_text(url)}]({urllib.parse.quote(url, safe=':/%')})"
+
+
+def _md_safe_comparison(cmp: dict) -> dict:
+    """A copy of a comparison whose free-text fields (reasons: error messages, paths; release
+    names) are :func:`md_text`, for :func:`tinyllm.compare.compare_markdown`, which inserts them
+    as they are. Entry names go into code spans there, where references would show as typed:
+    they are kept when they are plain names (the manifest's pattern), escaped otherwise."""
+    rows = []
+    for r in cmp["rows"]:
+        r = dict(r)
+        if r.get("reason") is not None:
+            r["reason"] = md_text(r["reason"])
+        if not re.fullmatch(NAME_PATTERN, str(r.get("name", ""))):
+            r["name"] = md_text(r["name"])
+        rows.append(r)
+    return {
+        **cmp,
+        "rows": rows,
+        "current": md_text(cmp["current"]),
+        "previous": md_text(cmp["previous"]),
+    }
+
+
+# ---- release names of scheduled runs ---------------------------------------------------------------
+
+RELEASE_FIELDS = ("date", "time", "scheduled_time")
+
+
+def resolve_release(release: str, scheduled: datetime | None = None) -> str:
+    """The release name: ``release`` itself, or ``release`` with its fields filled in from the
+    flow run's scheduled start time ``scheduled`` (UTC; default: the current flow run's):
+
+    - ``{date}``: ``20250101``; ``{time}``: ``030000``; ``{scheduled_time}``: ``20250101-030000``.
+
+    prefect.yaml's nightly deployment writes ``nightly-{scheduled_time}``: every night its own
+    release, compared with the night before; a manual run of the deployment gets the time it
+    was started. A retry of a flow run keeps its scheduled start, so its release. Anything else
+    in braces is refused.
+    """
+    if "{" not in release and "}" not in release:
+        return release
+    try:
+        parts = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(release)]
+    except ValueError as e:  # a lone '{' or '}'
+        raise ValueError(f"release: expected a name or a template, got {release!r} ({e})") from None
+    if any(f is not None and (f not in RELEASE_FIELDS or spec or conv) for f, spec, conv in parts):
+        raise ValueError(
+            f"release: expected a name or a template of the fields "
+            f"{', '.join('{' + f + '}' for f in RELEASE_FIELDS)}, got {release!r}"
+        )
+    if scheduled is None:
+        from prefect.runtime import flow_run
+
+        scheduled = flow_run.scheduled_start_time
+    at = scheduled.astimezone(UTC)
+    return release.format(
+        date=at.strftime("%Y%m%d"),
+        time=at.strftime("%H%M%S"),
+        scheduled_time=at.strftime("%Y%m%d-%H%M%S"),
+    )
+
+
+def _flow_run_name() -> str:
+    """``eval-<release>``, the release resolved as the flow resolves it."""
+    from prefect.runtime import flow_run
+
+    release = str(flow_run.parameters.get("release", ""))
+    try:
+        return f"eval-{resolve_release(release)}"
+    except ValueError:  # the flow itself reports it
+        return f"eval-{release}"
+
+
+# ---- a flow run that outlives its reader and its worker's settings -------------------------------
+
+
+class _LossyStream(io.TextIOBase):
+    """The process's stdout or stderr, whose writes never raise: once the other end is gone (the
+    worker reading the pipe was killed: EPIPE) the file descriptor is pointed at /dev/null and
+    output is dropped, so a log line or a print never ends a flow run (rich, under Prefect's
+    console log handler, raises SystemExit on a broken pipe)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.lost = False
+
+    def _lose(self, exc: BaseException) -> None:
+        self.lost = True
+        if isinstance(exc, BrokenPipeError):
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self._inner.fileno())  # C-level writes and the final flush too
+                os.close(devnull)
+
+    def write(self, text: str) -> int:
+        if not self.lost:
+            try:
+                self._inner.write(text)
+            except (OSError, ValueError) as e:
+                self._lose(e)
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self.lost:
+            try:
+                self._inner.flush()
+            except (OSError, ValueError) as e:
+                self._lose(e)
+
+    def isatty(self) -> bool:
+        try:
+            return self._inner.isatty()
+        except (OSError, ValueError):
+            return False
+
+    def fileno(self) -> int:
+        return self._inner.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._inner, "encoding", None) or "utf-8"
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self._inner, "errors", None)
+
+    @property
+    def buffer(self) -> Any:
+        return self._inner.buffer
+
+
+_LOSSY: dict[int, _LossyStream] = {}
+
+
+def guard_output_streams() -> None:
+    """Put a :class:`_LossyStream` in front of the process's own stdout and stderr: as
+    ``sys.stdout`` / ``sys.stderr`` and in every logging handler that writes to them (Prefect's
+    console handler writes through a rich Console holding the stream it was created with).
+    Other streams (a test's capture, a file) are left as they are. Idempotent."""
+    real = [s for s in (sys.__stdout__, sys.__stderr__) if s is not None]
+
+    def lossy(stream: Any) -> Any:
+        if not any(stream is r for r in real):
+            return stream
+        return _LOSSY.setdefault(id(stream), _LossyStream(stream))
+
+    sys.stdout, sys.stderr = lossy(sys.stdout), lossy(sys.stderr)
+    loggers = [logging.getLogger(), *logging.root.manager.loggerDict.values()]
+    for lg in loggers:
+        for h in getattr(lg, "handlers", ()):
+            if isinstance(h, logging.StreamHandler) and lossy(h.stream) is not h.stream:
+                h.stream = lossy(h.stream)  # not setStream: it flushes the old stream
+            console = getattr(h, "console", None)  # a rich Console
+            file = getattr(console, "file", None)
+            if file is not None and lossy(file) is not file:
+                console.file = lossy(file)
+
+
+guard_output_streams()  # a deployment's flow run: the engine loads this module before it logs
+
+
+@contextlib.contextmanager
+def _heartbeats(logger: Any, every_s: int = HEARTBEAT_S):
+    """Heartbeats of this flow run at least every ``every_s`` seconds while the block runs.
+
+    Prefect's engine sends them every ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` seconds (default 180);
+    the crash detection expects one within :data:`tinyllm_suite.demo.ZOMBIE_AFTER_S` (90). When the
+    engine's period is longer (a worker or a `prefect flow-run retry` without the setting), this
+    sends the same ``prefect.flow-run.heartbeat`` event from a thread, so a healthy run is never
+    marked Crashed. Nothing is added when the engine's period is short enough.
+    """
+    import prefect
+    from prefect.context import FlowRunContext
+    from prefect.events import emit_event
+    from prefect.settings import get_current_settings
+
+    engine_s = get_current_settings().flows.heartbeat_frequency
+    ctx = FlowRunContext.get()
+    if ctx is None or ctx.flow_run is None or (engine_s is not None and engine_s <= every_s):
+        yield
+        return
+    run = ctx.flow_run
+    resource = {
+        "prefect.resource.id": f"prefect.flow-run.{run.id}",
+        "prefect.resource.name": run.name or "",
+        "prefect.version": prefect.__version__,
+    }
+    related = [
+        {
+            "prefect.resource.id": f"prefect.flow.{run.flow_id}",
+            "prefect.resource.role": "flow",
+            "prefect.resource.name": ctx.flow.name if ctx.flow else "",
+        }
+    ]
+    logger.warning(
+        "flow-run heartbeats every %s s (PREFECT_FLOWS_HEARTBEAT_FREQUENCY) are too few for the "
+        "crash detection (%d s without one): this run also sends one every %d s",
+        engine_s,
+        ZOMBIE_AFTER_S,
+        every_s,
+    )
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            with contextlib.suppress(Exception):  # a lost heartbeat is retried next period
+                emit_event(event="prefect.flow-run.heartbeat", resource=resource, related=related)
+            if stop.wait(every_s):
+                return
+
+    thread = threading.Thread(
+        target=contextvars.copy_context().run, args=(beat,), daemon=True, name="tinyllm-heartbeat"
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+_UNFINISHED = ("SCHEDULED", "PENDING", "RUNNING", "PAUSED", "CANCELLING")
+
+
+def crash_leftover_task_runs(logger: Any) -> int:
+    """Set Crashed the task runs of this flow run that are not final when it starts: an earlier
+    attempt (killed with its process, then retried with ``prefect flow-run retry``) left them
+    RUNNING, and each attempt makes new task runs, so nothing else would ever end them (the
+    flow run would end Completed above task runs RUNNING forever). Returns how many."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import (
+        TaskRunFilter,
+        TaskRunFilterFlowRunId,
+        TaskRunFilterState,
+        TaskRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.context import FlowRunContext
+    from prefect.states import Crashed
+
+    ctx = FlowRunContext.get()
+    if ctx is None or ctx.flow_run is None:
+        return 0
+    flt = TaskRunFilter(
+        flow_run_id=TaskRunFilterFlowRunId(any_=[ctx.flow_run.id]),
+        state=TaskRunFilterState(
+            type=TaskRunFilterStateType(any_=[StateType(t) for t in _UNFINISHED])
+        ),
+    )
+    done = 0
+    try:
+        with get_client(sync_client=True) as client:
+            while True:
+                left = client.read_task_runs(task_run_filter=flt, limit=200)
+                for tr in left:
+                    client.set_task_run_state(
+                        tr.id,
+                        Crashed(
+                            message=f"left {tr.state_type.value if tr.state_type else 'unfinished'}"
+                            f" by an earlier attempt of flow run {ctx.flow_run.name} that died; "
+                            f"attempt {ctx.flow_run.run_count} scores its entry again"
+                        ),
+                        force=True,
+                    )
+                done += len(left)
+                if len(left) < 200:
+                    break
+    except Exception as e:  # noqa: BLE001 - a stale task run must not stop the release
+        logger.warning("could not mark the task runs of an earlier attempt crashed: %s", e)
+    if done:
+        logger.warning("set %d task run(s) of an earlier attempt of this flow run Crashed", done)
+    return done
+
+
+def select_entries(manifest: Manifest, only: list[str] | None) -> list:
+    """The entries to score: all, or those named in ``only`` (unknown names are refused)."""
+    if not only:
+        return list(manifest.entries)
+    names = [e.name for e in manifest.entries]
+    unknown = [n for n in only if n not in names]
+    if unknown:
+        raise ManifestError(f"only: expected entry names from the manifest {names}, got {unknown}")
+    return [e for e in manifest.entries if e.name in set(only)]
+
+
+@task(
+    name="publish-release",
+    retries=2,
+    retry_delay_seconds=RETRY_DELAYS,
+    retry_condition_fn=is_transient_state,  # the score tasks' condition: transient errors only
+)
+def publish_release(
+    manifest: Manifest,
+    rows: list[dict],
+    items: dict[str, list[float]],
+    release: str,
+    store: str,
+    seed: int,
+    previous: str | None,
+    run_id: str | None = None,
+    created_at: str | None = None,
+) -> dict:
+    """Write the run's raw rows (never overwritten), the per-item scores (content-addressed),
+    the merged release report (compare-and-swap); then compare with the previous release.
+    Returns ``{run_id, report, compare, store}``. A retry after a transient store failure
+    rewrites the same items (same names) and a new run file; scores come from the cache."""
+    st = open_store(store)
+    arrays = {k: np.asarray(v, dtype=np.float64) for k, v in items.items()}
+    order = [e.name for e in manifest.entries]
+    run = zoo.build_run_report(manifest, rows, seed=seed, release=release, created_at=created_at)
+    return publish_run(
+        st, release, run, arrays, order=order, previous=previous, seed=seed, run_id=run_id
+    )
+
+
+CRASH_AUTOMATION = "tinyllm: crash flow runs that stop sending heartbeats"
+FLOW_NAME = "EvalSuite"
+
+
+def ensure_crash_detection(after_s: float | None = None) -> str:
+    """Make sure the server marks an EvalSuite flow run Crashed when its heartbeats stop; return
+    the automation's name.
+
+    Prefect 3's own mechanism (docs: "detect zombie flows"): a running flow run emits a
+    ``prefect.flow-run.heartbeat`` event every ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` seconds;
+    EvalSuite runs send one at least every tinyllm_suite.demo.HEARTBEAT_S (30) seconds whatever that
+    setting is (:func:`_heartbeats`). This proactive automation expects, after each heartbeat of
+    an EvalSuite run, another heartbeat or a terminal state within ``after_s`` seconds (default
+    tinyllm_suite.demo.ZOMBIE_AFTER_S, three missed heartbeats) and otherwise sets the run to CRASHED.
+    A run killed with SIGKILL, by the OOM killer or with its machine cannot report its own end;
+    without this it stays RUNNING forever. Runs of other flows on the same server are left
+    alone: their heartbeat period is not ours to know (Prefect's default, 180 s, is longer than
+    the window). Idempotent: an automation of the same name and trigger is kept, one with
+    another window or scope replaced.
+    """
+    from prefect.automations import Automation
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.actions import ChangeFlowRunState
+    from prefect.events.schemas.automations import EventTrigger, Posture
+    from prefect.events.schemas.events import ResourceSpecification
+
+    within = timedelta(seconds=after_s if after_s is not None else ZOMBIE_AFTER_S)
+    trigger = EventTrigger(
+        after={"prefect.flow-run.heartbeat"},
+        expect={
+            "prefect.flow-run.heartbeat",
+            "prefect.flow-run.Completed",
+            "prefect.flow-run.Failed",
+            "prefect.flow-run.Cancelled",
+            "prefect.flow-run.Crashed",
+        },
+        match=ResourceSpecification({"prefect.resource.id": ["prefect.flow-run.*"]}),
+        match_related=ResourceSpecification(
+            {"prefect.resource.role": "flow", "prefect.resource.name": FLOW_NAME}
+        ),
+        for_each={"prefect.resource.id"},
+        posture=Posture.Proactive,
+        threshold=1,
+        within=within,
+    )
+    try:
+        old = Automation.read(name=CRASH_AUTOMATION)
+    except ValueError:  # not found
+        old = None
+    if old is not None:
+        same = (
+            old.enabled
+            and old.trigger.within == within
+            and getattr(old.trigger, "match_related", None) == trigger.match_related
+        )
+        if same:
+            return CRASH_AUTOMATION
+        old.delete()
+    Automation(
+        name=CRASH_AUTOMATION,
+        description=f"{FLOW_NAME} flow runs that stop sending heartbeats (killed, OOM, machine "
+        "lost) are marked Crashed. See deployments/README.md.",
+        trigger=trigger,
+        actions=[
+            ChangeFlowRunState(
+                state=StateType.CRASHED,
+                message=f"No heartbeat for {within.total_seconds():.0f} s: the process running "
+                "this flow run died (SIGKILL, out of memory, machine lost).",
+            )
+        ],
+    ).create()
+    return CRASH_AUTOMATION
+
+
+def _artifact_rows(rows: list[dict]) -> list[dict]:
+    def fmt(x: Any) -> Any:
+        return None if x is None else round(float(x), 4)
+
+    return [
+        {
+            "name": r["name"] if re.fullmatch(NAME_PATTERN, r["name"]) else md_text(r["name"]),
+            "family": r["family"],
+            "metric": r["metric"],
+            "value": fmt(r["value"]),
+            "lo": fmt(r["lo"]),
+            "hi": fmt(r["hi"]),
+            "n": r["n"],
+            "status": r["status"],
+            "error": _md_or_none((r.get("error") or {}).get("message") or r.get("reason")),
+        }
+        for r in rows
+    ]
+
+
+def _md_or_none(value: Any) -> str | None:
+    return None if value is None else md_text(value)
+
+
+DASK_ADDRESS_ENV = "TINYLLM_DASK_ADDRESS"
+
+
+def make_task_runner(dask_address: str | None = None, workers: int | None = None):
+    """The fan-out's task runner; the flow is the same whichever is chosen.
+
+    - ``dask_address`` (``tcp://host:8786``, or ``$TINYLLM_DASK_ADDRESS`` when not given): the
+      tasks go to that Dask cluster (prefect-dask's ``DaskTaskRunner``); its workers must import
+      tinyllm and reach the same Prefect API and store;
+    - ``workers=N``: a local Dask cluster of N single-threaded worker processes, started for
+      the flow run and stopped after it (one big machine);
+    - neither: a pool of 2 threads in the flow's process (the default).
+
+    Dask runners need a standing Prefect server (``PREFECT_API_URL``): each worker process
+    reports its task runs to it.
+    """
+    address = dask_address or os.environ.get(DASK_ADDRESS_ENV) or None
+    if address is not None and workers is not None:
+        raise ValueError(
+            f"expected a Dask scheduler address or a number of local workers, got both "
+            f"({address!r} and workers={workers})"
+        )
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers: expected a number of Dask worker processes >= 1, got {workers}")
+    if address is None and workers is None:
+        return ThreadPoolTaskRunner(max_workers=2)
+    from prefect_dask import DaskTaskRunner
+
+    if address is not None:
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(
+        cluster_kwargs={
+            "n_workers": workers,
+            "threads_per_worker": 1,  # one entry at a time per process: torch uses one thread
+            "processes": True,
+            "dashboard_address": ":0",  # a free port: two clusters never collide
+        }
+    )
+
+
+@flow(
+    name=FLOW_NAME,
+    task_runner=make_task_runner(),  # threads, or $TINYLLM_DASK_ADDRESS's cluster
+    flow_run_name=_flow_run_name,  # eval-<release>, a template resolved
+    validate_parameters=True,
+)
+def eval_suite(
+    manifest: str,
+    release: str,
+    store: str = "./evalstore",
+    only: list[str] | None = None,
+    previous: str | None = None,
+    seed: int = 0,
+) -> dict:
+    """Score every entry of ``manifest`` (or only the named ones) as release ``release``.
+
+    ``release`` is a name or a template of the flow run's scheduled start (UTC): ``{date}``,
+    ``{time}``, ``{scheduled_time}`` (:func:`resolve_release`; prefect.yaml's nightly run writes
+    ``nightly-{scheduled_time}``). Returns ``{"run_id", "report", "compare", "store",
+    "dashboard"}`` (the report's ``release`` is the resolved name). An entry that fails becomes
+    an error row; the flow itself fails only on a bad manifest or a store it cannot write.
+    """
+    logger = get_run_logger()
+    guard_output_streams()  # handlers set up after this module was imported
+    release = resolve_release(release)
+    with _heartbeats(logger):
+        crash_leftover_task_runs(logger)
+        return _score_and_publish(logger, manifest, release, store, only, previous, seed)
+
+
+def _score_and_publish(logger, manifest, release, store, only, previous, seed) -> dict:
+    m = load_manifest(manifest)  # ManifestError before anything runs
+    entries = select_entries(m, only)
+    check_publish_args(store, release, previous)  # bad release / store / previous: before scoring
+    base_dir = str(Path(manifest).resolve().parent)
+    t0 = time.perf_counter()
+    scorer = score_entry_task.with_options(result_storage=cache_storage())
+    futures = scorer.map(
+        [e.model_dump(mode="json") for e in entries],
+        seed=unmapped(seed),
+        base_dir=unmapped(base_dir),
+    )
+    wait(futures)
+    rows: list[dict] = []
+    items: dict[str, list[float]] = {}
+    for entry, fut in zip(entries, futures, strict=True):
+        if not fut.state.is_final():  # the runner lost it (a Dask worker died on each attempt)
+            rows.append(zoo.error_row(entry, lost_task(fut)))
+            continue
+        result = fut.state.result(raise_on_failure=False)
+        if fut.state.is_completed() and isinstance(result, dict):
+            rows.append(result["row"])
+            if result["items"] is not None:
+                items[entry.name] = result["items"]
+        else:  # failed after its retries: an error row with the exception's type and message
+            exc = result if isinstance(result, BaseException) else RuntimeError(str(fut.state))
+            rows.append(zoo.error_row(entry, exc))
+    logger.info("scored %d entries in %.1f s", len(rows), time.perf_counter() - t0)
+    # fixed before the first attempt: a retried publish writes the very same run file
+    run_id = new_run_id()
+    created_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    out = publish_release(m, rows, items, release, store, seed, previous, run_id, created_at)
+    create_table_artifact(
+        key=ROWS_ARTIFACT,
+        table=_artifact_rows(out["report"]["rows"]),
+        description=f"EvalSuite release {md_text(release)}: rows of {md_text(out['store'])}",
+    )
+    md = (
+        compare_markdown(_md_safe_comparison(out["compare"]))
+        if out["compare"]
+        else f"Release `{release}`: no earlier release in {md_text(out['store'])} to compare with."
+    )
+    # the dashboard of the whole history, rebuilt into the store beside releases/; the release is
+    # already written, so a dashboard that cannot be built is reported, not a failed release
+    dash = publish_dashboard_task(store, return_state=True)
+    if dash.is_completed():
+        out["dashboard"] = dash.result()
+        md += f"\n\nDashboard of the run history: {md_link(out['dashboard'])}\n"
+    else:
+        out["dashboard"] = None
+        logger.error("dashboard not written: %s", dash.message)
+        md += f"\n\nDashboard not written: {md_text(dash.message)}\n"
+    create_markdown_artifact(
+        key=COMPARE_ARTIFACT, markdown=md, description=f"release {md_text(release)}"
+    )
+    return out
+
+
+def lost_task(fut) -> BaseException:
+    """The exception of a task run that never reached a final state because the process running
+    it died (Dask gives up with ``KilledWorker`` once ``distributed.scheduler.allowed-failures``
+    workers died running it). Its task run, left RUNNING by the dead process, is set CRASHED."""
+    from prefect import get_client
+    from prefect.states import Crashed
+
+    exc: BaseException = RuntimeError(f"task run {fut.task_run_id} never finished")
+    wrapped = getattr(fut, "wrapped_future", None)
+    if wrapped is not None:
+        try:
+            exc = wrapped.exception(timeout=30) or exc  # done: wait() saw it fail
+        except Exception as e:  # noqa: BLE001 - the runner's own error is the best message
+            exc = e
+    try:  # best effort: a killed process may not have reported the run at all (404)
+        with get_client(sync_client=True) as client:
+            client.set_task_run_state(fut.task_run_id, Crashed(message=str(exc)), force=True)
+    except Exception as e:  # noqa: BLE001 - the error row below is what matters
+        get_run_logger().warning("could not mark task run %s crashed: %s", fut.task_run_id, e)
+    return exc
+
+
+def configured_suite(dask_address: str | None = None, workers: int | None = None):
+    """The EvalSuite flow with the task runner :func:`make_task_runner` picks (same flow)."""
+    return eval_suite.with_options(task_runner=make_task_runner(dask_address, workers))
+
+
+if __name__ == "__main__":
+    import typer
+
+    typer.run(eval_suite)
