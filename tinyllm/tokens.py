@@ -18,12 +18,14 @@ non-negative, a chunk at a time. Writing goes through :func:`tinyllm.safeio.writ
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -293,3 +295,203 @@ def check_byte_range(seg: np.ndarray, who: str) -> np.ndarray:
             f"{who}: expected byte ids in 0..255, got values in {seg.min()}..{seg.max()}"
         )
     return seg
+
+
+# ---- text in: a UTF-8 text, tokenized, with the bytes each token covers (SPEC.md section 2) ----
+
+MAX_TEXT_BYTES = 1 << 30  # a text file is read whole; refuse one over 1 GiB rather than swap
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The UTF-8 text of the regular file ``path``, as it is (no newline or BOM handling).
+
+    Refused, naming the file: not a regular file (a FIFO or a device, never waited on), over
+    :data:`MAX_TEXT_BYTES`, or bytes that are not UTF-8 (with the offset of the first bad byte).
+    """
+    p = Path(path)
+    try:
+        f = open_regular(p, "text file")
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileNotFoundError(f"{p}: text file not found") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_TEXT_BYTES:
+            raise ValueError(f"{p}: expected a text of at most {MAX_TEXT_BYTES} bytes, got {size}")
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{p}: expected UTF-8 text, got an undecodable byte at offset {e.start}"
+        ) from None
+
+
+def is_token_file(path: str | os.PathLike) -> bool:
+    """Whether the regular file ``path`` starts with the token file magic ``TLTOKENS``
+    (formats/tokens-bin.md); anything else is read as UTF-8 text by the lm kind."""
+    with open_regular(path, "data file") as f:
+        return f.read(len(MAGIC)) == MAGIC
+
+
+@dataclass(frozen=True)
+class TextTokens:
+    """A UTF-8 text as the ids of one tokenizer, with the bytes each token covers.
+
+    * ``ids``: int64[n], the prefix token first when ``has_prefix``;
+    * ``starts``, ``ends``: int64[n], token i covers the UTF-8 bytes ``[starts[i], ends[i])``
+      of the text; the spans are contiguous and partition ``[0, n_text_bytes)`` (a prefix token
+      covers ``[0, 0)``, no bytes);
+    * ``tokenizer``: the tokenizer's identity, ``"byte"`` for :class:`ByteTokenizer`, else
+      ``"hf-sha256:<16 hex>"`` of its serialized ``tokenizer.json`` (equal strings: the same
+      tokenizer, so per-token NLLs of two models pair up).
+
+    The strided windows score tokens ``1 .. n-1`` (SPEC.md section 2), so bits per byte divides by
+    :attr:`n_scored_bytes` = ``sum(ends[1:] - starts[1:])``: the whole text with a prefix token,
+    the text less the bytes of token 0 without one.
+
+    Example: ``tokenize_text("hé", ByteTokenizer())`` has ids ``[104, 195, 169]``, spans
+    ``[0,1) [1,2) [2,3)`` and ``n_scored_bytes = 2``.
+    """
+
+    ids: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    n_text_bytes: int
+    has_prefix: bool
+    tokenizer: str
+
+    @property
+    def token_bytes(self) -> np.ndarray:
+        """int64[n]: the number of UTF-8 bytes each token covers (0 for a prefix token)."""
+        return self.ends - self.starts
+
+    @property
+    def n_scored_bytes(self) -> int:
+        """UTF-8 bytes covered by the scored tokens ``1 .. n-1``: the ``n_bytes`` of bpb."""
+        return int(self.n_text_bytes - (self.ends[0] - self.starts[0])) if self.ids.size else 0
+
+    def bytes_of(self, first: int, stop: int) -> int:
+        """UTF-8 bytes covered by tokens ``first .. stop-1`` (a window's scored tokens)."""
+        return int(self.token_bytes[first:stop].sum())
+
+
+# GPT-2's byte <-> printable character table of byte-level BPE (tokenizers' ByteLevel): the
+# printable Latin-1 bytes stand for themselves, the other 68 bytes for U+0100 upwards, in order.
+_PRINTABLE = [*range(33, 127), *range(161, 173), *range(174, 256)]
+_BYTE_OF_CHAR = {chr(b): b for b in _PRINTABLE} | {
+    chr(256 + i): b for i, b in enumerate(b for b in range(256) if b not in set(_PRINTABLE))
+}
+
+
+def _is_byte_level(tok: Any) -> bool:
+    """Whether an HF fast tokenizer decodes with tokenizers' ByteLevel decoder, alone or in a
+    Sequence (GPT-2, Llama 3, Qwen2, SmolLM2, the zoo's BPE): each token's string then spells its
+    exact bytes."""
+    dec = json.loads(tok.backend_tokenizer.to_str()).get("decoder") or {}
+    kinds = [dec.get("type")] + [d.get("type") for d in dec.get("decoders") or []]
+    return "ByteLevel" in kinds
+
+
+def _byte_level_lengths(tok: Any, ids: list[int], raw: bytes) -> np.ndarray | None:
+    """Each token's byte count from its byte-level string, or None unless the tokens spell
+    ``raw`` exactly (an added token, a normalizer that changed the text)."""
+    pieces = tok.convert_ids_to_tokens(ids)
+    out, parts = np.empty(len(ids), dtype=np.int64), []
+    for i, piece in enumerate(pieces):
+        try:
+            b = bytes(_BYTE_OF_CHAR[c] for c in piece)
+        except (KeyError, TypeError):
+            return None
+        out[i] = len(b)
+        parts.append(b)
+    return out if b"".join(parts) == raw else None
+
+
+def _offset_ends(offsets: list, text: str, n_bytes: int) -> np.ndarray:
+    """Byte ends of tokens from character offsets: a character split across tokens (byte
+    fallback) counts for the last token that covers it, bytes no token covers (stripped space)
+    for the next token, trailing ones for the last."""
+    char_end = np.zeros(len(text) + 1, dtype=np.int64)  # byte offset of each character boundary
+    np.cumsum([len(c.encode("utf-8")) for c in text], out=char_end[1:])
+    ends = np.maximum.accumulate(np.array([char_end[e] for _, e in offsets], dtype=np.int64))
+    ends[-1] = n_bytes
+    return ends
+
+
+def tokenizer_id(tokenizer: Any) -> str:
+    """The identity string of :attr:`TextTokens.tokenizer`: ``"byte"``, or ``"hf-sha256:"`` and
+    16 hex digits of the sha256 of an HF fast tokenizer's serialized ``tokenizer.json``."""
+    if isinstance(tokenizer, ByteTokenizer):
+        return "byte"
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise TypeError(
+            f"tokenizer: expected ByteTokenizer or a Hugging Face fast tokenizer, got "
+            f"{type(tokenizer).__name__}"
+        )
+    return "hf-sha256:" + hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest()[:16]
+
+
+def prefix_token_id(tokenizer: Any) -> int | None:
+    """The token prepended to a text, as lm-eval's rolling log-likelihood does: the tokenizer's
+    BOS id, else its EOS id, else None (and always None for :class:`ByteTokenizer`)."""
+    if isinstance(tokenizer, ByteTokenizer):
+        return None
+    for name in ("bos_token_id", "eos_token_id"):
+        v = getattr(tokenizer, name, None)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def tokenize_text(text: str, tokenizer: Any, *, prefix: bool = True) -> TextTokens:
+    """``text`` as :class:`TextTokens` of ``tokenizer``: a :class:`ByteTokenizer` (one byte, one
+    token, no prefix) or a Hugging Face fast tokenizer (``AutoTokenizer``), whose own special
+    tokens are not added; with ``prefix`` its :func:`prefix_token_id` is prepended.
+
+    Byte spans: for a byte-level BPE each token's string spells its bytes (a character split
+    across tokens is split exactly there); otherwise the tokenizer's character offsets give them,
+    a split character counting for the last token that covers it.
+
+    Example: a BPE whose tokens are ``"h", "\\xc3", "\\xa9llo"`` for ``"héllo"`` gives spans
+    ``[0,1) [1,2) [2,6)``; without a prefix token, ``n_scored_bytes = 6 - 1 = 5``.
+
+    Raises ValueError for an empty text and TypeError for a tokenizer without character offsets
+    (a slow tokenizer).
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text: expected str, got {type(text).__name__}")
+    raw = text.encode("utf-8")
+    if not raw:
+        raise ValueError("text: expected at least one character, got an empty text")
+    name = tokenizer_id(tokenizer)
+    if isinstance(tokenizer, ByteTokenizer):
+        ids = tokenizer.encode(text)
+        lens = np.ones(ids.size, dtype=np.int64)
+    else:
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        ids = np.asarray(enc["input_ids"], dtype=np.int64)
+        if ids.size == 0:
+            raise ValueError(f"tokenizer {name}: expected at least one token, got none")
+        lens = (
+            _byte_level_lengths(tokenizer, enc["input_ids"], raw)
+            if _is_byte_level(tokenizer)
+            else None
+        )
+        if lens is None:
+            ends = _offset_ends(enc["offset_mapping"], text, len(raw))
+            lens = np.diff(ends, prepend=0)
+    pid = prefix_token_id(tokenizer) if prefix else None
+    if pid is not None:
+        ids = np.concatenate([[pid], ids]).astype(np.int64)
+        lens = np.concatenate([[0], lens]).astype(np.int64)
+    ends = np.cumsum(lens)
+    assert ends[-1] == len(raw), "token spans partition the text"
+    return TextTokens(
+        ids=ids,
+        starts=ends - lens,
+        ends=ends,
+        n_text_bytes=len(raw),
+        has_prefix=pid is not None,
+        tokenizer=name,
+    )

@@ -1,8 +1,12 @@
-"""The ``lm`` kind: bits per byte of a language model on a token file (SPEC.md sections 2, 6).
+"""The ``lm`` kind: bits per byte of a language model on a text (SPEC.md sections 2, 6).
 
-Each family's own ``token_nlls`` gives the per-token NLLs (gpt and hf, a local Hugging Face
-causal LM: strided windows, :func:`tinyllm.windows.token_nlls`); the row is their bits per byte
-with a Student t interval, and the per-token NLLs are the row's items.
+The data file is a UTF-8 text or a token file of byte ids (the text's bytes). It is read in the
+model's own tokenizer (:func:`tinyllm.eval.text.model_tokenizer`: bytes for our families, the
+folder's own for ``hf``, never byte values as a BPE model's ids). Each family's own
+``token_nlls`` gives the per-token NLLs (gpt and hf, a local Hugging Face causal LM: strided
+windows, :func:`tinyllm.windows.token_nlls`); the row is their bits per byte over the UTF-8
+bytes the scored tokens cover, with a Student t interval, and the per-token NLLs are the row's
+items.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ import numpy as np
 from tinyllm import metrics
 from tinyllm.eval.kinds.common import Scored
 from tinyllm.eval.lm import summarize_nlls
+from tinyllm.eval.text import model_tokenizer, read_lm_tokens, text_details
 from tinyllm.models import FAMILIES
 from tinyllm.report import Entry
 from tinyllm.stats import Interval
-from tinyllm.tokens import read_tokens
+from tinyllm.tokens import ByteTokenizer, is_token_file, read_tokens
 
 KIND = "lm"
 METRIC = metrics.BPB.name
@@ -78,32 +83,52 @@ def _check_byte_tokens(ids: np.ndarray, path: Path) -> None:
             )
 
 
+def lm_data(model, entry: Entry, data_path: Path) -> tuple[np.ndarray, int, dict]:
+    """``(ids, n_bytes, text details)`` of the entry's data in the model's own tokenizer.
+
+    A byte model on a token file reads its ids as they are (a memmap, nothing copied): one token,
+    one byte, ``n_bytes = n - 1``. Anything else is tokenized
+    (:func:`tinyllm.eval.text.read_lm_tokens`) and ``n_bytes`` is the bytes its tokens
+    ``1 .. n-1`` cover (:attr:`tinyllm.tokens.TextTokens.n_scored_bytes`).
+    """
+    tok = model_tokenizer(model, entry.family)
+    if isinstance(tok, ByteTokenizer) and is_token_file(data_path):
+        ids = read_tokens(data_path)
+        _check_byte_tokens(ids, data_path)
+        details = {"tokenizer": "byte", "n_text_tokens": int(ids.size)}
+        details |= {"text_bytes": int(ids.size), "prefix": False}
+        return ids, max(int(ids.size) - 1, 0), details
+    tokens = read_lm_tokens(data_path, tok)
+    return tokens.ids, tokens.n_scored_bytes, text_details(tokens)
+
+
 def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
-    """Bits per byte of ``model`` on the token file ``data_path``, with a Student t interval.
+    """Bits per byte of ``model`` on the text ``data_path`` (UTF-8, or a token file of its
+    bytes), in the model's own tokenizer, with a Student t interval.
 
     ``bpb = sum_t l_t / (n_bytes * ln 2)`` over the scored tokens t = 1..n-1 (token 0 has no
-    context and is never scored); the data are byte ids, so ``n_bytes`` = the number of scored
-    tokens. The interval is Student t on the per-token NLLs, its ends rescaled to bits per byte
-    (:func:`tinyllm.eval.lm.summarize_nlls`). ``rng`` is unused: nothing here is random.
+    context and is never scored); ``n_bytes`` is the UTF-8 bytes those tokens cover
+    (:func:`lm_data`: one per token for a byte model, the whole text for a tokenizer with a
+    prefix token). The interval is Student t on the per-token NLLs, its ends rescaled to bits per
+    byte (:func:`tinyllm.eval.lm.summarize_nlls`). ``rng`` is unused: nothing here is random.
+    The row's details add the tokenizer, the text's tokens and bytes (:func:`lm_data`).
 
     Example: a uniform bigram gives every token ``l_t = ln 256``: bpb = 8 with lo = hi = 8.
     """
-    ids = read_tokens(data_path)
-    _check_byte_tokens(ids, data_path)
+    ids, n_bytes, text = lm_data(model, entry, data_path)
     if ids.size < 3:
         raise ValueError(
             f"{data_path}: expected at least 3 tokens (2 scored tokens for an interval), "
             f"got {ids.size}"
         )
     nlls = lm_token_nlls(model, ids, entry)
-    n_bytes = int(nlls.size)  # one scored token = one byte
     s = summarize_nlls(nlls, n_bytes=n_bytes)
     details = {
         "n_bytes": int(s["n_bytes"]),
         "sum_nll": float(s["sum_nll"]),
         "nll": dict(s["nll"]),  # nats per token, {value, lo, hi}
         "ppl": dict(s["ppl"]),
-    }
+    } | text
     bpb = s["bpb"]
     return Scored(
         metric=METRIC,
