@@ -21,9 +21,37 @@ The verdict comes from the permutation test; the t interval is the size of the c
 boundary the two can disagree slightly (an interval that just excludes 0 with ``p`` just above
 alpha); the verdict follows ``p``.
 
+**Coverage (the kinds of :data:`COVERAGE_KINDS`, i.e. word vectors).** Their per-item scores
+line up with the task file's items (pair or question i of the file is item i) and are NaN where
+the model does not cover the item (an out-of-vocabulary word); ``n`` counts the covered items,
+so it may differ between releases. Such rows are compared on the items both releases cover
+(the row's ``n``), and ``delta`` is measured on those items (it equals current value - previous
+value when both cover the same items). A mean metric (the analogies' ``acc``) is then tested as
+above on the common items.
+
+**Correlation rows (``spearman``).** rho is not a mean of per-item scores. The items are each
+pair's cosine, and the row's ``details.human_scores`` (:data:`HUMAN_KEY`) holds the human score of
+every pair of the file, equal in both releases. On the k pairs both cover, with ``x`` the current
+cosines, ``y`` the previous ones and ``h`` the human scores:
+
+* ``delta = rho(x, h) - rho(y, h)`` (Spearman; = current value - previous value when both cover
+  the same pairs);
+* ``[lo, hi]``: the paired percentile bootstrap of that difference over pairs
+  (:func:`tinyllm.stats.spearman_difference_ci`: each of :data:`N_BOOT` resamples takes the same
+  pairs for both releases), drawn from ``numpy.random.default_rng(seed)``; not symmetric about
+  ``delta``;
+* ``p``: the paired permutation test PERM-BOTH of Deutsch et al. 2021
+  (:func:`tinyllm.stats.spearman_difference_test`): under "no difference" the two releases'
+  within-release ranks of a pair are exchangeable, so they are swapped pair by pair at random,
+  ``n_perm`` patterns from ``default_rng(seed)``, two-sided on ``|delta|``;
+* the verdict as above. Fewer than :data:`MIN_PAIRS` common pairs (none at all: disjoint
+  coverage), missing or different human scores, or constant scores: "not comparable" with the
+  reason.
+
 Every other pair is "not comparable" with the reason (a status that is not ok, different data,
-different n, no per-item scores -- Spearman rows have none). Rows in only one release are
-"added" or "removed". The result validates against ``compare.schema.json`` (tinyllm/schemas/).
+different n, no per-item scores -- releases stored before Spearman rows kept them have none).
+Rows in only one release are "added" or "removed". The result validates against
+``compare.schema.json`` (tinyllm/schemas/).
 
 Per-item scores come through loaders (:data:`ItemLoader`), so this module knows no store: a
 loader's :class:`tinyllm.errors.StorageError` (the store's errors derive from it), ``OSError``,
@@ -38,10 +66,23 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from scipy import stats as sps
 
 from tinyllm import metrics, schemas
+from tinyllm.compare_render import (  # the rendering half, public names of this module too
+    compare_markdown,
+    compare_table,
+    format_number,
+    format_p,
+    summary_line,
+)
 from tinyllm.errors import StorageError
-from tinyllm.stats import mean_ci, paired_permutation_test
+from tinyllm.stats import (
+    mean_ci,
+    paired_permutation_test,
+    spearman_difference_ci,
+    spearman_difference_test,
+)
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = schemas.schema_file(schemas.COMPARE)
@@ -56,6 +97,17 @@ TESTED = ("improved", "regressed", "unchanged")
 VERDICTS = (*TESTED, "not comparable", "added", "removed")
 #: how far a row's value may be from the mean of its per-item scores (relative), float rounding
 VALUE_RTOL = 1e-9
+COVERAGE_KINDS = frozenset({"embeddings"})
+"""The kinds whose per-item scores follow the task file's items, NaN where the model does not
+cover one (an out-of-vocabulary word): ``n`` counts the items that are not NaN (the embeddings
+kind's ``NAN_ITEMS``; a test keeps the two in step, since this module imports no kind)."""
+HUMAN_KEY = "human_scores"
+"""The details key of a Spearman row: the human score of every pair of its file, in file order."""
+N_BOOT = 2_000
+"""Bootstrap resamples of pairs behind a Spearman row's interval (a 95% percentile interval is
+stable to about 0.01 of its width at 2,000)."""
+MIN_PAIRS = 4
+"""The fewest pairs covered by both releases that a Spearman row is tested on."""
 
 MAX_N_PERM = 1_000_000
 """The most permutations per row :func:`compare_reports` and :func:`compare_row` take. The
@@ -66,6 +118,27 @@ refused: "n_perm: expected at most 1000000 permutations per row, got ..."."""
 
 ItemLoader = Callable[[str], np.ndarray]
 
+__all__ = [
+    "COVERAGE_KINDS",
+    "HUMAN_KEY",
+    "MAX_N_PERM",
+    "MIN_PAIRS",
+    "N_BOOT",
+    "SCHEMA_PATH",
+    "ItemLoader",
+    "RowItemsMismatchError",
+    "compare_markdown",
+    "compare_reports",
+    "compare_row",
+    "compare_table",
+    "format_number",
+    "format_p",
+    "regressions",
+    "row_items_problem",
+    "summary_line",
+    "validate_compare",
+]
+
 
 class RowItemsMismatchError(ValueError):
     """A row's ``n`` or ``value`` disagrees with the per-item scores it comes with."""
@@ -75,9 +148,12 @@ def row_items_problem(row: dict, items: Any) -> str | None:
     """Why an ok row disagrees with its per-item scores, or None when it agrees (or has no
     result to check: a row that is not ``status: "ok"``).
 
-    Checked: ``n`` equals the number of per-item scores (every kind that has them counts its
-    items as ``n``), the scores are a 1-d array of finite numbers, and for the metrics of
-    :data:`MEAN_METRICS` the value equals their mean times ``ITEM_SCALE`` (relative tolerance
+    Checked: the scores are a 1-d array of finite numbers -- for the kinds of
+    :data:`COVERAGE_KINDS` NaN too, an item the model does not cover -- ``n`` equals the number
+    of scores that are not NaN (every kind counts its scored items as ``n``); for the metrics of
+    :data:`MEAN_METRICS` the value equals their mean times ``ITEM_SCALE``, and for a Spearman
+    row with ``details.human_scores`` there is one human score per item and the value equals
+    ``scipy.stats.spearmanr`` of the covered items' scores and human scores (relative tolerance
     :data:`VALUE_RTOL`).
 
     Example: an ``acc`` row with n 4 and value 0.75 agrees with items [1, 0, 1, 1]; with value
@@ -93,23 +169,56 @@ def row_items_problem(row: dict, items: Any) -> str | None:
             f"shape {a.shape}"
         )
     a = a.astype(np.float64)
-    n = row.get("n")
-    if isinstance(n, bool) or n != a.size:
-        return f"row {name!r}: expected n = {a.size} (the number of its per-item scores), got {n!r}"
-    bad = int(np.sum(~np.isfinite(a)))
+    covered = ~np.isnan(a) if row.get("kind") in COVERAGE_KINDS else np.ones(a.size, bool)
+    bad = int(np.sum(~np.isfinite(a[covered])))
     if bad:
         return f"row {name!r}: expected finite per-item scores, got {bad} that are not"
+    k = int(covered.sum())
+    n = row.get("n")
+    if isinstance(n, bool) or n != k:
+        what = "the number of its per-item scores"
+        if k != a.size:
+            what = f"its per-item scores that are not NaN, of {a.size}"
+        return f"row {name!r}: expected n = {k} ({what}), got {n!r}"
     metric = row.get("metric")
     facts = metrics.METRICS.get(metric) if isinstance(metric, str) else None
     if facts is not None and facts.mean_of_items:
-        expected = float(np.mean(a)) * facts.item_scale
+        expected = float(np.mean(a[covered])) * facts.item_scale
         value = _num(row.get("value"))
         if value is None or not math.isclose(value, expected, rel_tol=VALUE_RTOL, abs_tol=1e-12):
             return (
-                f"row {name!r}: expected {metric} value {expected!r} (the mean of its {a.size} "
+                f"row {name!r}: expected {metric} value {expected!r} (the mean of its {k} "
                 f"per-item scores{facts.item_scale_text}), got {row.get('value')!r}"
             )
+    details = row.get("details")
+    if metric == metrics.SPEARMAN.name and isinstance(details, dict) and HUMAN_KEY in details:
+        human, problem = _human_scores(row, a.size)
+        if problem:
+            return f"row {name!r}: {problem}"
+        expected = float(sps.spearmanr(a[covered], human[covered]).statistic)
+        value = _num(row.get("value"))
+        if value is None or not math.isclose(value, expected, rel_tol=VALUE_RTOL, abs_tol=1e-12):
+            return (
+                f"row {name!r}: expected spearman value {expected!r} (of its {k} covered "
+                f"per-item scores and details.{HUMAN_KEY}), got {row.get('value')!r}"
+            )
     return None
+
+
+def _human_scores(row: dict, size: int) -> tuple[np.ndarray, str | None]:
+    """A Spearman row's ``details.human_scores`` as float64, or why it cannot be used."""
+    details = row.get("details")
+    raw = details.get(HUMAN_KEY) if isinstance(details, dict) else None
+    if not isinstance(raw, list) or not all(_num(v) is not None for v in raw):
+        return np.zeros(
+            0
+        ), f"expected details.{HUMAN_KEY}, a list of finite numbers, got {raw!r:.60}"
+    human = np.array(raw, dtype=np.float64)
+    if human.size != size:
+        return human, (
+            f"expected one human score per item in details.{HUMAN_KEY} ({size}), got {human.size}"
+        )
+    return human, None
 
 
 def _check_n_perm(n_perm: Any) -> int:
@@ -212,7 +321,8 @@ def compare_row(
         return nc("no data_sha256: cannot tell whether the same items were scored")
     if sha_p != sha_c:
         return nc(f"different data (data_sha256 {_short(sha_p)} vs {_short(sha_c)})")
-    if prev.get("n") != cur.get("n"):
+    coverage = prev.get("kind") in COVERAGE_KINDS and cur.get("kind") in COVERAGE_KINDS
+    if not coverage and prev.get("n") != cur.get("n"):
         return nc(f"different n ({prev.get('n')} vs {cur.get('n')})")
     missing = [side for row, side in ((prev, "previous"), (cur, "current")) if not row.get("items")]
     if missing:
@@ -227,6 +337,22 @@ def compare_row(
     assert a_prev is not None and a_cur is not None
     if a_prev.size != a_cur.size:
         return nc(f"per-item scores of different lengths ({a_prev.size} vs {a_cur.size})")
+    same_coverage = True
+    if coverage:  # NaN: an item that release does not cover; compare the items both cover
+        cov_prev, cov_cur = ~np.isnan(a_prev), ~np.isnan(a_cur)
+        same_coverage = bool(np.array_equal(cov_prev, cov_cur))
+        both = cov_prev & cov_cur
+        if metric == metrics.SPEARMAN.name:
+            return _correlation_row(
+                prev, cur, a_prev, a_cur, both, same_coverage, values, n_perm, seed, alpha
+            )
+        if not both.any():
+            return nc(_disjoint(cov_prev, cov_cur, "item"))
+        a_prev, a_cur = a_prev[both], a_cur[both]
+    elif metric == metrics.SPEARMAN.name:
+        return nc(
+            f"spearman rows are compared pair by pair only for the kinds {sorted(COVERAGE_KINDS)}"
+        )
     if a_cur.size < 2:
         return nc(f"fewer than 2 paired items ({a_cur.size})")
     if not (np.all(np.isfinite(a_prev)) and np.all(np.isfinite(a_cur))):
@@ -235,8 +361,27 @@ def compare_row(
     p = paired_permutation_test(a_cur, a_prev, n_perm=n_perm, rng=np.random.default_rng(seed))
     d = a_cur - a_prev  # paired differences, item units (nats per token, or 0/1 differences)
     ci = mean_ci(d, confidence=1.0 - alpha)
-    half = (ci.hi - ci.value) * metrics.METRICS[metric].item_scale
-    delta = values["current_value"] - values["previous_value"]
+    scale = metrics.METRICS[metric].item_scale
+    half = (ci.hi - ci.value) * scale
+    if same_coverage:
+        delta = values["current_value"] - values["previous_value"]
+    else:  # on the items both cover
+        delta = ci.value * scale
+    return _tested(name, metric, values, delta, delta - half, delta + half, p, a_cur.size, alpha)
+
+
+def _tested(
+    name: str,
+    metric: str,
+    values: dict,
+    delta: float,
+    lo: float,
+    hi: float,
+    p: float,
+    n: int,
+    alpha: float,
+) -> dict:
+    """A tested row: the verdict from ``p`` at ``alpha`` and the sign of ``delta``."""
     if p < alpha and delta != 0.0:
         better = delta < 0 if DIRECTION[metric] == "lower" else delta > 0
         verdict = "improved" if better else "regressed"
@@ -248,12 +393,66 @@ def compare_row(
         None,
         metric,
         **values,
-        delta=delta,
-        lo=delta - half,
-        hi=delta + half,
+        delta=float(delta),
+        lo=float(lo),
+        hi=float(hi),
         p=float(p),
-        n=int(a_cur.size),
+        n=int(n),
     )
+
+
+def _disjoint(cov_prev: np.ndarray, cov_cur: np.ndarray, what: str) -> str:
+    total = cov_prev.size
+    return (
+        f"no {what} covered by both releases (the previous covers {int(cov_prev.sum())} of "
+        f"{total}, the current {int(cov_cur.sum())} of {total}, none in common)"
+    )
+
+
+def _correlation_row(
+    prev: dict,
+    cur: dict,
+    a_prev: np.ndarray,
+    a_cur: np.ndarray,
+    both: np.ndarray,
+    same_coverage: bool,
+    values: dict,
+    n_perm: int,
+    seed: int,
+    alpha: float,
+) -> dict:
+    """A Spearman row (module docstring): the difference of the two rhos on the pairs both
+    releases cover, its paired bootstrap interval and the PERM-BOTH p."""
+    name, metric = cur["name"], cur["metric"]
+
+    def nc(reason: str) -> dict:
+        return _row(name, "not comparable", reason, metric, **values)
+
+    human, problem = _human_scores(cur, a_cur.size)
+    if problem:
+        return nc(f"current row: {problem}")
+    human_prev, problem = _human_scores(prev, a_prev.size)
+    if problem:
+        return nc(f"previous row: {problem}")
+    if not np.array_equal(human, human_prev):
+        return nc(f"different details.{HUMAN_KEY} in the two releases")
+    k = int(both.sum())
+    if k == 0:
+        return nc(_disjoint(~np.isnan(a_prev), ~np.isnan(a_cur), "pair"))
+    if k < MIN_PAIRS:
+        return nc(f"fewer than {MIN_PAIRS} pairs covered by both releases ({k} of {a_cur.size})")
+    x, y, h = a_cur[both], a_prev[both], human[both]
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        return nc("non-finite per-item scores")
+    try:
+        p = spearman_difference_test(x, y, h, n_perm=n_perm, rng=np.random.default_rng(seed))
+        ci = spearman_difference_ci(
+            x, y, h, np.random.default_rng(seed), n_boot=N_BOOT, confidence=1.0 - alpha
+        )
+    except ValueError as e:
+        return nc(f"no paired test on the {k} pairs both releases cover: {e}")
+    delta = values["current_value"] - values["previous_value"] if same_coverage else ci.value
+    return _tested(name, metric, values, delta, ci.lo, ci.hi, p, k, alpha)
 
 
 def _check_report(report: Any, side: str) -> dict[str, dict]:
@@ -376,123 +575,3 @@ def validate_compare(cmp: Any, source: str = "compare.json") -> None:
 def regressions(cmp: dict) -> list[dict]:
     """The rows whose verdict is "regressed"."""
     return [r for r in cmp["rows"] if r["verdict"] == "regressed"]
-
-
-# --- rendering ----------------------------------------------------------------------------------
-
-
-def format_number(x: float | None, signed: bool = False) -> str:
-    """``0.1234`` (4 decimals; ``+0.1234`` signed), ``-`` for None: every number in the tables."""
-    if x is None:
-        return "-"
-    return f"{x:+.4f}" if signed else f"{x:.4f}"
-
-
-def format_p(p: float | None) -> str:
-    """A p-value: ``0.012`` (3 decimals), ``1.0e-04`` below 0.001, ``-`` for None."""
-    if p is None:
-        return "-"
-    return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
-
-
-def _delta_text(r: dict) -> str:
-    if r["delta"] is None:
-        return "-"
-    return f"{format_number(r['delta'], True)} [{format_number(r['lo'], True)}, {format_number(r['hi'], True)}]"
-
-
-def _metric_text(r: dict) -> str:
-    return (r["metric"] or "-") + metrics.ARROW.get(r["direction"], "")
-
-
-def summary_line(cmp: dict) -> str:
-    """``r2 vs r1: 1 regressed, 2 unchanged, ...`` (zero counts left out)."""
-    parts = [f"{n} {v}" for v, n in cmp["summary"].items() if n]
-    return f"{cmp['current']} vs {cmp['previous']}: " + (", ".join(parts) or "no rows")
-
-
-def compare_markdown(cmp: dict) -> str:
-    """A markdown summary of a comparison (for a Prefect artifact or a PR comment)."""
-    conf = round(cmp["confidence"] * 100)
-    lines = [
-        f"### {summary_line(cmp)}",
-        "",
-        f"Paired sign-flip permutation test ({cmp['n_perm']} permutations, seed {cmp['seed']}) "
-        f"at alpha = {cmp['alpha']}; delta = {cmp['current']} - {cmp['previous']} with its "
-        f"{conf}% t interval. ↓ lower is better, ↑ higher is better.",
-        "",
-        f"| entry | metric | {cmp['previous']} | {cmp['current']} | delta [{conf}% CI] | p "
-        "| n | verdict |",
-        "|---|---|---:|---:|---|---:|---:|---|",
-    ]
-    for r in cmp["rows"]:
-        verdict = r["verdict"]
-        if verdict in ("regressed", "improved"):
-            verdict = f"**{verdict}**"
-        elif r["reason"]:
-            verdict = f"{verdict}: {r['reason']}"
-        cells = [
-            f"`{r['name']}`",
-            _metric_text(r),
-            format_number(r["previous_value"]),
-            format_number(r["current_value"]),
-            _delta_text(r),
-            format_p(r["p"]),
-            "-" if r["n"] is None else str(r["n"]),
-            verdict,
-        ]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-_STYLE = {"improved": "green", "regressed": "bold red", "not comparable": "yellow"}
-
-
-def compare_table(cmp: dict) -> Any:
-    """A rich Table of a comparison, for the terminal (fits 80 columns).
-
-    The t interval is symmetric, so it is shown as ``delta ± half-width``; reasons go in the
-    caption below the table; ``n`` is in the JSON and the markdown.
-    """
-    # imported here: only the terminal table needs rich, and it costs start-up time
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
-    conf = round(cmp["confidence"] * 100)
-    notes = [f"{r['name']}: {r['verdict']}: {r['reason']}" for r in cmp["rows"] if r["reason"]]
-    table = Table(
-        title=summary_line(cmp),
-        title_justify="left",
-        caption="\n".join(notes) or None,
-        caption_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    # a long entry name folds onto more lines; the other columns never wrap, so the numbers are
-    # never shrunk to "…" (entry names may have 64 characters; the table is for 80 columns)
-    table.add_column("entry", justify="left", overflow="fold")
-    for col, justify in (
-        ("verdict", "left"),
-        ("metric", "left"),
-        (cmp["previous"], "right"),
-        (cmp["current"], "right"),
-        (f"delta ± {conf}% CI", "right"),
-        ("p", "right"),
-    ):
-        table.add_column(col, justify=justify, no_wrap=True)
-    for r in cmp["rows"]:
-        delta = "-"
-        if r["delta"] is not None:
-            delta = f"{r['delta']:+.4f} ± {(r['hi'] - r['lo']) / 2:.4f}"
-        table.add_row(
-            r["name"],
-            Text(r["verdict"], style=_STYLE.get(r["verdict"], "")),
-            _metric_text(r),
-            format_number(r["previous_value"]),
-            format_number(r["current_value"]),
-            delta,
-            format_p(r["p"]),
-        )
-    return table
