@@ -52,6 +52,11 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.futures import wait
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from tinyllm.compare import compare_markdown
+from tinyllm.eval import zoo
+from tinyllm.publish import check_publish_args, publish_run
+from tinyllm.report import NAME_PATTERN, Manifest, ManifestError, load_manifest
+from tinyllm.store import new_run_id, open_store
 from tinyllm_suite.eval_tasks import (
     RETRY_DELAYS,
     cache_storage,
@@ -59,11 +64,6 @@ from tinyllm_suite.eval_tasks import (
     publish_dashboard_task,
     score_entry_task,
 )
-from tinyllm.compare import compare_markdown
-from tinyllm.eval import zoo
-from tinyllm.publish import check_publish_args, publish_run
-from tinyllm.report import NAME_PATTERN, Manifest, ManifestError, load_manifest
-from tinyllm.store import new_run_id, open_store
 
 ROWS_ARTIFACT = "eval-suite-rows"
 COMPARE_ARTIFACT = "eval-suite-compare"

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from standing import BIN, ROOT, build_zoo, client_env, pg_server, server_cli_env, strip
 
-from tinyllm_suite import pgserver
+from tinyllm_suite import pgcluster
 
 pytestmark = pytest.mark.skipif(
-    pgserver.pg_available() is not None,
-    reason=f"PostgreSQL server binaries are not installed: {pgserver.pg_available()}",
+    pgcluster.pg_available() is not None,
+    reason=f"PostgreSQL server binaries are not installed: {pgcluster.pg_available()}",
 )
 
 
@@ -102,7 +102,7 @@ def test_postgres_server_from_scratch_four_flow_runs_at_once(tmp_path):
         assert "eval-suite-compare" in arts
 
     # the runs are in PostgreSQL's tables, not in a SQLite file
-    psql = [str(pgserver.find_pg_bin("psql")), "-h", "127.0.0.1", "-p", str(pg_port)]
+    psql = [str(pgcluster.find_pg_bin("psql")), "-h", "127.0.0.1", "-p", str(pg_port)]
     count = subprocess.run(
         [*psql, "-U", "postgres", "-d", "prefect", "-tAc", "select count(*) from flow_run"],
         capture_output=True,
@@ -120,10 +120,10 @@ def test_postgres_server_from_scratch_four_flow_runs_at_once(tmp_path):
 )
 def test_binaries_are_found_under_usr_lib_when_not_on_path(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
-    initdb = pgserver.find_pg_bin("initdb")
+    initdb = pgcluster.find_pg_bin("initdb")
     assert initdb.parent.match("/usr/lib/postgresql/*/bin") and initdb.is_file()
-    with pytest.raises(pgserver.PgError, match="expected PostgreSQL's no-such-tool on PATH"):
-        pgserver.find_pg_bin("no-such-tool")
+    with pytest.raises(pgcluster.PgError, match="expected PostgreSQL's no-such-tool on PATH"):
+        pgcluster.find_pg_bin("no-such-tool")
 
 
 def _status(api_url: str, path: str, body: dict | None = None) -> int:
@@ -150,7 +150,7 @@ def test_a_stopped_postgres_is_restarted_on_its_port_under_the_running_server():
     api, home = server.api_url, server.home
     runs = {"flow_runs": {"name": {"any_": ["eval-pg0"]}}}
     assert _status(api, "/flow_runs/filter", runs) == 200
-    assert pgserver.PgCluster(home / "pg").stop()
+    assert pgcluster.PgCluster(home / "pg").stop()
     assert _status(api, "/health") == 200  # says nothing of the database
     assert _status(api, "/ready") == 503
     assert _status(api, "/flow_runs/filter", runs) == 500
@@ -165,7 +165,7 @@ def test_a_stopped_postgres_is_restarted_on_its_port_under_the_running_server():
     assert start.returncode == 0, start.stdout + start.stderr
     assert f"Prefect server (pid {server.pid})" in start.stdout
     assert f"on 127.0.0.1:{server.pg_port}" in start.stdout
-    assert pgserver.PgCluster(home / "pg").port() == server.pg_port
+    assert pgcluster.PgCluster(home / "pg").port() == server.pg_port
     assert _status(api, "/ready") == 200
     assert _status(api, "/flow_runs/filter", runs) == 200
     state = json.loads((home / "server.json").read_text())

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyllm_suite import pgserver
+from tinyllm_suite import pgcluster, pgserver, procs
 
 ROOT = Path(__file__).resolve().parents[2]
 TINYLLM = str(Path(sys.executable).with_name("tinyllm"))
@@ -204,7 +204,7 @@ def test_a_server_started_here_is_stopped(tmp_path):
         r = _server_stop(home)
     finally:
         if _alive(server.pid):  # the test failed: clean up
-            pgserver.stop_pid(server.pid)
+            procs.stop_pid(server.pid)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"stopped Prefect server (pid {server.pid})"
     assert not _alive(server.pid)
@@ -215,8 +215,8 @@ def test_a_server_started_here_is_stopped(tmp_path):
 # ---- PostgreSQL: its own pid file (postmaster.pid) and its port --------------------------------
 
 needs_pg = pytest.mark.skipif(
-    pgserver.pg_available() is not None,
-    reason=f"PostgreSQL server binaries are not installed: {pgserver.pg_available()}",
+    pgcluster.pg_available() is not None,
+    reason=f"PostgreSQL server binaries are not installed: {pgcluster.pg_available()}",
 )
 
 
@@ -225,7 +225,7 @@ def cluster():
     """A new PostgreSQL cluster in a folder the postgres user can reach (not tmp_path: 0700)."""
     base = Path(tempfile.mkdtemp(prefix="tinyllm-pg-"))
     base.chmod(0o755)
-    c = pgserver.PgCluster(base / "pg", fast=True)
+    c = pgcluster.PgCluster(base / "pg", fast=True)
     yield c
     c.stop()
     subprocess.run(["rm", "-rf", str(base)], check=False)
@@ -245,7 +245,7 @@ def test_postgres_restarts_on_its_recorded_port(cluster):
     assert cluster.start() == first  # the same port again
     cluster.stop()
     # by hand, as deployments/README.md says: pg_ctl reads the port from the cluster's config
-    pg_ctl = [str(pgserver.find_pg_bin("pg_ctl")), "start", "-w", "-D", str(cluster.datadir)]
+    pg_ctl = [str(pgcluster.find_pg_bin("pg_ctl")), "start", "-w", "-D", str(cluster.datadir)]
     r = subprocess.run(
         ["runuser", "-u", "postgres", "--", *pg_ctl, "-l", str(cluster.log)]
         if os.geteuid() == 0
@@ -265,9 +265,9 @@ def test_postgres_restarts_on_its_recorded_port(cluster):
         assert moved != first and cluster.configured_port() == moved
         cluster.stop()
         # asked for by number (`make server-pg PG_PORT=N`): that port, or a clear error
-        with pytest.raises(pgserver.PgError, match=f"--pg-port: expected a free port .* {first}"):
+        with pytest.raises(pgcluster.PgError, match=f"--pg-port: expected a free port .* {first}"):
             cluster.start(port=first)
-    wanted = pgserver.free_port()
+    wanted = procs.free_port()
     assert cluster.start(port=wanted) == wanted and cluster.configured_port() == wanted
 
 
@@ -277,14 +277,14 @@ def test_a_cluster_without_a_recorded_port_takes_server_json_s(cluster):
     cluster.start()
     cluster.stop()
     cluster.port_conf.unlink()
-    wanted = pgserver.free_port()
+    wanted = procs.free_port()
     assert cluster.start(prefer=wanted) == wanted
 
 
 @pytest.fixture
 def pg_user_process():
     """A live `sleep 60` of the user PostgreSQL runs as (pg_ctl can signal it)."""
-    as_pg = {"user": pgserver.PG_USER, "group": pgserver.PG_USER} if os.geteuid() == 0 else {}
+    as_pg = {"user": pgcluster.PG_USER, "group": pgcluster.PG_USER} if os.geteuid() == 0 else {}
     proc = subprocess.Popen(["sleep", "60"], start_new_session=True, **as_pg)
     t0 = time.monotonic()
     while _identity(proc.pid)["cmdline"] != ["sleep", "60"]:

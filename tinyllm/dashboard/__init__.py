@@ -1,0 +1,103 @@
+"""The dashboard of run history: a static site rendered from the report store.
+
+::
+
+    files = build_site(open_store("./evalstore"))      # {"index.html": b"...", ...}
+    write_site(files, "site/")                          # a local folder, or
+    publish_site(store)                                 # <store>/dashboard/ beside releases/
+
+Pages (every one says which store it was built from and when):
+
+* ``index.html`` -- the overview: the newest readable release's rows (entry, family, kind, metric
+  with its direction, value and 95% interval, n, status), each row coloured by its verdict against
+  the previous release (improved / regressed / unchanged / not comparable / added / error /
+  skipped) with delta, its interval and p from the stored ``compare.json``; error and skipped rows
+  with their reason; then every release in the store, newest first, unreadable ones included.
+* ``trends.html`` -- one small plot per entry over every release, in history order: the value as
+  a line with its 95% interval as a band, regressions ringed in red, error releases as red crosses
+  on the x axis, the metric's direction in the title.
+* ``release/<release>.html`` -- its rows, its runs (every ``runs/<run-id>.json`` with the entries
+  it scored, so a rerun of one entry is visible), its ``compare.json`` as a table and in full.
+* ``entry/<entry>.html`` -- the entry's plot, its history table and its error messages over time
+  (from the reports AND the runs, so an error later replaced by a rerun still shows).
+
+Built from what the store holds: a release whose ``report.json`` is missing or corrupt is listed as
+"unreadable" with the reason and the rest of the site is built; a corrupt ``compare.json`` or run
+file is shown the same way on its release's page. The site is written under ``dashboard/`` (or a
+folder of the caller's); nothing under ``releases/`` is ever written.
+
+Safety: every name, message and JSON text goes through Jinja2's autoescape (templates in
+``tinyllm/templates/``), matplotlib escapes the text it writes into SVG (and math text is off, so
+a ``$`` in a name is just a dollar sign), and each page carries a Content-Security-Policy of
+``default-src 'none'`` (inline styles and data: images allowed): the pages need no script and load
+nothing, so even a planted ``<script>`` that slipped past escaping could not run or call out.
+
+Why matplotlib SVG (measured with ``python bench/bench_dashboard.py --weights``, 12 entries;
+the table is in docs/benchmarks.md): the trends page with 12 inline matplotlib SVGs weighs
+117 kB for 3 releases and 229 kB for 200 (text kept as ``<text>``, path coordinates rounded to
+0.1 pt, no per-release markers past 60 releases), with no JavaScript at all. The same page as
+Vega-Lite through altair with vega, vega-lite and vega-embed inlined weighs 887 kB for 3
+releases and 1138 kB for 200 (the three libraries come with every page, before any data), and
+plotly with plotly.js inlined 4793 kB and 4968 kB. Both also run JavaScript on every page: one
+more thing that can fail in the browser, that a ``script-src 'none'`` policy would have to allow,
+and that every release and entry page would inline again (or load from a shared file). Inline
+SVG needs no script, renders from ``file://`` and any static host, prints, scales with the page
+(``viewBox``), and its points are plain SVG elements the browser test can count. What it gives
+up is interactivity (hover values); the entry page's table has every number instead.
+"""
+
+from tinyllm.dashboard.plots import MARKERS_UP_TO, Series, entry_series, trend_svg
+from tinyllm.dashboard.serve import bind, serve
+from tinyllm.dashboard.site import (
+    CONTENT_TYPES,
+    SITE_PREFIX,
+    build_site,
+    publish_site,
+    site_location,
+    write_site,
+)
+from tinyllm.dashboard.views import (
+    VERDICT_CLASS,
+    ReleaseView,
+    RunView,
+    direction_text,
+    entry_names,
+    fmt_delta,
+    fmt_interval,
+    fmt_p,
+    fmt_value,
+    load_history,
+    metric_text,
+    row_reason,
+    row_verdict,
+    slug,
+)
+
+__all__ = [
+    "CONTENT_TYPES",
+    "MARKERS_UP_TO",
+    "SITE_PREFIX",
+    "VERDICT_CLASS",
+    "ReleaseView",
+    "RunView",
+    "Series",
+    "bind",
+    "build_site",
+    "direction_text",
+    "entry_names",
+    "entry_series",
+    "fmt_delta",
+    "fmt_interval",
+    "fmt_p",
+    "fmt_value",
+    "load_history",
+    "metric_text",
+    "publish_site",
+    "row_reason",
+    "row_verdict",
+    "serve",
+    "site_location",
+    "slug",
+    "trend_svg",
+    "write_site",
+]

@@ -1,0 +1,170 @@
+"""The dashboard's plots: inline SVG drawn by matplotlib (no script, any static host).
+
+:func:`trend_svg` draws one entry over the history. Element ids are salted per plot so that many
+plots share one page without clashing."""
+
+from __future__ import annotations
+
+import functools
+import io
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tinyllm.dashboard.views import ReleaseView, direction_text, metric_text, number, slug
+
+
+@dataclass
+class Series:
+    """One entry's values over the history: one slot per release (None where there is none)."""
+
+    entry: str
+    metric: str | None
+    releases: list[str]
+    value: list[float | None]
+    lo: list[float | None]
+    hi: list[float | None]
+    regressed: list[bool]
+    error: list[bool]
+
+
+def entry_series(entry: str, history: list[ReleaseView]) -> Series:
+    """The values of ``entry`` in every release, in history order."""
+    s = Series(entry, None, [], [], [], [], [], [])
+    for v in history:
+        row = next((r for r in v.rows if r.get("name") == entry), None)
+        ok = row is not None and row.get("status") == "ok" and number(row.get("value")) is not None
+        s.releases.append(v.name)
+        s.value.append(number(row.get("value")) if ok else None)
+        s.lo.append(number(row.get("lo")) if ok else None)
+        s.hi.append(number(row.get("hi")) if ok else None)
+        s.regressed.append(ok and v.verdicts().get(entry, {}).get("verdict") == "regressed")
+        s.error.append(row is not None and row.get("status") == "error")
+        if row is not None and isinstance(row.get("metric"), str):
+            s.metric = row["metric"]
+    return s
+
+
+@functools.cache
+def _mpl() -> Any:
+    import matplotlib  # imported here: only the plots need it, and it costs start-up time
+
+    matplotlib.use("svg", force=False)  # no GUI backend is ever needed
+    return matplotlib
+
+
+_RC = {
+    "svg.fonttype": "none",  # text as <text>, not glyph paths: 3-4x smaller, selectable
+    "text.parse_math": False,  # a '$' in a release name is a dollar sign, not math
+    "font.size": 8,
+    "axes.titlesize": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "svg.image_inline": True,
+}
+
+
+MARKERS_UP_TO = 60
+"""Plots of at most this many releases draw a marker per release (the ``-points`` group)."""
+_ROUND = re.compile(r"(\d\.\d)\d+")
+
+
+def trend_svg(s: Series, width_in: float = 4.2, height_in: float = 2.3) -> str:
+    """An SVG plot of one entry over the history: value line, 95% band, regressions, errors.
+
+    Element ids are salted with the entry's name so that many plots inline in one page never
+    share a clip path id; the groups ``<slug>-points``, ``<slug>-band``, ``<slug>-regressed`` and
+    ``<slug>-errors`` hold the markers (one ``<use>`` per drawn point).
+    """
+    mpl = _mpl()
+    # imported here, after _mpl() has chosen the svg backend
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    gid = "t-" + slug(s.entry)
+    n = len(s.releases)
+    x = np.arange(n, dtype=float)
+    nan = float("nan")
+    y = np.array([nan if v is None else v for v in s.value])
+    lo = np.array([nan if v is None else v for v in s.lo])
+    hi = np.array([nan if v is None else v for v in s.hi])
+    ok = np.isfinite(y) & np.isfinite(lo) & np.isfinite(hi)
+    with mpl.rc_context({**_RC, "svg.hashsalt": gid}):
+        # fixed margins: constrained layout measured every text twice (40% of the plot time)
+        fig = Figure(figsize=(width_in, height_in))
+        fig.subplots_adjust(left=0.15, right=0.98, bottom=0.2, top=0.88)
+        FigureCanvasSVG(fig)
+        ax = fig.add_subplot()
+        band = ax.fill_between(x, lo, hi, where=ok, color="#4c78a8", alpha=0.25, lw=0)
+        band.set_gid(f"{gid}-band")
+        # a value with no scored neighbour has no band to speak of: draw its interval as a bar
+        before = np.concatenate([[False], ok[:-1]])
+        after = np.concatenate([ok[1:], [False]])
+        alone = ok & ~before & ~after
+        if alone.any():
+            ax.vlines(x[alone], lo[alone], hi[alone], color="#4c78a8", lw=1.5)
+        # NaN where there is no value: the line breaks at an error instead of bridging it
+        (line,) = ax.plot(x, np.where(ok, y, nan), "-", color="#4c78a8", lw=1.2)
+        line.set_gid(f"{gid}-line")
+        if n <= MARKERS_UP_TO:  # one dot per release; past that the line alone is clearer
+            (pts,) = ax.plot(x[ok], y[ok], "o", color="#1f4e79", ms=4, ls="none")
+            pts.set_gid(f"{gid}-points")
+        reg = np.array(s.regressed, dtype=bool) & ok
+        if reg.any():
+            (r,) = ax.plot(x[reg], y[reg], "o", ms=9, mfc="none", mec="#c0392b", mew=1.8)
+            r.set_gid(f"{gid}-regressed")
+        err = np.array(s.error, dtype=bool)
+        if err.any():
+            # error releases: a cross on the x axis (axes coordinates in y, data in x)
+            (e,) = ax.plot(
+                x[err],
+                np.zeros(int(err.sum())),
+                "x",
+                color="#c0392b",
+                ms=6,
+                mew=1.5,
+                transform=ax.get_xaxis_transform(),
+                clip_on=False,
+            )
+            e.set_gid(f"{gid}-errors")
+        ax.set_xlim(-0.5, max(n - 0.5, 0.5))
+        if not ok.any():
+            ax.text(0.5, 0.5, "no scored value", transform=ax.transAxes, ha="center", va="center")
+            ax.set_yticks([])
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+
+        def label(v: float, _pos: int) -> str:
+            i = int(round(v))
+            if 0 <= i < n:
+                name = s.releases[i]
+                return name if len(name) <= 14 else name[:6] + "…" + name[-7:]
+            return ""
+
+        ax.xaxis.set_major_formatter(FuncFormatter(label))
+        ax.tick_params(axis="x", labelsize=7, labelrotation=20)
+        ax.grid(axis="y", color="#dddddd", lw=0.6)
+        ax.set_title(
+            f"{s.entry} · {metric_text(s.metric)} ({direction_text(s.metric)})", loc="left"
+        )
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    svg = buf.getvalue()
+    # drop the XML prolog and DOCTYPE: the SVG goes inline into HTML
+    svg = svg[svg.index("<svg") :]
+    # matplotlib numbers its groups per figure (figure_1, axes_1, line2d_3...): prefix every id
+    # and every reference to one with the plot's own, so many plots share a page without clashes
+    own = gid + "-"
+
+    def prefix(m: re.Match) -> str:
+        name = m.group(2)
+        return m.group(0) if name.startswith(own) else f"{m.group(1)}{own}{name}{m.group(3)}"
+
+    svg = re.sub(r'(\bid=")([^"]+)(")', prefix, svg)
+    svg = re.sub(r'(href="#)([^"]+)(")', prefix, svg)
+    svg = re.sub(r"(url\(#)([^)]+)(\))", prefix, svg)
+    # path coordinates to 0.1 pt (matplotlib writes 6 decimals): a third smaller, same picture
+    svg = re.sub(r'\bd="[^"]*"', lambda m: _ROUND.sub(r"\1", m.group(0)), svg)
+    return svg
