@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from tinyllm.device import model_dtype
+
 MAX_LOGITS = 1 << 26
 """Default bound on the elements of one ``[rows, V]`` block of head output (256 MB in float32);
 a block holds one row at least. The ``max_logits`` argument of the scoring functions."""
@@ -37,9 +39,29 @@ VERIFY_LEN = 16
 """Tokens (of one row) on which a head-only hook is checked against the model's full logits."""
 
 VERIFY_TOL = 1e-4
-"""Tolerance of every check of a faster path against the plain one: a hook's logits within
-``VERIFY_TOL * max(1, max |logit|)``, a cached log-likelihood within
-``VERIFY_TOL * max(1, |LL|)``."""
+"""Tolerance of every check of a faster path against the plain one in float32 (and wider): a
+hook's logits within ``VERIFY_TOL * max(1, max |logit|)``, a cached log-likelihood within
+``VERIFY_TOL * max(1, |LL|)``; half precision widens it (:func:`tolerance`)."""
+
+EPS_FACTOR = 8
+""":func:`tolerance` in half precision: ``EPS_FACTOR`` machine epsilons of the weights' dtype
+(bfloat16: 8 * 2**-7 = 0.0625, float16: 8 * 2**-10 = 0.0078). Two orders of the same sums
+differ by a few epsilons in these dtypes, while a wrong cache (an unmasked pad, a window not
+applied, a position off by one) changes a log-likelihood by far more."""
+
+
+def tolerance(dtype: torch.dtype) -> float:
+    """The relative tolerance of a check in ``dtype`` (the model's weights):
+    ``max(VERIFY_TOL, EPS_FACTOR * eps(dtype))`` -- :data:`VERIFY_TOL` (1e-4) for float32 and
+    float64, 0.0625 for bfloat16, 0.0078 for float16. So a cached path in half precision is
+    used or refused by what it computes, not by the rounding of the order it sums in.
+
+    Example: ``tolerance(torch.float32)`` -> 1e-4; ``tolerance(torch.bfloat16)`` -> 0.0625.
+    """
+    if not dtype.is_floating_point:
+        return VERIFY_TOL
+    return max(VERIFY_TOL, EPS_FACTOR * float(torch.finfo(dtype).eps))
+
 
 _VERIFIED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {hook: agrees?}
 
@@ -71,6 +93,12 @@ def call_logits(model: Callable, ids: torch.Tensor) -> torch.Tensor:
     return logits
 
 
+def has_keep_logits(view: Any) -> bool:
+    """Whether ``view`` offers ``keep_logits(x, keep: slice) -> [B, len(keep), V]``: the model's
+    own logits at a span of positions only (:class:`tinyllm.models.hf.KeepLogitsView`)."""
+    return callable(getattr(view, "keep_logits", None))
+
+
 def has_head_hooks(view: Any) -> bool:
     """Whether ``view`` offers the head-only hooks: a callable ``hidden`` and an ``lm_head``
     module (our GPT does; so do the views of :func:`tinyllm.models.hf.views`)."""
@@ -90,7 +118,11 @@ class Head:
     scores. ``kind`` is the first view whose hooks agree with the model's logits, else
     ``"full"``: the full logits of ``model(x)``, rows selected afterwards. The Hugging Face
     family's views are ``"twin"`` (a ``GPT2LMHeadModel`` run by our GPT on its weights) and
-    ``"hf"`` (the base model's last hidden state + the output embeddings).
+    ``"hf"`` (the base model's last hidden state + the output embeddings); a view that offers
+    ``keep_logits`` (:func:`has_keep_logits`: the model's own ``logits_to_keep``) is tried
+    after its hidden-state hook as ``"keep"``, reproducing a model that transforms its logits
+    after the head (Gemma 2's soft-capping). The tolerance follows the weights' dtype
+    (:func:`tolerance`).
 
     A hook is used only after it reproduced the model's own logits on the first
     :data:`VERIFY_LEN` tokens of ``probe``'s first row (within :data:`VERIFY_TOL` of
@@ -108,15 +140,32 @@ class Head:
         self.hidden: Callable[..., torch.Tensor] | None = None
         self.head: nn.Module | None = None
         self.keep = False  # hidden(x, keep=slice) returns only the kept span of positions
+        self.keep_logits: Callable[..., torch.Tensor] | None = None  # the model's own, kept
         tried = [("hook", model)] if views is None else views
-        hooks = [(kind, v.hidden, v.lm_head) for kind, v in tried if has_head_hooks(v)]
-        for i, (kind, hidden, head) in enumerate(hooks):
-            self.kind, self.hidden, self.head = kind, hidden, head
-            # our GPT's hidden(idx, keep=slice) runs the last block at the kept positions only
-            self.keep = _takes_keep(hidden)
+        # each view's hidden-state hook, then its own kept logits (kind "keep")
+        hooks: list[tuple[str, Any, bool]] = []
+        for kind, v in tried:
+            if has_head_hooks(v):
+                hooks.append((kind, v, False))
+            if has_keep_logits(v):
+                hooks.append(("keep", v, True))
+        for i, (kind, v, kept) in enumerate(hooks):
+            self.kind = kind
+            if kept:
+                self.keep_logits, self.hidden, self.head, self.keep = (
+                    v.keep_logits,
+                    None,
+                    None,
+                    False,
+                )
+            else:
+                self.keep_logits, self.hidden, self.head = None, v.hidden, v.lm_head
+                # our GPT's hidden(idx, keep=slice) runs the last block at the kept positions
+                self.keep = _takes_keep(v.hidden)
             if self._verified(probe, warn=i == len(hooks) - 1):
                 return
         self.kind, self.hidden, self.head, self.keep = "full", None, None, False
+        self.keep_logits = None
 
     def _verified(self, probe: torch.Tensor, warn: bool = True) -> bool:
         try:
@@ -126,18 +175,33 @@ class Head:
         if self.kind in cached:
             return cached[self.kind]
         x = probe[:1, :VERIFY_LEN]
-        with torch.inference_mode():
-            full = call_logits(self.model, x).float()
-            mine = self.head(self.hidden(x)).float()
-        ok = mine.shape == full.shape
-        diff = float((mine - full).abs().max()) if ok else math.inf
-        if ok and self.keep and x.shape[1] >= 3:  # the kept span alone, as nlls() asks for it
-            lo, hi = x.shape[1] // 2, x.shape[1] - 1
+        T = x.shape[1]
+        try:
             with torch.inference_mode():
-                kept = self.head(self.hidden(x, keep=slice(lo, hi))).float()
-            ok = kept.shape == full[:, lo:hi].shape
-            diff = max(diff, float((kept - full[:, lo:hi]).abs().max()) if ok else math.inf)
-        ok = ok and diff <= VERIFY_TOL * max(1.0, float(full.abs().max()))
+                full = call_logits(self.model, x).float()
+                if self.keep_logits is not None:
+                    mine = self.keep_logits(x, slice(0, T)).float()
+                else:
+                    mine = self.head(self.hidden(x)).float()
+            ok = mine.shape == full.shape
+            diff = float((mine - full).abs().max()) if ok else math.inf
+            if ok and (self.keep or self.keep_logits is not None) and T >= 3:
+                lo, hi = T // 2, T - 1  # the kept span alone, as nlls() asks for it
+                with torch.inference_mode():
+                    if self.keep_logits is not None:
+                        kept = self.keep_logits(x, slice(lo, hi)).float()
+                    else:
+                        kept = self.head(self.hidden(x, keep=slice(lo, hi))).float()
+                ok = kept.shape == full[:, lo:hi].shape
+                diff = max(diff, float((kept - full[:, lo:hi]).abs().max()) if ok else math.inf)
+        except (TypeError, ValueError, RuntimeError, IndexError) as e:  # a hook we cannot call
+            ok, diff = False, math.inf
+            if warn:
+                warnings.warn(
+                    f"{type(self.model).__name__}: {self.kind} view failed ({e!r})", stacklevel=4
+                )
+        tol = tolerance(model_dtype(self.model))
+        ok = ok and diff <= tol * max(1.0, float(full.abs().max()))
         if not ok and warn:
             warnings.warn(
                 f"{type(self.model).__name__}: hidden states + output head do not reproduce the "
@@ -165,6 +229,8 @@ class Head:
             return nll_blocks(
                 lambda lo, hi: sel[lo:hi], sel.shape[0], sel.shape[1], targets, max_logits
             )
+        if self.keep_logits is not None:
+            return self._kept_nlls(x, rows, cols, targets, span, max_logits)
         if self.keep:
             # only the span of scored positions leaves the last block (our GPT's ``keep``)
             lo, hi = (int(cols.min()), int(cols.max()) + 1) if span is None else span
@@ -177,6 +243,36 @@ class Head:
             h = self.hidden(x)[rows, cols]  # [M, D] hidden states at the scored positions only
         v = out_features(self.head)
         return nll_blocks(lambda lo, hi: self.head(h[lo:hi]), h.shape[0], v, targets, max_logits)
+
+    def _kept_nlls(
+        self,
+        x: torch.Tensor,
+        rows: torch.Tensor,
+        cols: torch.Tensor,
+        targets: torch.Tensor,
+        span: tuple[int, int] | None,
+        max_logits: int,
+    ) -> np.ndarray:
+        """:meth:`nlls` through the model's own ``logits_to_keep``: the logits of the span
+        ``[lo, hi)`` of columns, for as many rows of x per forward pass as keep one block of
+        ``[rows, hi - lo, V]`` logits within ``max_logits`` elements (one row at least)."""
+        lo, hi = (int(cols.min()), int(cols.max()) + 1) if span is None else span
+        assert self.keep_logits is not None
+        out = np.empty(rows.shape[0], dtype=np.float64)
+        v = getattr(getattr(self.model, "config", None), "vocab_size", None)
+        v = v if isinstance(v, int) and v > 0 else 1 << 16  # unknown: a bound that still holds
+        step = max(1, max_logits // ((hi - lo) * v))
+        B, at = x.shape[0], 0
+        while at < B:
+            z = self.keep_logits(x[at : at + step], slice(lo, hi))  # [b, hi - lo, V]
+            sel = ((rows >= at) & (rows < at + step)).nonzero()[:, 0]
+            zz = z[rows[sel] - at, cols[sel] - lo]  # [m, V]: the scored positions only
+            got = nll_blocks(
+                lambda a, b, zz=zz: zz[a:b], zz.shape[0], zz.shape[1], targets[sel], max_logits
+            )
+            out[sel.cpu().numpy()] = got
+            at += step
+        return out
 
 
 def _takes_keep(hidden: Callable) -> bool:
@@ -230,7 +326,7 @@ def nll_blocks(
                 f"got id {int(tgt.max())}"
             )
         lp = torch.log_softmax(z, dim=-1)  # [rows, V]
-        out[lo:hi] = -lp.gather(1, tgt[:, None])[:, 0].double().numpy()
+        out[lo:hi] = -lp.gather(1, tgt[:, None])[:, 0].double().cpu().numpy()
     return out
 
 

@@ -21,7 +21,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from tinyllm.device import model_device
 from tinyllm.logits import MAX_LOGITS, Head, as_ids, check_max_logits, eval_mode
+
+CTX_KEYS = ("n_positions", "max_position_embeddings", "n_ctx")
+"""The Hugging Face config fields that give a context length, in the order lm-eval reads them."""
 
 DEFAULT_TOKEN_BUDGET = 2048
 """Tokens per forward pass (windows x ctx_len) in :func:`token_nlls` when no ``batch_size`` is
@@ -57,6 +61,49 @@ def check_window_args(n: int, ctx_len: int, stride: int) -> None:
     if n < 2:
         raise ValueError(
             f"expected at least 2 tokens (token 0 has no context and is never scored), got {n}"
+        )
+
+
+def context_limit(model: Any) -> tuple[str, int] | None:
+    """The longest input ``model`` reads, as ``(config field, tokens)``, or None when it
+    declares none: ``model.cfg.block_size`` (our GPT), else the first of :data:`CTX_KEYS` in
+    ``model.config`` (a Hugging Face model) that is an int ``>= 1``.
+
+    Example: a ``LlamaConfig(max_position_embeddings=128)`` model ->
+    ``("max_position_embeddings", 128)``.
+    """
+    v = getattr(getattr(model, "cfg", None), "block_size", None)
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+        return "block_size", v
+    hc = getattr(model, "config", None)
+    for key in CTX_KEYS:
+        v = getattr(hc, key, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+            return key, v
+    return None
+
+
+def model_name(model: Any) -> str:
+    """The name an error gives ``model``: its class, with the family for one of ours
+    (``gpt.Model``), e.g. ``LlamaForCausalLM``."""
+    cls = type(model)
+    mod = getattr(cls, "__module__", "") or ""
+    if mod.startswith("tinyllm.models."):
+        return f"{mod.rsplit('.', 1)[1]}.{cls.__name__}"
+    return cls.__name__
+
+
+def check_context(model: Any, ctx_len: int, n: int | None = None) -> None:
+    """Raise ValueError when windows of ``min(ctx_len, n)`` tokens are longer than the model
+    reads (:func:`context_limit`), naming the model's class and its limit, e.g.
+    ``LlamaForCausalLM: expected windows of at most max_position_embeddings=128 tokens, got
+    ctx_len=200``. A model without a declared limit passes."""
+    lim = context_limit(model)
+    longest = int(ctx_len) if n is None else min(int(ctx_len), int(n))
+    if lim is not None and longest > lim[1]:
+        raise ValueError(
+            f"{model_name(model)}: expected windows of at most {lim[0]}={lim[1]} tokens, "
+            f"got ctx_len={int(ctx_len)}"
         )
 
 
@@ -156,6 +203,7 @@ def nll_chunks(
     batch); the model runs as the chunks are read, so the caller puts it in eval mode."""
     a = as_ids(ids)
     check_window_args(a.shape[0], ctx_len, stride)
+    check_context(model, ctx_len, a.shape[0])
     batch_size = default_batch_size(ctx_len) if batch_size is None else batch_size
     check_batch_size(batch_size)
     check_max_logits(max_logits)
@@ -177,6 +225,7 @@ def _iter_nll_chunks(
     n = a.shape[0]
     head: Head | None = None
     done = 0
+    dev = model_device(model)  # inputs go where the model is; NLLs come back to the CPU
     for group in window_groups(n, ctx_len, stride, batch_size):
         # [B, L] int64: only this batch of the (possibly memmapped) file is read
         xs = np.stack([np.asarray(a[w0:w1], dtype=np.int64) for w0, w1, _ in group])
@@ -187,8 +236,8 @@ def _iter_nll_chunks(
         rows = np.concatenate(
             [np.full(w1 - f, b, dtype=np.int64) for b, (_, w1, f) in enumerate(group)]
         )
-        x = torch.from_numpy(xs)
-        r, c = torch.from_numpy(rows), torch.from_numpy(cols)
+        x = torch.from_numpy(xs).to(dev)
+        r, c = torch.from_numpy(rows).to(dev), torch.from_numpy(cols).to(dev)
         w0, w1, f = group[0]  # every window of the group reads positions [f-1-w0, w1-1-w0)
         with torch.inference_mode():
             if head is None:

@@ -26,7 +26,6 @@ Face model is built or read: it is an optional dependency, and importing the fam
 
 from __future__ import annotations
 
-import inspect
 import os
 import stat
 import sys
@@ -40,9 +39,45 @@ import numpy as np
 import torch
 from torch import nn
 
+from tinyllm import device as devices
 from tinyllm import safeio, windows
 from tinyllm.checkpoint import CONFIG_NAME, WEIGHTS_NAME, CheckpointError
 from tinyllm.models import gpt
+from tinyllm.models.hf_views import (
+    BaseModelView,
+    CacheEngine,
+    attention_window,
+    cache_kv,
+    last_hidden,
+    takes_logits_to_keep,
+)
+
+__all__ = [
+    "ARCH",
+    "CTX_KEYS",
+    "KIND",
+    "TOKENIZER_FILES",
+    "UNSAFE_WEIGHTS",
+    "WEIGHTS_INDEX",
+    "BaseModelView",
+    "CacheEngine",
+    "attention_window",
+    "cache_kv",
+    "check_weights",
+    "config_from",
+    "context_length",
+    "export_hf",
+    "gpt2_twin",
+    "last_hidden",
+    "load",
+    "load_hf_gpt2",
+    "load_tokenizer",
+    "MissingTokenizerError",
+    "save",
+    "takes_logits_to_keep",
+    "token_nlls",
+    "views",
+]
 
 ARCH = "hf"
 KIND = "lm"
@@ -50,7 +85,7 @@ KIND = "lm"
 WEIGHTS_INDEX = "model.safetensors.index.json"  # a sharded checkpoint's safetensors index
 UNSAFE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
-CTX_KEYS = ("n_positions", "max_position_embeddings", "n_ctx")
+CTX_KEYS = windows.CTX_KEYS
 """The config fields that give a context length, in the order lm-eval reads them."""
 
 
@@ -98,27 +133,43 @@ def check_weights(directory: str | os.PathLike) -> Path:
 
 
 def load(
-    path: str | os.PathLike, *, dtype: torch.dtype | None = torch.float32, quiet: bool = False
+    path: str | os.PathLike,
+    *,
+    device: Any = "cpu",
+    dtype: Any = "auto",
+    quiet: bool = False,
 ) -> nn.Module:
-    """The causal LM in the folder ``path``, in eval mode:
+    """The causal LM in the folder ``path``, in eval mode, on ``device`` in ``dtype``:
     ``AutoModelForCausalLM.from_pretrained(path, local_files_only=True, use_safetensors=True)``
     after :func:`check_weights` (a folder with only ``pytorch_model.bin`` is a CheckpointError).
 
-    ``dtype``: the weights' dtype (default float32, so half-precision weights are scored in
-    float32; None: transformers' default, the checkpoint's own). ``quiet`` turns transformers'
+    ``device`` and ``dtype`` follow the one rule of :mod:`tinyllm.device` (the CLI's and the
+    zoo's): ``device`` is ``auto | cpu | cuda | cuda:N | mps`` (``"auto"``: cuda when available,
+    else cpu; default cpu), ``dtype`` is ``auto | float32 | bfloat16 | float16`` or a torch
+    dtype (``"auto"``, the default: float32 on CPU, so half-precision weights are scored in
+    float32; on an accelerator the checkpoint's own bfloat16 / float16, else float32). ``dtype
+    = None`` keeps the checkpoint's own dtype on any device. ``quiet`` turns transformers'
     progress bars off (for the whole process) so a command's output stays its own.
     """
-    from transformers import AutoModelForCausalLM  # optional dependency: only HF folders
+    from transformers import AutoConfig, AutoModelForCausalLM  # optional: only HF folders
 
     check_weights(path)
+    dev = devices.resolve_device(device)
     if quiet:
         from transformers.utils import logging as hf_logging  # optional, as above
 
         hf_logging.disable_progress_bar()
-    kw = {} if dtype is None else {"dtype": dtype}
+    kw: dict = {}
+    if dtype is not None:
+        stored = None
+        if dtype == "auto" and dev.type != "cpu":  # only an accelerator reads the stored dtype
+            hc = AutoConfig.from_pretrained(str(path), local_files_only=True)
+            stored = getattr(hc, "dtype", None) or getattr(hc, "torch_dtype", None)
+        kw["dtype"] = devices.resolve_dtype(dtype, dev, stored)
     model = AutoModelForCausalLM.from_pretrained(
         str(path), local_files_only=True, use_safetensors=True, **kw
     )
+    model.to(dev)
     model.eval()
     return model
 
@@ -183,9 +234,12 @@ def token_nlls(
     Defaults: ``ctx_len`` = :func:`context_length` (a window holds 2 tokens at least),
     ``stride = max(1, ctx_len // 2)``. The ids are tinyllm's byte ids (formats/tokens-bin.md)
     read as the model's token ids, so its vocabulary must hold all 256 of them.
-    ``batch_size`` and ``progress(done, total)`` go to the windows.
+    ``batch_size`` and ``progress(done, total)`` go to the windows. The model runs where its
+    parameters are (:func:`tinyllm.device.model_device`).
 
-    Raises ValueError for a vocabulary under 256 ids or a config without a context length.
+    Raises ValueError for a vocabulary under 256 ids, a config without a context length, or a
+    ``ctx_len`` over the model's (:func:`tinyllm.windows.check_context`: the message names the
+    model's class and its config field).
     """
     vocab = int(getattr(model.config, "vocab_size", 0) or 0)
     if vocab < 256:
@@ -211,10 +265,11 @@ def views(model: Any) -> list[tuple[str, Any]]:
     """How the scoring code may read a Hugging Face causal LM, in the order to try:
     ``("twin", gpt2_twin(model))`` for a ``GPT2LMHeadModel`` our GPT implements (it offers
     ``hidden`` + ``lm_head`` and ``hidden_cached``), then ``("hf", BaseModelView(model))`` when
-    the model has a ``base_model`` other than itself. ``[]`` for a model without
-    ``get_output_embeddings()``: not a Hugging Face causal LM. Each view is checked against the
-    model's own outputs before it is used (:class:`tinyllm.logits.Head`,
-    :func:`tinyllm.eval.lm.kvcache.cache_engine`).
+    the model has a ``base_model`` other than itself: the hidden-state hook, the model's own
+    ``logits_to_keep`` where its forward takes it, and its own KV cache.
+    ``[]`` for a model without ``get_output_embeddings()``: not a Hugging Face causal LM. Each
+    view is checked against the model's own outputs before it is used
+    (:class:`tinyllm.logits.Head`, :func:`tinyllm.eval.lm.kvcache.cache_engine`).
     """
     if not callable(getattr(model, "get_output_embeddings", None)):
         return []
@@ -226,96 +281,6 @@ def views(model: Any) -> list[tuple[str, Any]]:
     if isinstance(base, nn.Module) and base is not model:
         out.append(("hf", BaseModelView(model)))
     return out
-
-
-class BaseModelView:
-    """A Hugging Face causal LM through its base model: ``hidden(ids)`` is the base model's
-    last hidden state (:func:`last_hidden`), ``lm_head`` the output embeddings (None when the
-    model has none: no head-only hook then), ``cache_engine()`` a :class:`CacheEngine`."""
-
-    def __init__(self, model: Any) -> None:
-        self.model, self.base = model, model.base_model
-        self.lm_head = model.get_output_embeddings()
-
-    def hidden(self, ids: torch.Tensor) -> torch.Tensor:
-        return last_hidden(self.base, ids)
-
-    def cache_engine(self) -> CacheEngine:
-        return CacheEngine(self.model)
-
-
-def last_hidden(base: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-    """Last hidden state ``[B, T, D]`` (after the final norm) of a Hugging Face base model, run
-    without a KV cache; a base model whose forward takes no ``use_cache`` is called without it.
-    """
-    try:
-        out = base(input_ids=ids, use_cache=False)
-    except TypeError:  # a base model without a cache argument
-        out = base(input_ids=ids)
-    return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
-
-
-def cache_kv(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Per-layer (keys, values) ``[B, H, S, Dh]`` of a Hugging Face cache, any recent version:
-    ``cache.layers[i].keys/.values`` (transformers >= 4.56), ``cache.key_cache[i]`` /
-    ``.value_cache[i]`` (4.36 - 4.55), or a tuple of ``(k, v, ...)`` per layer (before).
-    Raises ValueError for key and value lists of different lengths."""
-    if hasattr(cache, "layers"):
-        return [(lay.keys, lay.values) for lay in cache.layers]
-    if hasattr(cache, "key_cache"):
-        return list(zip(cache.key_cache, cache.value_cache, strict=True))
-    return [(kv[0], kv[1]) for kv in cache]
-
-
-class CacheEngine:
-    """A Hugging Face causal LM through its base model's cache (``past_key_values``), driven as
-    the instrument's cache engines are (:func:`tinyllm.eval.lm.scoring.cached_lls`): ``head``,
-    ``prefill(x, lens)``, ``extend(state, rows, lens, y, pos, new_mask)``."""
-
-    def __init__(self, model: Any) -> None:
-        from transformers import DynamicCache  # optional dependency: only for HF models
-
-        self.base, self.head, self._dyn = (
-            model.base_model,
-            model.get_output_embeddings(),
-            DynamicCache,
-        )
-        params = inspect.signature(self.base.forward).parameters
-        self.kw = "cache" if "cache" in params else "past_key_values"
-
-    def prefill(self, x: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tensor, Any]:
-        """``(h [Bc, D] at each context's last token, (per-layer keys/values, attention mask))``."""
-        am = (torch.arange(x.shape[1])[None, :] < lens[:, None]).long()  # [Bc, Lc]
-        out = self.base(input_ids=x, attention_mask=am, use_cache=True)
-        cache = getattr(out, self.kw, None) or getattr(out, "past_key_values", None)
-        h = out.last_hidden_state  # [Bc, Lc, D]
-        return h[torch.arange(h.shape[0]), lens - 1], (cache_kv(cache), am)  # [Bc, D]
-
-    def extend(
-        self,
-        state: Any,
-        rows: torch.Tensor,
-        lens: torch.Tensor,
-        y: torch.Tensor,
-        pos: torch.Tensor,
-        new_mask: torch.Tensor,
-    ) -> torch.Tensor:
-        """Hidden states ``[Bq, Tq, D]`` of ``y`` fed at positions ``pos`` after the cached
-        contexts ``rows`` (``lens`` tokens each, their padding masked), ``new_mask`` among the
-        new tokens, through a fresh ``DynamicCache`` of the selected rows and a 4-d boolean
-        attention mask."""
-        kv, am = state
-        cache = self._dyn()
-        for i, (k, v) in enumerate(kv):
-            cache.update(k.index_select(0, rows), v.index_select(0, rows), i)
-        old = am.index_select(0, rows).bool()  # [Bq, S]: the context, not its padding
-        Tq = y.shape[1]
-        # a 4-d boolean mask [Bq, 1, Tq, S + Tq] is used by the model as given
-        mask = torch.cat([old[:, None, :].expand(-1, Tq, -1), new_mask], dim=2)[:, None]
-        out = self.base(
-            input_ids=y, attention_mask=mask, position_ids=pos, use_cache=True, **{self.kw: cache}
-        )
-        return out.last_hidden_state
 
 
 # ---------------------------------------------------------------------- the GPT-2 twin

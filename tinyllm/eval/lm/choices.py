@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from tinyllm.eval.lm.heads import FamilyLM
-from tinyllm.eval.lm.kvcache import cache_engine
+from tinyllm.eval.lm.kvcache import cache_engine, fits_window
 from tinyllm.eval.lm.scoring import (
     Req,
     cached_lls,
@@ -28,6 +28,7 @@ from tinyllm.eval.lm.scoring import (
 )
 from tinyllm.logits import MAX_LOGITS, check_max_logits, eval_mode
 from tinyllm.models import hf
+from tinyllm.windows import context_limit, model_name
 
 DEFAULT_MC_TOKEN_BUDGET = 2048
 """Tokens per forward pass (rows x padded length) when scoring choices: contexts are batched
@@ -74,8 +75,11 @@ def _resolve_max_len(model: Any, max_len: int | None) -> int | None:
     if isinstance(max_len, bool) or not isinstance(max_len, int | np.integer) or max_len < 1:
         raise ValueError(f"max_len: expected an int >= 1 (tokens the model reads), got {max_len!r}")
     if own is not None and max_len > own:
+        lim = context_limit(model)
+        field = f"{lim[0]}={lim[1]}" if lim is not None else f"{own} tokens"
         raise ValueError(
-            f"max_len: expected at most the model's own context of {own} tokens, got {max_len}"
+            f"{model_name(model)} ({field}): max_len: expected at most the model's own "
+            f"context of {own} tokens, got {max_len}"
         )
     return int(max_len)
 
@@ -234,9 +238,26 @@ def _score_requests(
             f"expected token ids in [0, {vocab if isinstance(vocab, int) else 'V'}) "
             f"(the model's vocabulary), got ids in [{lo}, {hi}]"
         )
-    engine = cache_engine(model, reqs, max_logits) if cache == "auto" else None
+    # a sliding-window model: only the inputs within its window may use the cache (by rule)
+    fits = fits_window(model, reqs) if cache == "auto" else [False] * len(reqs)
+    inside = [k for k in range(len(reqs)) if fits[k]]
+    engine = cache_engine(model, [reqs[k] for k in inside], max_logits) if inside else None
     if engine is None:
         plain_lls(model, reqs, range(len(reqs)), budget, ll, finished, max_logits)
-    else:
-        cached_lls(engine, reqs, budget, ll, finished, max_logits=max_logits)
+        return ll
+    outside = [k for k in range(len(reqs)) if not fits[k]]
+    if outside:
+        plain_lls(model, reqs, outside, budget, ll, finished, max_logits)
+    sub = [reqs[k] for k in inside]
+    got = [math.nan] * len(sub)
+    cached_lls(
+        engine,
+        sub,
+        budget,
+        got,
+        None if finished is None else lambda ks: finished([inside[k] for k in ks]),
+        max_logits=max_logits,
+    )
+    for i, k in enumerate(inside):
+        ll[k] = got[i]
     return ll

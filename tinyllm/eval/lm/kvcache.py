@@ -9,6 +9,12 @@ may also offer its own engine through ``cache_engine()`` (a Hugging Face model's
 -- its own, else those of its views (:func:`tinyllm.models.hf.views`) -- whose log-likelihoods
 reproduce the plain path on a probe of the first requests (:func:`probe`), checked once per
 model and engine; :func:`cache_verdicts` says what that check found.
+
+A model with sliding-window (or chunked) attention by its config
+(:func:`tinyllm.models.hf.attention_window`) is scored from the cache only on inputs that fit
+in its window (:func:`fits_window`, a rule on the config and the lengths, never on the probe);
+longer inputs take the plain path, where the model applies its own window. The probe always
+holds the longest context too, so a window the config does not declare is caught by the check.
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from tinyllm.device import model_dtype
 from tinyllm.eval.lm.scoring import Req, cached_lls, plain_lls
-from tinyllm.logits import MAX_LOGITS, VERIFY_TOL
+from tinyllm.logits import MAX_LOGITS, tolerance
 from tinyllm.models import hf
 
 _VERDICTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {engine: agrees?}
@@ -54,9 +61,12 @@ class GPTCache:
         """Hidden states ``[Bq, Tq, D]`` of ``y`` fed at positions ``pos`` after the cached
         contexts ``rows`` (``lens`` tokens each, their padding masked), ``new_mask`` among the
         new tokens."""
-        everyone = rows.numel() == cache.batch and bool((rows == torch.arange(cache.batch)).all())
+        dev = rows.device
+        everyone = rows.numel() == cache.batch and bool(
+            (rows == torch.arange(cache.batch, device=dev)).all()
+        )
         past = cache if everyone else cache.select(rows)
-        valid = torch.arange(past.length)[None, :] < lens[:, None]  # [Bq, S]: not the padding
+        valid = torch.arange(past.length, device=dev)[None, :] < lens[:, None]  # [Bq, S]
         h, _ = self.model.hidden_cached(y, past, positions=pos, past_valid=valid, new_mask=new_mask)
         return h
 
@@ -77,6 +87,23 @@ def cache_verdicts(model: Any) -> dict[str, bool]:
         return dict(_VERDICTS.get(model, {}))
     except TypeError:  # not weak-referenceable: no verdict is kept
         return {}
+
+
+def fits_window(model: Any, reqs: list[Req]) -> list[bool]:
+    """Which requests the cached path may score, by rule: all of them for a model without a
+    local-attention window (:func:`tinyllm.models.hf.attention_window` is None), else those
+    whose input ``ctx + cont[:-1]`` plus the scored token fits in the window
+    (``len(ctx) + len(cont) <= window``): every layer then attends to the whole input, as the
+    cache engine's mask does, and a sliding-window cache keeps every key (transformers keeps
+    the last ``window - 1``).
+
+    Example: a Mistral with ``sliding_window=16``, requests of 10 + 6 and 12 + 6 tokens ->
+    ``[True, False]``.
+    """
+    w = hf.attention_window(model)
+    if w is None:
+        return [True] * len(reqs)
+    return [r.ctx.size + r.cont.size <= w for r in reqs]
 
 
 def cache_engine(model: Any, reqs: list[Req], max_logits: int = MAX_LOGITS) -> Any:
@@ -127,8 +154,10 @@ def _engine_maker(view: Any) -> Callable[[], Any]:
 def _cache_agrees(
     model: Any, engine: Any, reqs: list[Req], warn: bool, max_logits: int = MAX_LOGITS
 ) -> bool:
-    """Whether ``engine`` gives the plain path's log-likelihoods on a probe of ``reqs``."""
-    picked = probe(reqs)
+    """Whether ``engine`` gives the plain path's log-likelihoods on a probe of ``reqs`` (the
+    requests of :func:`probe` and those of the longest context), within
+    :func:`tinyllm.logits.tolerance` of the model's dtype times ``max(1, |LL|)``."""
+    picked = sorted(set(probe(reqs)) | set(longest(reqs)))
     want = [math.nan] * len(reqs)
     diff = math.inf
     try:
@@ -138,7 +167,7 @@ def _cache_agrees(
         # one pass whatever the lengths: a cache that mishandles padding is caught here
         cached_lls(engine, sub, 1 << 30, got, None, max_pad=1.0, max_logits=max_logits)
         diff = max(abs(got[i] - want[k]) / max(1.0, abs(want[k])) for i, k in enumerate(picked))
-        ok = diff <= VERIFY_TOL
+        ok = diff <= tolerance(model_dtype(model))
     except Exception as e:  # noqa: BLE001 - a cache we cannot drive: the plain path
         diff, ok = math.inf, False
         if warn:
@@ -180,3 +209,17 @@ def probe(reqs: list[Req]) -> list[int]:
             groups.append(list(run))
     pick = groups[:1] + groups[-1:] if len(groups) > 1 else groups
     return sorted({k for g in pick for k in g})
+
+
+def longest(reqs: list[Req]) -> list[int]:
+    """The requests of the longest context of ``reqs`` (the first one of that length), which
+    the cache check scores beside :func:`probe`'s, so that a cache that fails only on long
+    inputs (a window the config does not declare, a truncated cache) is caught.
+
+    Example: contexts of 5, 2, 9, 1, 12 tokens with two choices each -> ``[8, 9]``.
+    """
+    if not reqs:
+        return []
+    top = max(range(len(reqs)), key=lambda k: (reqs[k].ctx.size, -k))
+    key = reqs[top].ctx.tobytes()
+    return [k for k in range(len(reqs)) if reqs[k].ctx.tobytes() == key]

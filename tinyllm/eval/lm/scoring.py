@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from tinyllm.device import model_device
 from tinyllm.eval.lm.heads import views
 from tinyllm.logits import MAX_LOGITS, Head, nll_blocks, out_features
 
@@ -188,9 +189,10 @@ def plain_lls(
         users[inputs[key]].append(k)
     order = sorted(range(len(seqs)), key=lambda u: -seqs[u].size)
     head: Head | None = None
+    dev = model_device(model)  # inputs go where the model is; LLs come back to the CPU
     for sl in budget_batches([seqs[u].size for u in order], budget):
         batch = order[sl]
-        x = pad([seqs[u] for u in batch])
+        x = pad([seqs[u] for u in batch]).to(dev)
         rows, cols, tgts, ks = [], [], [], []
         for b, u in enumerate(batch):
             for k in users[u]:
@@ -200,9 +202,9 @@ def plain_lls(
                 rows.append(np.full(r.cont.size, b))
                 tgts.append(r.cont)
                 ks.append(k)
-        r_t = torch.from_numpy(np.concatenate(rows).astype(np.int64))
-        c_t = torch.from_numpy(np.concatenate(cols).astype(np.int64))
-        t_t = torch.from_numpy(np.concatenate(tgts).astype(np.int64))
+        r_t = torch.from_numpy(np.concatenate(rows).astype(np.int64)).to(dev)
+        c_t = torch.from_numpy(np.concatenate(cols).astype(np.int64)).to(dev)
+        t_t = torch.from_numpy(np.concatenate(tgts).astype(np.int64)).to(dev)
         if head is None:
             head = Head(model, x, views(model))
         nll = head.nlls(x, r_t, c_t, t_t, max_logits=max_logits)
@@ -241,17 +243,18 @@ def cached_lls(
         of_ctx[ctx_id[key]].append(k)
     order = sorted(range(len(ctxs)), key=lambda u: -ctxs[u].size)
     v = out_features(engine.head)
+    dev = model_device(engine.head)  # inputs go where the model is; LLs come back to the CPU
     for sl in budget_batches([ctxs[u].size for u in order], budget, max_pad=max_pad):
         batch = order[sl]
-        x = pad([ctxs[u] for u in batch])  # [Bc, Lc]
-        lens = torch.tensor([ctxs[u].size for u in batch])  # [Bc]
+        x = pad([ctxs[u] for u in batch]).to(dev)  # [Bc, Lc]
+        lens = torch.tensor([ctxs[u].size for u in batch], device=dev)  # [Bc]
         h_last, state = engine.prefill(x, lens)  # [Bc, D] at each context's last token
         ks = [k for u in batch for k in of_ctx[u]]
         row_of = {u: b for b, u in enumerate(batch)}
         # the first choice token of every request, read at its context's last position: the
         # head and log-softmax run once per context, shared by all of its choices
-        rows = torch.tensor([row_of[ctx_id[reqs[k].ctx.tobytes()]] for k in ks])  # [R]
-        tgt = torch.tensor([int(reqs[k].cont[0]) for k in ks])  # [R]
+        rows = torch.tensor([row_of[ctx_id[reqs[k].ctx.tobytes()]] for k in ks], device=dev)
+        tgt = torch.tensor([int(reqs[k].cont[0]) for k in ks], device=dev)  # [R]
         step = max(1, max_logits // max(v, 1))
         for lo in range(0, len(batch), step):
             z = engine.head(h_last[lo : lo + step])  # [rows, V]
@@ -301,10 +304,11 @@ def cached_lls(
             new_mask = ((seg[:, :, None] == seg[:, None, :]) & causal) | torch.eye(
                 tq, dtype=torch.bool
             )
-            crow = torch.tensor([row_of[u] for u in part])
+            crow = torch.tensor([row_of[u] for u in part], device=dev)
+            y, pos, new_mask = y.to(dev), pos.to(dev), new_mask.to(dev)
             h2 = engine.extend(state, crow, lens[crow], y, pos, new_mask)  # [Bq, Tq, D]
-            hs = h2[torch.cat(r_i), torch.cat(c_i)]  # [M, D]: only scored positions
-            tgt2 = torch.cat(tg)
+            hs = h2[torch.cat(r_i).to(dev), torch.cat(c_i).to(dev)]  # [M, D]: scored positions
+            tgt2 = torch.cat(tg).to(dev)
             nll = nll_blocks(
                 lambda lo, hi, hs=hs: engine.head(hs[lo:hi]), hs.shape[0], v, tgt2, max_logits
             )
