@@ -459,3 +459,109 @@ def test_accumulator_two_tokens_are_enough_for_std_and_interval():
     assert acc.mean_ci().hi == pytest.approx(
         2.0 + 12.706204736174698 * math.sqrt(2.0) / math.sqrt(2)
     )
+
+
+# ---- two Spearman correlations on the same items (compare's spearman rows) -----------------------
+
+
+def test_spearman_along_is_scipys_spearmanr_row_by_row():
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 5, size=(6, 30)).astype(float)  # ties: average ranks
+    y = rng.normal(size=30)
+    want = [sps.spearmanr(row, y).statistic for row in x]
+    assert stats.spearman_along(x, y) == pytest.approx(want, abs=1e-12)
+    assert stats.spearman_along([[1, 2, 3], [3, 2, 1]], [1, 2, 3]).tolist() == [1.0, -1.0]
+    assert math.isnan(stats.spearman_along([2.0, 2.0, 2.0], [1, 2, 3]))  # constant: no rho
+
+
+def test_spearman_difference_hand_value():
+    # rho(x, h) = 1; y has its first two items swapped: sum d^2 = 2, rho = 1 - 6*2/(10*99)
+    h = np.arange(1.0, 11.0)
+    y = h.copy()
+    y[[0, 1]] = y[[1, 0]]
+    assert stats.spearman_difference(h, y, h) == pytest.approx(12 / 990, abs=1e-15)
+    assert stats.spearman_difference([1, 2, 3, 4], [4, 3, 2, 1], [1, 2, 3, 4]) == 2.0
+
+
+def _correlated(n: int, seed: int, noise_x: float, noise_y: float):
+    rng = np.random.default_rng(seed)
+    h = rng.normal(size=n)
+    return h + noise_x * rng.normal(size=n), h + noise_y * rng.normal(size=n), h
+
+
+def test_spearman_difference_ci_is_scipys_paired_bootstrap():
+    """Differential: scipy.stats.bootstrap(paired=True) with a statistic written independently
+    (scipy's spearmanr, one resample at a time) draws the same resamples from the same seed and
+    gives the same percentile interval."""
+    x, y, h = _correlated(60, 0, 0.5, 1.5)
+
+    def delta(a, b, c):
+        return sps.spearmanr(a, c).statistic - sps.spearmanr(b, c).statistic
+
+    ref = sps.bootstrap(
+        (x, y, h),
+        delta,
+        paired=True,
+        vectorized=False,
+        n_resamples=299,
+        method="percentile",
+        rng=np.random.default_rng(5),
+    )
+    got = stats.spearman_difference_ci(x, y, h, np.random.default_rng(5), n_boot=299)
+    assert got.value == pytest.approx(delta(x, y, h), abs=1e-12)
+    assert (got.lo, got.hi) == pytest.approx(
+        (ref.confidence_interval.low, ref.confidence_interval.high), abs=1e-12
+    )
+    # the same pairs for both: an interval of the difference far narrower than unpaired noise
+    assert 0 < got.lo < got.value < got.hi
+    again = stats.spearman_difference_ci(x, y, h, np.random.default_rng(5), n_boot=299)
+    assert again == got  # the caller's rng decides everything
+
+
+def test_spearman_difference_ci_of_equal_scores_is_zero_width_and_checks_inputs():
+    x, _, h = _correlated(20, 1, 0.5, 0.5)
+    assert stats.spearman_difference_ci(x, x, h, np.random.default_rng(0)) == stats.Interval(
+        0.0, 0.0, 0.0
+    )
+    with pytest.raises(ValueError, match=r"expected x, y and h scored on the same items"):
+        stats.spearman_difference_ci(x, x[:-1], h, np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"^h: expected scores that vary, got a constant input$"):
+        stats.spearman_difference_ci(x, x, np.ones(20), np.random.default_rng(0))
+    with pytest.raises(TypeError, match="rng: expected a numpy.random.Generator"):
+        stats.spearman_difference_ci(x, x, h, 0)
+
+
+def _perm_both_by_enumeration(x, y, h) -> float:
+    """PERM-BOTH written out: every swap pattern of the two within-model ranks, scipy's rho."""
+    rx, ry = sps.rankdata(x), sps.rankdata(y)
+    t = abs(sps.spearmanr(rx, h).statistic - sps.spearmanr(ry, h).statistic)
+    n, hits = len(x), 0
+    for code in range(2**n):
+        swap = np.array([(code >> i) & 1 for i in range(n)], dtype=bool)
+        xs, ys = np.where(swap, ry, rx), np.where(swap, rx, ry)
+        ts = abs(sps.spearmanr(xs, h).statistic - sps.spearmanr(ys, h).statistic)
+        hits += ts >= t - 1e-9
+    return hits / 2**n
+
+
+def test_spearman_difference_test_hand_value_and_enumeration():
+    # n = 4, x = h, y reversed: T = 2, reached only by swapping all items or none: 2/16
+    assert stats.spearman_difference_test([1, 2, 3, 4], [4, 3, 2, 1], [1, 2, 3, 4]) == 0.125
+    x, y, h = _correlated(8, 2, 0.3, 1.0)
+    exact = _perm_both_by_enumeration(x, y, h)
+    assert stats.spearman_difference_test(x, y, h, n_perm=256) == pytest.approx(exact, abs=1e-15)
+    # fewer permutations than patterns: random patterns, p within 4 standard errors of exact
+    p = stats.spearman_difference_test(x, y, h, n_perm=4000, rng=np.random.default_rng(0))
+    assert abs(p - exact) < 4 * math.sqrt(exact * (1 - exact) / 4000) + 1 / 4001
+
+
+def test_spearman_difference_test_separates_a_better_model_and_not_an_equal_one():
+    x, y, h = _correlated(150, 4, 0.4, 1.5)  # x ranks the items far better than y
+    p = stats.spearman_difference_test(x, y, h, n_perm=2000, rng=np.random.default_rng(0))
+    assert p == 1 / 2001  # no random swap pattern reaches the observed difference
+    assert stats.spearman_difference_test(x, x, h) == 1.0
+    assert stats.spearman_difference_test(x, 2 * x + 1, h) == 1.0  # the same ranks
+    with pytest.raises(ValueError, match=r"n_perm: expected an integer >= 1, got 0"):
+        stats.spearman_difference_test(x, y, h, n_perm=0)
+    with pytest.raises(ValueError, match=r"x: expected at least 4 values, got 3"):
+        stats.spearman_difference_test([1, 2, 3], [1, 2, 3], [1, 2, 3])
