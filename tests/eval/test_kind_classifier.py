@@ -133,13 +133,15 @@ def test_hash_split_is_sha256_mod_5():
 def test_polarity_rows_from_gensim():
     rows = data.polarity_rows()
     assert len(rows) == 200 and Counter(r.label for r in rows) == {"neg": 100, "pos": 100}
-    assert rows[0] == Row(
-        data.hash_split(rows[0].sentence), "simplistic , silly and tedious .", "neg"
-    )
+    first = "simplistic , silly and tedious ."
+    assert rows[0] == Row(data.hash_split(first), first, "neg", data.hash_bucket(first))
     assert any("amélie" in r.sentence for r in rows)  # Windows-1252 0xe9 decoded
     n_val = sum(r.split == "val" for r in rows)
     assert 25 <= n_val <= 55  # ~20% of 200
     assert all(r.split == data.hash_split(r.sentence) for r in rows)
+    # the fold is the hash bucket; the val rows are exactly fold 0
+    assert all(r.fold == data.hash_bucket(r.sentence) for r in rows)
+    assert [r for r in rows if r.fold == 0] == [r for r in rows if r.split == "val"]
 
 
 def test_langid_rows_have_one_language_per_name():
@@ -150,7 +152,10 @@ def test_langid_rows_have_one_language_per_name():
     assert len(names) == len(set(names))
     from babel import Locale
 
-    assert Row(data.hash_split("Neuseeland"), "Neuseeland", "de") in rows
+    assert (
+        Row(data.hash_split("Neuseeland"), "Neuseeland", "de", data.hash_bucket("Neuseeland"))
+        in rows
+    )
     shared = str(Locale.parse("en").territories["ZW"])  # "Zimbabwe": en, fr, it ... -> dropped
     assert shared == str(Locale.parse("fr").territories["ZW"]) and shared not in names
     val = [r for r in rows if r.split == "val"]
@@ -165,9 +170,12 @@ def test_corpora_files(tmp_path):
         f = data.CORPORA[name].build(tmp_path)
         assert f["train"] == f["rows"] == files[name]
         train = data.CORPORA[name].read_train(f["train"])
-        assert train and all(r.split == "train" for r in train)
         first = json.loads(files[name].read_text(encoding="utf-8").splitlines()[0])
-        assert set(first) == {"split", "sentence", "label"}
+        assert set(first) == {"split", "sentence", "label", "fold"}
+        if name == "langid":  # trained on its train rows
+            assert train and all(r.split == "train" for r in train)
+        else:  # polarity is cross-fitted: its train reads every row, each with its fold
+            assert train == data.read_rows(f["train"]) and {r.fold for r in train} == set(range(5))
 
 
 # ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/kinds/*.py` ---

@@ -16,12 +16,22 @@ the mean of the final states of the non-PAD positions; then dropout and one line
 label logits. ``train(..., init=<bert checkpoint folder>)`` starts the backbone from a
 pretrained BERT (the zoo fine-tunes its own), whose shape must equal the config's.
 
+Cross-fitting (``TrainConfig.cross_fit = k >= 2``): every training row carries a fold 0..k-1
+(formats/rows.md) and ``train`` fits k classifiers, classifier ``i`` on the rows outside fold
+``i``, each exactly as a plain ``train`` on those rows would (same seed, same init). Classifier 0
+is the model (``predict``, ``model(ids)``); classifiers 1..k-1 are saved beside it
+(``fold_models``, weights ``fold_models.<i-1>.*``) only so that the classifier kind can score
+each fold by the classifier that held it out. ``config.json``'s ``trained_on`` lists, per
+classifier, the :func:`sentence_digest` of every row it was trained on, so that a scorer can
+count scored rows a classifier has seen.
+
 Shapes: ``B`` batch, ``T`` tokens (``<= max_len``), ``D`` = ``n_embd``, ``L`` labels.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -95,9 +105,21 @@ class TrainConfig:
     weight_decay: float = 0.01
     warmup: int | None = None
     grad_clip: float = 1.0
+    cross_fit: int = 0  # 0: one classifier on all rows; k >= 2: k folds (module docstring)
 
     def __post_init__(self) -> None:
         check_adamw_settings(self, "classifier.TrainConfig")
+        k = self.cross_fit
+        if type(k) is not int or k == 1 or k < 0:
+            raise ValueError(
+                f"classifier.TrainConfig.cross_fit: expected 0 (off) or an int >= 2 (folds), "
+                f"got {k!r}"
+            )
+
+
+def sentence_digest(sentence: str) -> str:
+    """The first 16 hex digits of ``sha256(sentence as UTF-8)``: how ``trained_on`` names a row."""
+    return hashlib.sha256(sentence.encode("utf-8")).hexdigest()[:16]
 
 
 def _check_labels(labels, who: str) -> tuple[str, ...]:
@@ -116,9 +138,12 @@ def _check_labels(labels, who: str) -> tuple[str, ...]:
 class Model(nn.Module):
     """``backbone`` (encoder.Encoder) + ``head`` (dropout, Linear D -> L); ``model(ids)`` ->
     label logits ``[B, L]``; ``model.labels[k]`` names class ``k``; ``model.train_cfg``: the
-    settings it was trained with (the defaults for a fresh model)."""
+    settings it was trained with (the defaults for a fresh model). ``cross_fit = k >= 2`` adds
+    ``fold_models``, the k - 1 classifiers of folds 1..k-1 (:meth:`fold_model`);
+    ``trained_on``: per classifier (0 = this one), the digests of its training rows, or None
+    when unknown (a fresh model)."""
 
-    def __init__(self, cfg: Config, labels: Sequence[str]) -> None:
+    def __init__(self, cfg: Config, labels: Sequence[str], cross_fit: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
         self.train_cfg = TrainConfig()
@@ -127,6 +152,19 @@ class Model(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.head = nn.Linear(cfg.n_embd, len(self.labels))
         init_gpt_weights(self, cfg.n_layer, std=INIT_STD)
+        self.fold_models = nn.ModuleList([Model(cfg, labels) for _ in range(max(cross_fit - 1, 0))])
+        self.trained_on: tuple[frozenset[str], ...] | None = None
+
+    @property
+    def n_folds(self) -> int:
+        """How many classifiers the checkpoint holds: 1, or k when cross-fitted."""
+        return 1 + len(self.fold_models)
+
+    def fold_model(self, i: int) -> Model:
+        """Classifier ``i``: this model for 0, else ``fold_models[i - 1]``."""
+        if not 0 <= i < self.n_folds:
+            raise IndexError(f"classifier fold: expected 0..{self.n_folds - 1}, got {i}")
+        return self if i == 0 else self.fold_models[i - 1]
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         h = self.backbone(ids)  # [B, T, D]
@@ -138,20 +176,35 @@ class Model(nn.Module):
         return self.head(self.drop(pooled))  # [B, L]
 
 
-def _check_rows(data, who: str) -> tuple[list[str], list[str]]:
-    """``data``: (sentence, label) pairs, or objects with ``.sentence`` and ``.label``."""
-    texts, labels = [], []
+def _check_rows(data, who: str, k: int) -> tuple[list[str], list[str], list[int]]:
+    """``data``: (sentence, label) pairs, or objects with ``.sentence`` and ``.label`` (and
+    ``.fold``, an int 0..k-1 on every row, when cross-fitting k folds); folds are [] for k = 0."""
+    texts, labels, folds = [], [], []
     for i, r in enumerate(data):
         s, y = (r.sentence, r.label) if hasattr(r, "sentence") else tuple(r)
         if not isinstance(s, str) or not isinstance(y, str) or not y:
             raise ValueError(
                 f"{who}: expected (sentence: str, label: non-empty str) at row {i}, got {r!r}"
             )
+        if k:
+            fold = getattr(r, "fold", None)
+            if type(fold) is not int or not 0 <= fold < k:
+                raise ValueError(
+                    f"{who}: expected a fold 0..{k - 1} on every row (cross_fit={k}), "
+                    f"got {fold!r} at row {i}"
+                )
+            folds.append(fold)
         texts.append(s)
         labels.append(y)
     if len(set(labels)) < 2:
         raise ValueError(f"{who}: expected rows of at least 2 labels, got {sorted(set(labels))}")
-    return texts, labels
+    for i in range(k):
+        if sum(f != i for f in folds) == 0 or i not in folds:
+            raise ValueError(
+                f"{who}: expected rows in fold {i} and outside it (cross_fit={k}), got "
+                f"{sum(f == i for f in folds)} of {len(folds)} rows in it"
+            )
+    return texts, labels, folds
 
 
 def init_backbone_from_bert(model: Model, path: str | os.PathLike) -> None:
@@ -178,25 +231,50 @@ def train(
     init: str | os.PathLike | None = None,
     **settings,
 ) -> Model:
-    """Fine-tune a classifier on ``data``: the TRAIN rows, as (sentence, label) pairs (or rows
-    with ``.sentence``/``.label``, e.g. ``tinyllm.data.read_rows``' filtered to split "train");
-    ``settings`` are :class:`TrainConfig`'s fields.
+    """Fine-tune a classifier on ``data``: (sentence, label) pairs (or rows with
+    ``.sentence``/``.label``, e.g. ``tinyllm.data.read_train_rows``); ``settings`` are
+    :class:`TrainConfig`'s fields.
 
     Labels: the sorted distinct labels of ``data``, stored in the checkpoint. ``init``: a bert
     checkpoint folder the backbone starts from (:func:`init_backbone_from_bert`); without it the
     backbone is random. Each step draws ``batch_size`` rows uniformly with replacement
     (``numpy.random.default_rng(seed)``), encodes them ``[CLS] bytes`` cut to ``max_len``, and
     minimises the mean cross entropy (nats) of their labels with AdamW (warmup ``steps // 10``,
-    cosine decay). ``progress(step, total, loss)`` after each step. Returns the model in eval mode.
+    cosine decay). With ``cross_fit = k``: every row has a ``.fold``, and classifier ``i`` is
+    trained so on the rows outside fold ``i`` (``steps`` each, the same ``seed``; module
+    docstring). ``progress(step, total, loss)`` after each step (total = steps x classifiers).
+    Returns the model in eval mode.
     """
     tc = settings_of(TrainConfig, settings, "classifier.train")
     if steps < 1:
         raise ValueError(f"classifier.train: expected steps >= 1, got {steps}")
-    texts, labels = _check_rows(data, "classifier.train")
+    texts, labels, folds = _check_rows(data, "classifier.train", tc.cross_fit)
     names = sorted(set(labels))
     index = {y: k for k, y in enumerate(names)}
     y_all = np.array([index[y] for y in labels], dtype=np.int64)  # [R]
     ids_all = encode_rows(texts, cfg.max_len)  # [R, T_max]
+    if tc.cross_fit:
+        picks = [np.array([j for j, f in enumerate(folds) if f != i]) for i in range(tc.cross_fit)]
+    else:
+        picks = [np.arange(len(texts))]
+    nets = []
+    for i, rows in enumerate(picks):
+
+        def step_cb(step, total, loss, _done=i * steps):
+            if progress is not None:
+                progress(_done + step, steps * len(picks), loss)
+
+        net = _fit(cfg, names, ids_all[rows], y_all[rows], tc, seed, steps, init, step_cb)
+        nets.append(net)
+    model = nets[0]
+    model.fold_models = nn.ModuleList(nets[1:])
+    model.trained_on = tuple(frozenset(sentence_digest(texts[j]) for j in r) for r in picks)
+    model.eval()
+    return model
+
+
+def _fit(cfg, names, ids_all, y_all, tc, seed, steps, init, progress) -> Model:
+    """One classifier on the rows ``ids_all [R, T_max]`` with labels ``y_all [R]`` (train's loop)."""
     lengths = (ids_all != PAD).sum(1)  # [R]
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -210,13 +288,12 @@ def train(
     for step in range(steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, steps, tc.lr, warmup)
-        pick = rng.integers(0, len(texts), size=tc.batch_size)  # [B]
+        pick = rng.integers(0, len(y_all), size=tc.batch_size)  # [B]
         T = int(lengths[pick].max())
         ids = torch.from_numpy(ids_all[pick, :T])  # [B, T]: cut the batch's common padding
         loss = F.cross_entropy(model(ids), torch.from_numpy(y_all[pick]))
         optimizer_step(model, opt, loss, tc.grad_clip)
-        if progress is not None:
-            progress(step + 1, steps, loss.item())
+        progress(step + 1, steps, loss.item())
     model.eval()
     return model
 
@@ -225,8 +302,12 @@ def train(
 
 
 def save(model: Model, path: str | os.PathLike) -> Path:
-    """Write the checkpoint folder ``path``: config.json (with top-level ``tl_head``, ``labels``
-    and the training settings) + model.safetensors."""
+    """Write the checkpoint folder ``path``: config.json (with top-level ``tl_head``, ``labels``,
+    the training settings and ``trained_on``: per classifier, the sorted digests of its training
+    rows, when known) + model.safetensors (every classifier's weights)."""
+    trained = {}
+    if model.trained_on is not None:
+        trained = {"trained_on": [sorted(t) for t in model.trained_on]}
     return save_checkpoint(
         path,
         ARCH,
@@ -234,14 +315,15 @@ def save(model: Model, path: str | os.PathLike) -> Path:
         model.state_dict(),
         tokenizer={"type": "byte", "vocab_size": N_BYTES, "specials": "tinyllm.tokens"},
         extra={"tl_head": model.cfg.tl_head, "labels": list(model.labels)}
-        | train_record(model.train_cfg),
+        | train_record(model.train_cfg)
+        | trained,
     )
 
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save`: the config, the label names (top-level
-    ``labels``) and the weights, each checked (CheckpointError naming config.json or the
-    weights file)."""
+    ``labels``), ``trained_on`` (optional: one list of digests per classifier) and the weights,
+    each checked (CheckpointError naming config.json or the weights file)."""
     cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
     doc = read_config(path, known_archs=[ARCH])
     where = Path(path) / CONFIG_NAME
@@ -254,11 +336,29 @@ def load(path: str | os.PathLike) -> Model:
         labels = _check_labels(doc.get("labels"), f"{where}: labels")
     except ValueError as e:
         raise CheckpointError(str(e)) from None
-    model = Model(cfg, labels)
+    model = Model(cfg, labels, train_cfg.cross_fit)
     model.load_state_dict(load_tensors(path, expected_from(model.state_dict())), strict=True)
     model.train_cfg = train_cfg
+    model.trained_on = _check_trained_on(doc.get("trained_on"), model.n_folds, where)
     model.eval()
     return model
+
+
+def _check_trained_on(value, n: int, where: Path) -> tuple[frozenset[str], ...] | None:
+    """config.json's ``trained_on``: absent (None), or ``n`` lists of digest strings."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != n
+        or not all(isinstance(t, list) and all(isinstance(d, str) for d in t) for t in value)
+    ):
+        got = f"{len(value)} lists" if isinstance(value, list) else type(value).__name__
+        raise CheckpointError(
+            f"{where}: trained_on: expected {n} lists of row digests (one per classifier), "
+            f"got {got}"
+        )
+    return tuple(frozenset(t) for t in value)
 
 
 # ---------------------------------------------------------------------------------- scoring

@@ -1,11 +1,13 @@
-"""The ``classifier`` kind: accuracy of a sentence classifier on the val rows of a rows file.
+"""The ``classifier`` kind: accuracy of a sentence classifier on rows it was not trained on.
 
 Any checkpoint whose config has ``tl_head`` (SPEC.md section 6). The data is a rows file
-(formats/rows.md); ONLY its ``val`` rows are scored (rows of every other split, "train" among them,
-are never read by the scorer), each 1 when the model's label (:func:`tinyllm.models.classifier.
-predict`) equals the row's label, else 0. The row is the proportion with its Wilson interval
+(formats/rows.md). A plain checkpoint scores ONLY the file's ``val`` rows (rows of every other
+split, "train" among them, are never scored); a cross-fitted checkpoint (k classifiers, one per
+fold, :mod:`tinyllm.models.classifier`) scores every row, each by the classifier trained without
+that row's fold. Each scored row is 1 when the predicted label equals the row's label, else 0.
+The row is the proportion with its Wilson interval
 (:func:`tinyllm.eval.kinds.common.proportion_scored`); its details carry the majority-class
-baseline on the same val rows.
+baseline on the same rows.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyllm import metrics
-from tinyllm.data import read_rows, rows_of_split
+from tinyllm.data import Row, read_rows, rows_of_split
 from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored, proportion_scored
 from tinyllm.report import Entry
 
@@ -41,14 +43,42 @@ def majority_baseline(labels: list[str]) -> dict:
     return {"label": label, "acc": counts[label] / len(labels), "n": len(labels)}
 
 
+def _scored_rows(model, rows: list[Row], data_path: Path) -> tuple[str, list[Row], list[int]]:
+    """(scoring, rows scored, classifier of each): "val" (the val rows, classifier 0) for a
+    plain checkpoint; "cross-fit" (every row, each by the classifier of its fold) for one of k
+    folds, whose rows file must give every row a fold 0..k-1."""
+    k = model.n_folds
+    if k == 1:
+        val = rows_of_split(rows, SPLIT, data_path)
+        return SPLIT, val, [0] * len(val)
+    for i, r in enumerate(rows, 1):
+        if r.fold is None or r.fold >= k:
+            raise ValueError(
+                f"{data_path}: expected a fold 0..{k - 1} on every row (the checkpoint is "
+                f"cross-fitted on {k} folds), got {r.fold!r} on row {i}"
+            )
+    return "cross-fit", rows, [r.fold for r in rows]
+
+
 def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
-    """Accuracy on the val rows of ``data_path``: ``acc = (1/n) sum_i [predict(s_i) == y_i]``
-    over the ``n`` val rows, Wilson 95% interval, per-row 0/1 items in file order. Deterministic:
-    ``rng`` is not used. Details: ``split``, ``n_rows_other_splits`` (read, not scored),
-    ``baseline_majority`` (:func:`majority_baseline` of the val labels), ``labels`` (the model's),
-    ``unknown_labels`` (val labels the model cannot predict, each scored 0).
+    """Accuracy ``acc = (1/n) sum_i [predict_{c(i)}(s_i) == y_i]`` over the ``n`` scored rows of
+    ``data_path``, Wilson 95% interval, per-row 0/1 items in file order. Deterministic: ``rng``
+    is not used.
+
+    Which rows, by which classifier ``c(i)``: a plain checkpoint scores the val rows only
+    (:func:`tinyllm.models.classifier.predict`); a cross-fitted one (k classifiers, classifier
+    ``j`` trained on the rows outside fold ``j``) scores every row of the file, each by the
+    classifier of its ``fold``, so that each row is predicted by a model trained without it.
+
+    Details: ``scoring`` ("val" or "cross-fit"), ``split`` (val scoring) or ``folds`` (per fold:
+    n and acc), ``val_acc`` (cross-fit: classifier 0 on the val rows, what a val-only row would
+    be), ``n_rows_other_splits`` (read, not scored), ``n_seen_in_training`` (scored rows whose
+    sentence is among their classifier's training rows; None when the checkpoint records no
+    ``trained_on``), ``baseline_majority`` (:func:`majority_baseline` of the scored labels),
+    ``labels`` (the model's), ``unknown_labels`` (scored labels the model cannot predict, each
+    scored 0), ``checkpoint`` (what the checkpoint holds and which classifier ``predict`` uses).
     """
-    from tinyllm.models.classifier import predict
+    from tinyllm.models.classifier import predict, sentence_digest
 
     if entry.options.split not in (None, SPLIT):
         raise ValueError(
@@ -56,13 +86,38 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
             f"on val only), got {entry.options.split!r}"
         )
     rows = read_rows(data_path)
-    val = rows_of_split(rows, SPLIT, data_path)
-    truth = [r.label for r in val]
-    pred = predict(model, [r.sentence for r in val])
+    scoring, scored, by = _scored_rows(model, rows, data_path)
+    pred: list[str | None] = [None] * len(scored)
+    for j in sorted(set(by)):
+        at = [i for i, c in enumerate(by) if c == j]
+        got = predict(model.fold_model(j), [scored[i].sentence for i in at])
+        for i, p in zip(at, got, strict=True):
+            pred[i] = p
+    truth = [r.label for r in scored]
     correct = np.array([p == y for p, y in zip(pred, truth, strict=True)], dtype=np.float64)
-    details = {
-        "split": SPLIT,
-        "n_rows_other_splits": len(rows) - len(val),
+    seen = None
+    if model.trained_on is not None:
+        digests = [sentence_digest(r.sentence) for r in scored]
+        seen = sum(d in model.trained_on[c] for d, c in zip(digests, by, strict=True))
+    details: dict = {"scoring": scoring}
+    if scoring == SPLIT:
+        details["split"] = SPLIT
+        details["checkpoint"] = "one classifier; it scores the val rows"
+    else:
+        k = model.n_folds
+        details["folds"] = [
+            {"fold": j, "n": by.count(j), "acc": float(correct[np.array(by) == j].mean())}
+            for j in range(k)
+        ]
+        val = np.array([r.split == SPLIT and c == 0 for r, c in zip(scored, by, strict=True)])
+        details["val_acc"] = float(correct[val].mean()) if val.any() else None
+        details["checkpoint"] = (
+            f"{k} classifiers: classifier j is trained on the rows outside fold j and scores "
+            "fold j; classifier 0 (trained outside fold 0, the val rows) is the one predict uses"
+        )
+    details |= {
+        "n_rows_other_splits": len(rows) - len(scored),
+        "n_seen_in_training": seen,
         "baseline_majority": majority_baseline(truth),
         "labels": list(model.labels),
         "unknown_labels": sorted(set(truth) - set(model.labels)),
