@@ -103,3 +103,21 @@ def test_encoder_pretraining_text_is_train_splits_only(tmp_path):
     assert not any(r.sentence in got for r in pol if r.split == "val")
     # the labels are not in it: no row's label token is glued to its sentence
     assert "__label__" not in got
+
+
+def test_cldr_dates_are_english_full_dates_dealt_to_eight_locales_by_a_tag():
+    from collections import Counter
+
+    pairs = data.cldr_dates_pairs()
+    assert len(pairs) == 3653  # every 3rd day of 1990-2019
+    # hand-checked against CLDR: babel's "full" date of 1990-01-01, -04, -07 and 2019-12-31
+    assert pairs[:3] == [
+        ("[cs] Monday, January 1, 1990", "pondělí 1. ledna 1990"),
+        ("[el] Thursday, January 4, 1990", "Πέμπτη 4 Ιανουαρίου 1990"),
+        ("[fi] Sunday, January 7, 1990", "sunnuntai 7. tammikuuta 1990"),
+    ]
+    assert pairs[-1] == ("[lt] Tuesday, December 31, 2019", "2019 m. gruodžio 31 d., antradienis")
+    tags = Counter(s[1:3] for s, _ in pairs)
+    assert tags == {loc: 457 if i < 5 else 456 for i, loc in enumerate(data.DATE_LOCALES)}
+    assert len({s for s, _ in pairs}) == len(pairs)  # one answer per source
+    assert max(len(t.encode()) for _, t in pairs) <= 64  # the families' max_len

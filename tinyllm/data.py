@@ -186,36 +186,51 @@ VAL_BUCKETS = 5  # a row goes to val when hash_bucket(sentence) == 0: 1 in 5, an
 
 @dataclass(frozen=True)
 class Row:
-    """One labelled sentence of a rows file: its split ("train" or "val"), text and label."""
+    """One labelled sentence of a rows file: its split ("train" or "val"), text and label, and
+    its cross-fitting fold (an int >= 0, or None when the file gives none)."""
 
     split: str
     sentence: str
     label: str
+    fold: int | None = None
+
+
+def hash_bucket(sentence: str) -> int:
+    """The first 8 bytes of ``sha256(sentence as UTF-8)``, read as a little-endian integer,
+    modulo 5: a number 0..4 that needs no seed and stays the same whatever else is in the file.
+    It is a rows file's ``fold`` and decides its split (:func:`hash_split`)."""
+    h = int.from_bytes(hashlib.sha256(sentence.encode("utf-8")).digest()[:8], "little")
+    return h % VAL_BUCKETS
 
 
 def hash_split(sentence: str) -> str:
-    """``"val"`` when the first 8 bytes of ``sha256(sentence as UTF-8)``, read as a little-endian
-    integer, are 0 modulo 5 (about 20% of sentences), else ``"train"``: a split that needs no
-    seed and keeps a sentence in the same split whatever else is in the file."""
-    h = int.from_bytes(hashlib.sha256(sentence.encode("utf-8")).digest()[:8], "little")
-    return "val" if h % VAL_BUCKETS == 0 else "train"
+    """``"val"`` when :func:`hash_bucket` is 0 (about 20% of sentences), else ``"train"``."""
+    return "val" if hash_bucket(sentence) == 0 else "train"
+
+
+def hashed_row(sentence: str, label: str) -> Row:
+    """A row split by :func:`hash_split`, its fold :func:`hash_bucket` (the val rows are fold 0)."""
+    return Row(hash_split(sentence), sentence, label, hash_bucket(sentence))
 
 
 def write_rows(path: str | os.PathLike, rows: list[Row]) -> Path:
-    """Write ``rows`` as a rows file (JSONL, formats/rows.md), atomically (temp file + rename)."""
+    """Write ``rows`` as a rows file (JSONL, formats/rows.md), atomically (temp file + rename);
+    a row's ``fold`` is written when it is not None."""
     p = Path(path)
-    text = "".join(
-        json.dumps({"split": r.split, "sentence": r.sentence, "label": r.label}, ensure_ascii=False)
-        + "\n"
-        for r in rows
-    )
-    return _write_text(p, text)
+    docs = []
+    for r in rows:
+        doc: dict[str, Any] = {"split": r.split, "sentence": r.sentence, "label": r.label}
+        if r.fold is not None:
+            doc["fold"] = r.fold
+        docs.append(json.dumps(doc, ensure_ascii=False) + "\n")
+    return _write_text(p, "".join(docs))
 
 
 def read_rows(path: str | os.PathLike) -> list[Row]:
     """Read a rows file (formats/rows.md): one JSON object per line with string ``split``,
-    ``sentence`` and ``label`` (other keys ignored; blank lines skipped). Every problem is a
-    ValueError naming the file and line; a file without rows is refused."""
+    ``sentence`` and ``label`` and an optional int ``fold`` >= 0 (other keys ignored; blank lines
+    skipped). Every problem is a ValueError naming the file and line; a file without rows is
+    refused."""
     p = Path(path)
     rows = []
     with open_regular(p, "rows file") as raw, io.TextIOWrapper(raw, encoding="utf-8") as f:
@@ -235,7 +250,10 @@ def read_rows(path: str | os.PathLike) -> list[Row]:
                     raise ValueError(f"{p}:{i}: expected a string {key!r}, got {doc.get(key)!r}")
             if not doc["split"] or not doc["label"]:
                 raise ValueError(f"{p}:{i}: expected a non-empty split and label, got {doc!r}")
-            rows.append(Row(doc["split"], doc["sentence"], doc["label"]))
+            fold = doc.get("fold")
+            if fold is not None and (type(fold) is not int or fold < 0):
+                raise ValueError(f"{p}:{i}: expected 'fold' to be an int >= 0, got {fold!r}")
+            rows.append(Row(doc["split"], doc["sentence"], doc["label"], fold))
     if not rows:
         raise ValueError(f"{p}: expected at least one row, got none")
     return rows
@@ -251,14 +269,21 @@ def rows_of_split(rows: list[Row], split: str, path: str | os.PathLike = "rows")
 
 
 def read_train_rows(path: str | os.PathLike) -> list[Row]:
-    """The ``train`` rows of a rows file (what a classifier's ``train`` receives)."""
+    """The ``train`` rows of a rows file (what classifier-langid's ``train`` receives)."""
     return rows_of_split(read_rows(path), "train", path)
+
+
+def read_all_rows(path: str | os.PathLike) -> list[Row]:
+    """Every row of a rows file, each with its fold (what classifier-polarity's cross-fitted
+    ``train`` receives: fold model ``i`` is trained on the rows outside fold ``i``)."""
+    return read_rows(path)
 
 
 def polarity_rows(path: str | os.PathLike | None = None) -> list[Row]:
     """gensim's ``pang_lee_polarity.cor`` (200 movie-review snippets, ``__label__neg`` /
     ``__label__pos`` then the text) as rows: label "neg"/"pos", the text stripped, exact
-    duplicate sentences dropped (first kept), split by :func:`hash_split`; file order kept."""
+    duplicate sentences dropped (first kept), split and fold by :func:`hashed_row`; file order
+    kept."""
     p = Path(path) if path is not None else gensim_test_data_dir() / POLARITY_FILE
     try:
         text = p.read_bytes().decode(POLARITY_ENCODING)
@@ -277,7 +302,7 @@ def polarity_rows(path: str | os.PathLike | None = None) -> list[Row]:
         if sentence in seen:
             continue
         seen.add(sentence)
-        rows.append(Row(hash_split(sentence), sentence, tag.removeprefix("__label__")))
+        rows.append(hashed_row(sentence, tag.removeprefix("__label__")))
     return rows
 
 
@@ -286,7 +311,7 @@ def langid_rows() -> list[Row]:
     ``LANGID_LANGUAGES`` (en, fr, de, es, it), its names of territories, languages and currencies
     (``babel.Locale(lang).territories`` etc., codes in sorted order). A name that occurs in more
     than one language ("Zimbabwe", "Uruguay") has no single label and is dropped everywhere; a
-    name repeated within one language is kept once. Split by :func:`hash_split`."""
+    name repeated within one language is kept once. Split and fold by :func:`hashed_row`."""
     from babel import Locale
 
     found: list[tuple[str, str]] = []
@@ -304,13 +329,14 @@ def langid_rows() -> list[Row]:
     for lang, name in found:
         if len(langs_of[name]) == 1 and name not in seen:
             seen.add(name)
-            rows.append(Row(hash_split(name), name, lang))
+            rows.append(hashed_row(name, lang))
     return rows
 
 
 def polarity_files(out_dir: str | os.PathLike) -> dict[str, Path]:
-    """The polarity rows as a corpus: ``polarity.jsonl`` as ``train`` (read: its train rows)
-    and as ``rows`` (scored: its val rows)."""
+    """The polarity rows as a corpus: ``polarity.jsonl`` as ``train`` (read: all its rows, with
+    their folds, for cross-fitting) and as ``rows`` (scored: every row by the fold model that
+    held it out)."""
     p = write_rows(Path(out_dir) / POLARITY_NAME, polarity_rows())
     return {"train": p, "rows": p}
 
@@ -358,11 +384,15 @@ def encoder_files(out_dir: str | os.PathLike) -> dict[str, Path]:
     return {"train": train, **files}
 
 
-# ---- cldr: English -> French pairs (formats/seq2seq-jsonl.md) ----------------------------------
+# ---- cldr: English -> French names, English -> eight locales' dates (formats/seq2seq-jsonl.md) --
 
 CLDR_NAME_CATEGORIES = ("territories", "languages", "currencies", "scripts")  # babel.Locale attrs
 CLDR_DATES = ("1990-01-01", "2019-12-31", 3)  # first day, last day, every 3rd day: 3,653 dates
-CLDR_TASKS = ("names", "dates")
+# Target locales of the dates task, in the order dates are dealt to them: languages whose month
+# (and weekday) names inflect or whose order differs from English (lt, hu: year first).
+DATE_LOCALES = ("cs", "el", "fi", "hu", "lt", "pl", "ru", "uk")
+DATE_FORMAT = "full"  # babel's full date: weekday, day, month name, year
+CLDR_TASKS = ("names", "dates8")
 
 
 def cldr_names_pairs() -> list[tuple[str, str]]:
@@ -385,9 +415,13 @@ def cldr_names_pairs() -> list[tuple[str, str]]:
 
 
 def cldr_dates_pairs() -> list[tuple[str, str]]:
-    """cldr-dates: ``babel.dates.format_date(d, "long", locale="en")`` -> the same with
-    ``locale="fr"`` (``"March 5, 2024"`` -> ``"5 mars 2024"``) for every 3rd day from 1990-01-01
-    to 2019-12-31 (:data:`CLDR_DATES`), in date order."""
+    """cldr-dates: English full dates into one of eight locales named by a tag in the source:
+    date ``i`` (every 3rd day from 1990-01-01 to 2019-12-31, :data:`CLDR_DATES`, ``i`` from 0)
+    goes to locale ``L = DATE_LOCALES[i % 8]``, as ``"[L] " + format_date(d, "full",
+    locale="en")`` -> ``format_date(d, "full", locale=L)``, e.g. ``"[fi] Sunday, September 29,
+    2019"`` -> ``"sunnuntai 29. syyskuuta 2019"``; in date order. The weekday is in the source,
+    so the task is translation (no calendar arithmetic): 8 x (12 month + 7 weekday) names, each
+    locale's word order, and its inflected (genitive) month forms."""
     import datetime
 
     from babel.dates import format_date
@@ -396,7 +430,9 @@ def cldr_dates_pairs() -> list[tuple[str, str]]:
     d, end = datetime.date.fromisoformat(first), datetime.date.fromisoformat(last)
     out = []
     while d <= end:
-        out.append((format_date(d, "long", locale="en"), format_date(d, "long", locale="fr")))
+        loc = DATE_LOCALES[len(out) % len(DATE_LOCALES)]
+        src = f"[{loc}] " + format_date(d, DATE_FORMAT, locale="en")
+        out.append((src, format_date(d, DATE_FORMAT, locale=loc)))
         d += datetime.timedelta(days=every)
     return out
 
@@ -415,7 +451,7 @@ def cldr_files(out_dir: str | os.PathLike) -> dict[str, Path]:
     out = Path(out_dir)
     files: dict[str, Path] = {}
     train: list[tuple[str, str]] = []
-    for task, pairs in (("names", cldr_names_pairs()), ("dates", cldr_dates_pairs())):
+    for task, pairs in (("names", cldr_names_pairs()), ("dates8", cldr_dates_pairs())):
         for split in ROW_SPLITS:
             part = [p for p in pairs if hash_split(p[0]) == split]
             files[f"{task}_{split}"] = write_pairs(out / f"cldr_{task}_{split}.jsonl", part)
@@ -544,7 +580,7 @@ def read_byte_train(path: str | os.PathLike) -> np.ndarray:
 CORPORA: dict[str, Corpus] = {
     "lee": Corpus(build=lee_files, read_train=read_lee_train),
     "encoder": Corpus(build=encoder_files, read_train=read_byte_train),
-    "polarity": Corpus(build=polarity_files, read_train=read_train_rows),
+    "polarity": Corpus(build=polarity_files, read_train=read_all_rows),
     "langid": Corpus(build=langid_files, read_train=read_train_rows),
     "cldr": Corpus(build=cldr_files, read_train=read_cldr_train),
     "wordsim": Corpus(build=wordsim_files, read_train=read_wordsim_train),

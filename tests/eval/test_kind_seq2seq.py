@@ -203,10 +203,10 @@ def test_only_the_val_split_is_scored(cldr_zoo):
     assert {s for s, _ in val}.isdisjoint({s for s, _ in train})
     assert all(hash_split(s) == "val" for s, _ in val)
     assert sorted(val + train) == sorted(names)
-    assert len(kind.read_pairs(files["dates_val"])) + len(
-        kind.read_pairs(files["dates_train"])
+    assert len(kind.read_pairs(files["dates8_val"])) + len(
+        kind.read_pairs(files["dates8_train"])
     ) == len(cldr_dates_pairs())
-    assert kind.read_pairs(files["train"]) == train + kind.read_pairs(files["dates_train"])
+    assert kind.read_pairs(files["train"]) == train + kind.read_pairs(files["dates8_train"])
     row = zoo.score_entry(entry("copy-names", "copy", d / "copy", files["names_val"]), seed=0)
     assert row["n"] == len(val) < len(names)
 
@@ -236,7 +236,7 @@ def test_the_manifest_that_zoo_build_writes_for_seq2seq_recipes_is_scored(tmp_pa
     ):
         r = default[name]
         assert r.data == "cldr" and r.options == {"beam": 4}
-        assert r.entries == {f"{name}-names": "names_val", f"{name}-dates": "dates_val"}
+        assert r.entries == {f"{name}-names": "names_val", f"{name}-dates8": "dates8_val"}
         recipes[name] = dataclasses.replace(
             r,
             config={**r.config, **small},
@@ -246,12 +246,12 @@ def test_the_manifest_that_zoo_build_writes_for_seq2seq_recipes_is_scored(tmp_pa
     train.build_zoo(tmp_path, progress=False, jobs=1, recipes=recipes)
     m = yaml.safe_load((tmp_path / "zoo.yaml").read_text())
     names = [e["name"] for e in m["entries"]]
-    assert names == [f"{f}-{t}" for f in recipes for t in ("names", "dates")]
+    assert names == [f"{f}-{t}" for f in recipes for t in ("names", "dates8")]
     # score only the copy rows here (the tiny trained ones decode to max_len: slow, not useful)
     copy_rows = [e for e in m["entries"] if e["family"] == "copy"]
     rows = [zoo.score_entry(e, base_dir=tmp_path) for e in copy_rows]
     assert [r["status"] for r in rows] == ["ok", "ok"]
-    assert rows[0]["n"] == 291 and rows[1]["n"] == 757
+    assert rows[0]["n"] == 291 and rows[1]["n"] == 726
     assert rows[0]["value"] == 21 / 291 and rows[1]["value"] == 0.0
     for e in m["entries"]:
         assert zoo.read_config(tmp_path / e["checkpoint"])["tl_arch"] == e["family"]
