@@ -191,3 +191,42 @@ def test_encoder_recipes_pretrain_on_the_encoder_corpus_with_their_zoo_settings(
         assert doc["train_config"] == dataclasses.asdict(
             FAMILIES[fam].load(tmp_path / fam).train_cfg
         )
+
+
+def test_the_polarity_classifier_is_cross_fitted_and_its_row_scores_every_row(tmp_path):
+    """classifier-polarity's recipe: 5 classifiers from the zoo's BERT, classifier j trained on
+    the polarity rows outside hash fold j; its row scores all 200 rows, none by a classifier that
+    trained on it. classifier-langid stays one classifier scored on the val rows."""
+    from tinyllm.data import read_rows
+    from tinyllm.eval.zoo import score_entry
+    from tinyllm.models import classifier
+
+    default = train.default_recipes()
+    assert default["classifier-polarity"].train_config["cross_fit"] == 5
+    assert "cross_fit" not in default["classifier-langid"].train_config
+    tiny = {"max_len": 24, "n_layer": 1, "n_head": 2, "n_embd": 16}
+    recipes = {"bert": dataclasses.replace(default["bert"], config=tiny, steps=1)}
+    for name in ("classifier-polarity", "classifier-langid"):
+        r = default[name]
+        recipes[name] = dataclasses.replace(r, config={**r.config, **tiny}, steps=2)
+    train.build_zoo(tmp_path, progress=False, jobs=1, recipes=recipes)
+    m = load_manifest(tmp_path / "zoo.yaml")
+    pol = next(e for e in m.entries if e.name == "classifier-polarity")
+    model = classifier.load(tmp_path / pol.checkpoint)
+    rows = read_rows(tmp_path / pol.data)
+    assert model.n_folds == 5 and len(rows) == 200
+    for j in range(5):
+        held_out = {classifier.sentence_digest(r.sentence) for r in rows if r.fold == j}
+        trained = {classifier.sentence_digest(r.sentence) for r in rows if r.fold != j}
+        assert model.trained_on[j] == trained and held_out.isdisjoint(model.trained_on[j])
+    row = score_entry(pol, base_dir=tmp_path)
+    assert row["status"] == "ok" and row["n"] == 200
+    d = row["details"]
+    assert d["scoring"] == "cross-fit" and d["n_seen_in_training"] == 0
+    assert sum(f["n"] for f in d["folds"]) == 200
+    assert d["folds"][0]["n"] == sum(r.split == "val" for r in rows)
+    lang = score_entry(
+        next(e for e in m.entries if e.name == "classifier-langid"), base_dir=tmp_path
+    )
+    assert lang["details"]["scoring"] == "val" and lang["details"]["n_seen_in_training"] == 0
+    assert lang["n"] == sum(r.split == "val" for r in read_rows(tmp_path / "data/langid.jsonl"))
