@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from tinyllm import compare
 from tinyllm.compare import compare_reports
 from tinyllm.data import WORD_PAIR_SOURCES, gensim_word_pairs, wordsim_files
 from tinyllm.eval import zoo
@@ -110,7 +111,13 @@ def test_spearman_and_fisher_z_interval_by_hand(hand_case):
     d = row["details"]
     assert d["pairs"] == 10 and d["oov_pairs"] == 3 and d["coverage"] == pytest.approx(0.7)
     assert d["oov_words"] == 2  # zebra, unicorn
-    assert row["items"] is None
+    assert d["human_scores"] == HUMAN + [9.0, 0.5, 3.0]  # every pair of the file, in order
+    row2, items = zoo.score_entry_items(entry("ws", ckpt, pairs))
+    assert row2["items"] == "items/ws.npy"
+    vecs = hand_vectors()
+    cos = [float(vecs[f"x{k}"].astype(np.float64) @ vecs["ref"]) for k in range(7)]
+    assert items[:7] == pytest.approx(cos, abs=1e-7)  # unit vectors: the cosine is the dot
+    assert np.isnan(items[7:]).all() and items.size == 10  # pair i of the file is item i
 
 
 def test_spearman_equals_scipy_on_the_in_vocabulary_pairs(tmp_path):
@@ -188,28 +195,46 @@ def test_registered_and_the_report_validates(hand_case, tmp_path):
     out = zoo.write_report(report, tmp_path / "rep" / "report.json")  # schema-validated
     doc = zoo.read_report(out).to_json()
     row = doc["rows"][0]
-    assert row["status"] == "ok" and row["items"] is None and row["kind"] == "embeddings"
+    assert row["status"] == "ok" and row["items"] == "items/w2v-ws.npy"
+    assert row["kind"] == "embeddings"
+    items = zoo.load_items(out, row)
+    assert items.size == 10 and int(np.isnan(items).sum()) == 3
+    assert compare.row_items_problem(row, items) is None  # n, rho and the human scores agree
 
 
-def test_compare_calls_spearman_rows_not_comparable_and_says_why(hand_case):
-    """No per-item scores for spearman (module docstring): compare names the reason."""
+def test_compare_knows_which_kinds_have_nan_items():
+    """compare imports no kind: its table of coverage kinds is the kinds' NAN_ITEMS."""
+    from tinyllm.eval.kinds import KIND_MODULES
+
+    assert {m.KIND for m in KIND_MODULES if getattr(m, "NAN_ITEMS", 0)} == compare.COVERAGE_KINDS
+    assert compare.HUMAN_KEY == kind.HUMAN_KEY
+
+
+def test_two_releases_of_a_spearman_row_are_compared_pair_by_pair(hand_case, tmp_path):
+    """The same checkpoint twice: unchanged, p 1, delta 0 on the 7 pairs both cover; a release
+    whose vectors rank the pairs exactly as the humans do: rho 1 vs 0.5, tested."""
     ckpt, pairs = hand_case
-    row = zoo.score_entry(entry("ws", ckpt, pairs))
+    row, items = zoo.score_entry_items(entry("ws", ckpt, pairs))
+    vecs = hand_vectors()
+    for k in range(7):  # angles that shrink with the human rank: cosines in the human order
+        theta = (8 - (k + 1)) * 0.2
+        vecs[f"x{k}"] = np.array([math.cos(theta), math.sin(theta)], np.float32)
+    better = w2v.save(w2v.from_vectors(vecs), tmp_path / "better")
+    row_b, items_b = zoo.score_entry_items(entry("ws", better, pairs))
+    assert row_b["value"] == pytest.approx(1.0)
 
-    def rep(release):
-        return {
-            "schema_version": 1, "suite": "zoo", "release": release,
-            "created_at": "2026-11-30T00:00:00Z", "seed": 0, "tinyllm_version": "0",
-            "manifest_sha256": "0" * 64, "rows": [dict(row)],
-        }  # fmt: skip
+    def rep(release, r):
+        return {"release": release, "created_at": None, "rows": [dict(r)]}
 
-    def no_items(name):
-        raise AssertionError("compare must not load items for a spearman row")
-
-    cmp = compare_reports(rep("r1"), rep("r2"), no_items, no_items)
+    same = compare_reports(rep("r1", row), rep("r2", row), lambda n: items, lambda n: items)
+    (r,) = same["rows"]
+    assert (r["verdict"], r["p"], r["delta"], r["n"]) == ("unchanged", 1.0, 0.0, 7)
+    cmp = compare_reports(rep("r1", row), rep("r2", row_b), lambda n: items, lambda n: items_b)
     (r,) = cmp["rows"]
-    assert r["verdict"] == "not comparable" and "no per-item scores" in r["reason"]
-    assert r["previous_value"] == r["current_value"] == pytest.approx(0.5)
+    assert r["n"] == 7 and r["delta"] == pytest.approx(0.5, abs=1e-12)
+    assert r["reason"] is None and r["p"] is not None and r["lo"] <= r["delta"] <= r["hi"]
+    # 7 pairs: exact over the 2**7 swap patterns, too few for p < 0.05 here
+    assert r["verdict"] == "unchanged" and r["p"] * 128 == round(r["p"] * 128)
 
 
 # ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/kinds/*.py` ---
@@ -276,3 +301,132 @@ def test_word_pairs_are_read_as_utf8_whatever_the_locale(tmp_path):
     finally:
         locale.setlocale(locale.LC_CTYPE, old)
     assert got == [("café", "thé", 7.5)]
+
+
+# ---- word analogies ----------------------------------------------------------------------------
+
+
+def questions_path():
+    from gensim.test.utils import datapath
+
+    return Path(datapath("questions-words.txt"))
+
+
+def write_questions(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_read_analogies_and_the_file_test(tmp_path):
+    qs = kind.read_analogies(questions_path())
+    assert len(qs) == 19544 and len({q[0] for q in qs}) == 14
+    assert qs[0] == ("capital-common-countries", "Athens", "Greece", "Baghdad", "Iraq")
+    assert kind.is_analogy_file(questions_path())
+    p = write_pairs(tmp_path / "p.txt", [("a", "b", 1.0)])
+    assert not kind.is_analogy_file(p)
+    q = write_questions(tmp_path / "q.txt", "\n: s1\na b c d\n\n: s 2\nE f g h\n")
+    assert kind.read_analogies(q) == [("s1", "a", "b", "c", "d"), ("s 2", "E", "f", "g", "h")]
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("a b c d\n", r"q.txt:1: expected a ': section' line before the first question"),
+        (": s\na b c\n", r"q.txt:2: expected 'a b c d' \(4 words\), got 3"),
+        (": s\n", r"q.txt: expected at least one 'a b c d' question, got none"),
+    ],
+)
+def test_read_analogies_refuses_bad_lines(tmp_path, text, match):
+    with pytest.raises(ValueError, match=match):
+        kind.read_analogies(write_questions(tmp_path / "q.txt", text))
+
+
+def planted_vectors(rng, questions, dim=16):
+    """Vectors of every question word in which each section's b - a is one offset plus noise,
+    so that 3CosAdd answers many questions and misses others; mixed-case duplicates added."""
+    words = sorted({w for q in questions for w in q[1:]})
+    vecs = {w: rng.normal(size=dim).astype(np.float32) for w in words}
+    for section in dict.fromkeys(q[0] for q in questions):
+        off = 2 * rng.normal(size=dim).astype(np.float32)
+        for _, a, b, c, d in (q for q in questions if q[0] == section):
+            vecs[b] = vecs[a] + off + 0.4 * rng.normal(size=dim).astype(np.float32)
+            vecs[d] = vecs[c] + off + 0.4 * rng.normal(size=dim).astype(np.float32)
+    # a second, less frequent spelling of 40 capitalized words (listed after every other word)
+    # with a random vector: lookups find the first spelling, and neither spelling of a, b or c
+    # may be the answer
+    for w in [w for w in words if w.lower() != w and w.lower() not in vecs][:40]:
+        vecs[w.lower()] = rng.normal(size=dim).astype(np.float32)
+    return vecs
+
+
+@pytest.mark.parametrize("source", ["lee_fasttext", "planted"])
+def test_analogies_equal_gensims_evaluate_word_analogies(source, tmp_path):
+    """Differential: the same vectors, the same questions-words.txt, gensim's 3CosAdd (with its
+    case-insensitive lookups, restrict_vocab and OOV skipping) and ours: the same accuracy,
+    the same questions answered right, the same out-of-vocabulary count."""
+    from gensim.models import KeyedVectors
+    from gensim.test.utils import datapath
+
+    path, restrict = questions_path(), 300_000
+    if source == "lee_fasttext":  # real vectors trained on the lee text (gensim's test data)
+        kv = KeyedVectors.load_word2vec_format(datapath("lee_fasttext.vec"))
+    else:  # the first 100 questions of each section (gensim answers one question at a time)
+        lines, count = [], 0
+        for line in path.read_text(encoding="utf-8").splitlines():
+            count = 0 if line.startswith(": ") else count + 1
+            if count <= 100:
+                lines.append(line)
+        path = write_questions(tmp_path / "q.txt", "\n".join(lines) + "\n")
+        vecs = planted_vectors(np.random.default_rng(0), kind.read_analogies(path))
+        kv = KeyedVectors(16)
+        kv.add_vectors(list(vecs), np.stack(list(vecs.values())))
+        restrict = 500  # cuts off some question words: more OOV questions
+    questions = kind.read_analogies(path)
+    score, sections = kv.evaluate_word_analogies(str(path), restrict_vocab=restrict)
+    items = kind.solve_analogies(kv.index_to_key, kv.vectors, questions, restrict_vocab=restrict)
+    answered = ~np.isnan(items)
+    assert np.nanmean(items) == pytest.approx(score, abs=1e-15)
+    total = sections[-1]
+    assert int(np.nansum(items)) == len(total["correct"])
+    assert int(answered.sum()) == len(total["correct"]) + len(total["incorrect"])
+    right = {
+        tuple(w.upper() for w in q[1:]) for q, x in zip(questions, items, strict=True) if x == 1
+    }
+    assert right == set(total["correct"])
+    if source == "planted":
+        assert 0.3 < score < 0.95 and answered.sum() < len(questions)
+
+
+def test_analogy_row_through_the_zoo(tmp_path):
+    """A word2vec checkpoint scored on an analogy file: acc with its Wilson interval, items per
+    question in file order (NaN out of vocabulary), the OOV count and the sections."""
+    from tinyllm.stats import wilson_interval
+
+    e = np.eye(4, dtype=np.float32)
+    vecs = {"man": e[0], "king": e[0] + e[1], "woman": e[2], "queen": e[2] + e[1], "pear": e[3]}
+    ckpt = w2v.save(w2v.from_vectors(vecs), tmp_path / "w2v")
+    q = write_questions(
+        tmp_path / "q.txt",
+        ": royals\nman king woman queen\nMAN KING WOMAN QUEEN\nman king woman pear\n"
+        ": other\nman king woman unicorn\nking man queen woman\n",
+    )
+    row, items = zoo.score_entry_items(entry("an", ckpt, q))
+    assert row["status"] == "ok", row["error"]
+    assert (row["metric"], row["interval"], row["kind"]) == ("acc", "wilson", "embeddings")
+    assert items.tolist()[:3] == [1.0, 1.0, 0.0] and np.isnan(items[3]) and items[4] == 1.0
+    ci = wilson_interval(3, 4)
+    assert (row["value"], row["lo"], row["hi"], row["n"]) == (0.75, ci.lo, ci.hi, 4)
+    d = row["details"]
+    assert (d["questions"], d["oov_questions"], d["coverage"]) == (5, 1, 0.8)
+    assert d["sections"] == {
+        "royals": {"correct": 2, "answered": 3, "questions": 3},
+        "other": {"correct": 1, "answered": 1, "questions": 2},
+    }
+    assert compare.row_items_problem(row, items) is None
+    none = write_questions(tmp_path / "none.txt", ": s\nzebra lion tiger cat\n")
+    bad = zoo.score_entry(entry("an", ckpt, none))
+    assert bad["status"] == "error"
+    assert (
+        "expected at least one question with its four words in the vocabulary, got none of 1"
+        in (bad["error"]["message"])
+    )

@@ -1,20 +1,32 @@
-"""The ``embeddings`` kind: word vectors against human similarity judgements (SPEC.md sections 4, 6).
+"""The ``embeddings`` kind: word vectors against human similarity judgements and word analogies
+(SPEC.md sections 4, 6).
 
-Task data: a word-pairs file (formats/word-pairs.md), ``w1 w2 score`` lines. Each pair whose two
-words are both in the model's vocabulary is scored by the family's ``similarity(model, w1, w2)``
-(cosine similarity of the two word vectors; None = out of vocabulary). The row's value is the
-Spearman rank correlation between those cosines and the human scores over the in-vocabulary
-pairs, with the Fisher z interval ``tanh(atanh(rho) ± 1.96 / sqrt(n - 3))``; ``n`` = pairs
-scored. Out-of-vocabulary pairs are left out (as gensim's ``evaluate_word_pairs`` does) and
-counted in the details, with the coverage.
+Two kinds of task data, told apart by the file (:func:`is_analogy_file`):
 
-No per-item scores (``items`` is null, as the report schema requires for ``spearman``). Spearman
-is not a mean of per-pair scores, so a sign-flip test on per-pair differences (what ``compare``
-runs on 0/1 or NLL items) would test something else (the mean change of the cosines, whose scale
-is arbitrary per model), not the change of rho. ``compare`` therefore reports an embeddings row as
-"not comparable" (no per-item scores); the two rows' Fisher z intervals are in the report. A
-sound paired test would keep the per-pair cosines of both releases and bootstrap
-``rho_cur - rho_prev`` over resampled pairs; it is not done here.
+**Word pairs** (formats/word-pairs.md), ``w1 w2 score`` lines. Each pair whose two words are both
+in the model's vocabulary is scored by the family's ``similarity(model, w1, w2)`` (cosine
+similarity of the two word vectors; None = out of vocabulary). The row's value is the Spearman
+rank correlation between those cosines and the human scores over the in-vocabulary pairs, with
+the Fisher z interval ``tanh(atanh(rho) ± 1.96 / sqrt(n - 3))``; ``n`` = pairs scored.
+Out-of-vocabulary pairs are left out (as gensim's ``evaluate_word_pairs`` does) and counted in
+the details, with the coverage. The per-item scores are every pair's cosine in file order (item
+i = the i-th pair of the file), NaN for an out-of-vocabulary pair, and ``details.human_scores``
+holds every pair's human score: two releases scored on the same file (same ``data_sha256``) line
+up pair by pair, and ``compare`` tests the change of rho on the pairs both cover (a paired
+bootstrap and the PERM-BOTH permutation test, tinyllm/compare.py). A sign-flip test on per-pair
+cosine differences would test something else (the mean change of the cosines, whose scale is
+arbitrary per model), so the cosines are never averaged.
+
+**Analogy questions** (formats/analogies.md, gensim's ``questions-words.txt``): ``a b c d``
+lines under ``: section`` lines, "a is to b as c is to d". 3CosAdd, exactly as gensim's
+``KeyedVectors.evaluate_word_analogies`` (a test compares the two): with unit vectors ``v̂``,
+the answer is the word w of the first ``restrict_vocab`` words of the vocabulary (by frequency)
+that maximizes ``cos(w, unit((v̂_b + v̂_c - v̂_a) / 3))``, a, b and c themselves excluded; lookups
+are case-insensitive (upper-cased; of two spellings the more frequent wins). A question with a
+word outside those words is out of vocabulary: left out of the accuracy and counted
+(``oov_questions``), as gensim does. The row: ``acc`` = correct / answered questions with the
+Wilson interval, ``n`` = answered questions; per-item scores 1 (correct) / 0 (wrong) for every
+question of the file in file order, NaN where out of vocabulary.
 """
 
 from __future__ import annotations
@@ -25,9 +37,9 @@ from pathlib import Path
 import numpy as np
 
 from tinyllm import metrics
-from tinyllm.eval.kinds.common import Scored
+from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored
 from tinyllm.report import Entry
-from tinyllm.stats import spearman_ci
+from tinyllm.stats import spearman_ci, wilson_interval
 
 KIND = "embeddings"
 METRIC = metrics.SPEARMAN.name
@@ -36,6 +48,15 @@ ITEM_SCALE = metrics.SPEARMAN.item_scale
 MEAN_OF_ITEMS = metrics.SPEARMAN.mean_of_items
 INTERVAL = "fisher_z"
 MIN_PAIRS = 4  # the Fisher z interval divides by sqrt(n - 3)
+NAN_ITEMS = True
+"""Per-item scores follow the task file's items, NaN where the model does not cover one
+(tinyllm.compare.COVERAGE_KINDS names this kind)."""
+HUMAN_KEY = "human_scores"  # the details key of every pair's human score (compare.HUMAN_KEY)
+ANALOGY_METRIC = metrics.ACC.name
+ANALOGY_INTERVAL = PROPORTION_INTERVAL
+RESTRICT_VOCAB = 300_000
+"""Analogies consider the first (most frequent) words of the vocabulary only, gensim's default."""
+ANALOGY_BATCH = 1024  # questions per matrix product: [batch, vocabulary] float32 scores
 
 
 def read_word_pairs(path: str | Path) -> list[tuple[str, str, float]]:
@@ -91,7 +112,7 @@ def pair_similarities(
     return np.array(cos, dtype=np.float64), np.array(human, dtype=np.float64), idx
 
 
-def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+def score_pairs(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
     """Spearman between the model's cosine similarities and the human scores of the word pairs
     in ``data_path`` (a word-pairs file), over the in-vocabulary pairs, with the Fisher z
     interval (:func:`tinyllm.stats.spearman_ci`).
@@ -103,7 +124,9 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
 
     Details: ``pairs`` (lines in the file), ``oov_pairs`` (pairs left out because a word is out of
     the vocabulary), ``coverage`` = n / pairs, ``oov_words`` (distinct words not found, as the
-    file spells them) and ``pearson`` (of the same pairs, for reference).
+    file spells them), ``pearson`` (of the same pairs, for reference) and ``human_scores``
+    (every pair's human score, in file order). Items: every pair's cosine in file order, NaN
+    for an out-of-vocabulary pair.
 
     Example: 28 pairs scored, rho = 0.5 -> interval (0.1560, 0.7358).
     """
@@ -137,5 +160,172 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
         "coverage": n / len(pairs),
         "oov_words": len(oov_words),
         "pearson": float(pearsonr(cos, human).statistic),
+        HUMAN_KEY: [score for _, _, score in pairs],
     }
-    return Scored(metric=METRIC, interval=ci, method=INTERVAL, n=n, items=None, details=details)
+    items = np.full(len(pairs), np.nan)
+    items[idx] = cos
+    return Scored(metric=METRIC, interval=ci, method=INTERVAL, n=n, items=items, details=details)
+
+
+# ---- word analogies (formats/analogies.md) ------------------------------------------------------
+
+
+def is_analogy_file(path: str | Path) -> bool:
+    """Whether ``path`` is an analogy-questions file: its first line that is not blank is a
+    ``: section`` line (gensim's format starts so; a word-pairs file never does)."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                return line.startswith(": ")
+    return False
+
+
+def read_analogies(path: str | Path) -> list[tuple[str, str, str, str, str]]:
+    """The questions of an analogy file (formats/analogies.md) as ``(section, a, b, c, d)``, in
+    file order: "a is to b as c is to d".
+
+    A line ``: name`` starts a section; every other line that is not blank is one question of
+    four whitespace-separated words. Every problem is a ValueError naming the file and line (a
+    question before the first section, a line without four words); a file without questions is
+    refused.
+
+    Example: ``": capital-common-countries"`` then ``"Athens Greece Baghdad Iraq"`` ->
+    ``[("capital-common-countries", "Athens", "Greece", "Baghdad", "Iraq")]``.
+    """
+    p = Path(path)
+    out: list[tuple[str, str, str, str, str]] = []
+    section = None
+    with open(p, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if line.startswith(": "):
+                section = line[2:].strip()
+                continue
+            if not line.strip():
+                continue
+            words = line.split()
+            if section is None:
+                raise ValueError(f"{p}:{i}: expected a ': section' line before the first question")
+            if len(words) != 4:
+                raise ValueError(
+                    f"{p}:{i}: expected 'a b c d' (4 words), got {len(words)}: {line!r}"
+                )
+            out.append((section, *words))
+    if not out:
+        raise ValueError(f"{p}: expected at least one 'a b c d' question, got none")
+    return out
+
+
+def solve_analogies(
+    words: list[str],
+    vectors: np.ndarray,
+    questions: list[tuple[str, str, str, str, str]],
+    restrict_vocab: int = RESTRICT_VOCAB,
+) -> np.ndarray:
+    """Per question: 1.0 when 3CosAdd answers ``d``, 0.0 when it does not, NaN when a word of the
+    question is out of vocabulary (float64 [questions]).
+
+    ``words``: the vocabulary, most frequent first; ``vectors``: their vectors [V, dim]. Only the
+    first ``restrict_vocab`` words count (the vocabulary of the test, as gensim's
+    ``restrict_vocab``); lookups upper-case both sides, and of two spellings of one word the
+    earlier (more frequent) is the word. With ``v̂ = v / |v|`` (float32, as gensim),
+    ``m = unit((v̂_b + v̂_c - v̂_a) / 3)`` and the answer ``argmax_w (v_w . m) / |v_w|`` over the
+    words other than a, b and c (any spelling of them); it is correct when it is ``d``.
+    Vectorized: one [batch, words] product per :data:`ANALOGY_BATCH` questions.
+    """
+    R = min(int(restrict_vocab), len(words))
+    if R < 1:
+        raise ValueError(f"restrict_vocab: expected at least 1 word, got {restrict_vocab}")
+    w = np.asarray(vectors, dtype=np.float32)[:R]  # [R, dim]
+    keys = [word.upper() for word in words[:R]]
+    first: dict[str, int] = {}
+    for k, key in enumerate(keys):
+        first.setdefault(key, k)
+    cls = np.array([first[key] for key in keys], dtype=np.int64)  # [R] the word of each row
+    norms = np.linalg.norm(w, axis=1)  # [R] float32
+    if np.any(norms == 0):
+        bad = words[int(np.flatnonzero(norms == 0)[0])]
+        raise ValueError(
+            f"analogies: expected non-zero word vectors, got a zero vector for {bad!r}"
+        )
+    unit = w / norms[:, None]  # [R, dim] float32
+    out = np.full(len(questions), np.nan)
+    found = [
+        (q, [first.get(x.upper()) for x in question[1:]]) for q, question in enumerate(questions)
+    ]
+    found = [(q, ids) for q, ids in found if None not in ids]
+    for start in range(0, len(found), ANALOGY_BATCH):
+        chunk = found[start : start + ANALOGY_BATCH]
+        q_idx = np.array([q for q, _ in chunk])
+        ids = np.array([ids for _, ids in chunk], dtype=np.int64)  # [B, 4]: a, b, c, d
+        m = ((unit[ids[:, 1]] + unit[ids[:, 2]]) - unit[ids[:, 0]]) / np.float32(3.0)  # [B, dim]
+        m /= np.linalg.norm(m, axis=1, keepdims=True).astype(np.float32)
+        sims = (m @ w.T) / norms[None, :]  # [B, R]: cosine of every word with m
+        for j in range(3):  # a, b, c are never the answer, in any spelling
+            sims[cls[None, :] == ids[:, j : j + 1]] = -np.inf
+        answer = cls[np.argmax(sims, axis=1)]
+        out[q_idx] = (answer == ids[:, 3]).astype(np.float64)
+    return out
+
+
+def score_analogies(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+    """Analogy accuracy of the family's word vectors (``vectors(model)``, vocabulary order) on
+    the questions of ``data_path`` (:func:`read_analogies`, :func:`solve_analogies`).
+
+    ``acc = correct / n`` over the ``n`` questions whose four words are in the first
+    :data:`RESTRICT_VOCAB` words, with the Wilson interval; gensim's
+    ``evaluate_word_analogies`` gives the same accuracy. Proportion, higher is better. ``rng``
+    is unused: nothing here is random.
+
+    Details: ``questions`` (in the file), ``oov_questions`` (left out: a word out of
+    vocabulary), ``coverage`` = n / questions, ``restrict_vocab``, ``sections`` (per section:
+    ``correct``, ``answered``, ``questions``). Items: 1 / 0 per question in file order, NaN for an
+    out-of-vocabulary question.
+
+    Example: 3 of 4 answered questions right, 2 more out of vocabulary -> acc 0.75, n 4,
+    oov_questions 2, coverage 4/6.
+    """
+    from tinyllm.models import FAMILIES  # lazily: importing the zoo does not import torch
+
+    questions = read_analogies(data_path)
+    vecs = FAMILIES[entry.family].vectors(model)
+    words = list(vecs)
+    matrix = np.stack([np.asarray(vecs[k], dtype=np.float32) for k in words])
+    items = solve_analogies(words, matrix, questions)
+    answered = ~np.isnan(items)
+    n = int(answered.sum())
+    if n == 0:
+        raise ValueError(
+            f"{data_path}: expected at least one question with its four words in the "
+            f"vocabulary, got none of {len(questions)}"
+        )
+    k = int(np.nansum(items))
+    sections: dict[str, dict[str, int]] = {}
+    for (section, *_), x in zip(questions, items, strict=True):
+        s = sections.setdefault(section, {"correct": 0, "answered": 0, "questions": 0})
+        s["questions"] += 1
+        if not np.isnan(x):
+            s["answered"] += 1
+            s["correct"] += int(x)
+    details = {
+        "questions": len(questions),
+        "oov_questions": len(questions) - n,
+        "coverage": n / len(questions),
+        "restrict_vocab": RESTRICT_VOCAB,
+        "sections": sections,
+    }
+    return Scored(
+        metric=ANALOGY_METRIC,
+        interval=wilson_interval(k, n),
+        method=ANALOGY_INTERVAL,
+        n=n,
+        items=items,
+        details=details,
+    )
+
+
+def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+    """The row of ``data_path``: :func:`score_analogies` for an analogy file
+    (:func:`is_analogy_file`), else :func:`score_pairs` (a word-pairs file)."""
+    if is_analogy_file(data_path):
+        return score_analogies(entry, model, data_path, rng)
+    return score_pairs(entry, model, data_path, rng)
