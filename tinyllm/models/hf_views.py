@@ -28,6 +28,11 @@ WINDOW_KEYS = ("sliding_window", "attention_chunk_size")
 LOCAL_LAYERS = ("sliding_attention", "chunked_attention")
 """The ``layer_types`` entries of a layer that attends within a window only."""
 
+AFTER_HEAD = {"final_logit_softcapping": None, "logit_scale": 1.0, "logits_scaling": 1.0}
+"""Config fields by which a causal LM transforms its logits after the output head (Gemma 2/3
+soft-capping, Cohere's and Granite's scales), with the value that leaves them unchanged: the
+head alone does not reproduce such a model, so its base model's cache is not used."""
+
 
 def attention_window(model: Any) -> int | None:
     """The number of tokens a local-attention layer of ``model`` can see, by its config, or
@@ -126,11 +131,20 @@ class CacheEngine:
 
     The 4-d mask of ``extend`` is used by the model as given, with no sliding window applied:
     the instrument feeds it only inputs within :func:`attention_window` (a rule on the config,
-    :func:`tinyllm.eval.lm.kvcache.fits_window`)."""
+    :func:`tinyllm.eval.lm.kvcache.fits_window`). A model that transforms its logits after the
+    head (:data:`AFTER_HEAD`) is refused with a ValueError: its choices take the plain path."""
 
     def __init__(self, model: Any) -> None:
         from transformers import DynamicCache  # optional dependency: only for HF models
 
+        hc = getattr(model, "config", None)
+        for key, same in AFTER_HEAD.items():
+            v = getattr(hc, key, same)
+            if v is not None and v != same:
+                raise ValueError(
+                    f"{type(model).__name__}: expected logits straight from the output head, "
+                    f"got {key}={v!r} (the cache engine runs the head alone)"
+                )
         self.base, self.head, self._dyn = (
             model.base_model,
             model.get_output_embeddings(),
