@@ -37,13 +37,17 @@ chromium:
 	  else echo "note: no chromium and not root: the browser tests will be skipped" \
 	    "(sudo apt-get install chromium)"; fi; }
 
+# lint-imports: the layer contracts of pyproject.toml (docs/architecture.md); --no-cache: a cache
+# keyed on file times can miss an edit made within the same second
 test: $(VENV)/.installed-dev chromium
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 format: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff format .

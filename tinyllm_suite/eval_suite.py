@@ -29,19 +29,15 @@ from tinyllm_suite.demo import HEARTBEAT_S, ZOMBIE_AFTER_S  # no prefect import 
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # before prefect is imported
 # `python flows/eval_suite.py`: heartbeats the crash detection can rely on (a worker's runs get
-# it from prefect.yaml's job variables; the flow sends its own when it is slower, see _heartbeats)
+# it from prefect.yaml's job variables; the flow sends its own when it is slower: liveness.py)
 os.environ.setdefault("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", str(HEARTBEAT_S))
 
 import contextlib
-import contextvars
 import io
 import logging
-import re
 import string
 import sys
-import threading
 import time
-import urllib.parse
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -55,8 +51,9 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from tinyllm.compare import compare_markdown
 from tinyllm.eval import zoo
 from tinyllm.publish import check_publish_args, publish_run
-from tinyllm.report import NAME_PATTERN, Manifest, ManifestError, load_manifest
+from tinyllm.report import Manifest, ManifestError, load_manifest
 from tinyllm.store import new_run_id, open_store
+from tinyllm_suite.artifacts import artifact_rows, md_link, md_safe_comparison, md_text
 from tinyllm_suite.eval_tasks import (
     RETRY_DELAYS,
     cache_storage,
@@ -64,56 +61,10 @@ from tinyllm_suite.eval_tasks import (
     publish_dashboard_task,
     score_entry_task,
 )
+from tinyllm_suite.liveness import crash_leftover_task_runs, heartbeats
 
 ROWS_ARTIFACT = "eval-suite-rows"
 COMPARE_ARTIFACT = "eval-suite-compare"
-
-
-# ---- markdown artifacts: user-derived text is text -----------------------------------------------
-
-# The Prefect UI renders a markdown artifact, an artifact's description and every string cell of
-# a table artifact as GitHub-flavoured markdown, raw HTML included (it strips scripts, not links
-# or images). Each character that can start HTML, a link, an image, a code span, emphasis or a
-# table cell becomes its numeric character reference (shown as the character itself); ':' and
-# '@' too, and the '.' of "www.", so that no bare URL or e-mail address is autolinked.
-_MD_REFS = {ord(c): f"&#{ord(c)};" for c in "&<>\"'[]()!`|*_~\\:@#"}
-_MD_REFS.update({ord("\n"): " ", ord("\r"): " ", ord("\t"): " "})  # one line: a table stays a table
-_WWW = re.compile(r"(www)\.", re.IGNORECASE)
-
-
-def md_text(value: Any) -> str:
-    """``value`` as markdown that renders as exactly its text: no HTML element, no link, no image,
-    no autolinked URL (error messages and paths come from users: a checkpoint path may hold
-    ``<a href=...>`` or ``[x](http://...)``)."""
-    return _WWW.sub(r"\1&#46;", str(value).translate(_MD_REFS))
-
-
-def md_link(url: str) -> str:
-    """A markdown link to one of our own addresses (the dashboard's ``file://`` or ``s3://``
-    URI): the text escaped, the target percent-encoded (a path holding ``)`` or ``<`` cannot end
-    the link or start an element)."""
-    return f"[{md_text(url)}]({urllib.parse.quote(url, safe=':/%')})"
-
-
-def _md_safe_comparison(cmp: dict) -> dict:
-    """A copy of a comparison whose free-text fields (reasons: error messages, paths; release
-    names) are :func:`md_text`, for :func:`tinyllm.compare.compare_markdown`, which inserts them
-    as they are. Entry names go into code spans there, where references would show as typed:
-    they are kept when they are plain names (the manifest's pattern), escaped otherwise."""
-    rows = []
-    for r in cmp["rows"]:
-        r = dict(r)
-        if r.get("reason") is not None:
-            r["reason"] = md_text(r["reason"])
-        if not re.fullmatch(NAME_PATTERN, str(r.get("name", ""))):
-            r["name"] = md_text(r["name"])
-        rows.append(r)
-    return {
-        **cmp,
-        "rows": rows,
-        "current": md_text(cmp["current"]),
-        "previous": md_text(cmp["previous"]),
-    }
 
 
 # ---- release names of scheduled runs ---------------------------------------------------------------
@@ -261,119 +212,6 @@ def guard_output_streams() -> None:
 guard_output_streams()  # a deployment's flow run: the engine loads this module before it logs
 
 
-@contextlib.contextmanager
-def _heartbeats(logger: Any, every_s: int = HEARTBEAT_S):
-    """Heartbeats of this flow run at least every ``every_s`` seconds while the block runs.
-
-    Prefect's engine sends them every ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` seconds (default 180);
-    the crash detection expects one within :data:`tinyllm_suite.demo.ZOMBIE_AFTER_S` (90). When the
-    engine's period is longer (a worker or a `prefect flow-run retry` without the setting), this
-    sends the same ``prefect.flow-run.heartbeat`` event from a thread, so a healthy run is never
-    marked Crashed. Nothing is added when the engine's period is short enough.
-    """
-    import prefect
-    from prefect.context import FlowRunContext
-    from prefect.events import emit_event
-    from prefect.settings import get_current_settings
-
-    engine_s = get_current_settings().flows.heartbeat_frequency
-    ctx = FlowRunContext.get()
-    if ctx is None or ctx.flow_run is None or (engine_s is not None and engine_s <= every_s):
-        yield
-        return
-    run = ctx.flow_run
-    resource = {
-        "prefect.resource.id": f"prefect.flow-run.{run.id}",
-        "prefect.resource.name": run.name or "",
-        "prefect.version": prefect.__version__,
-    }
-    related = [
-        {
-            "prefect.resource.id": f"prefect.flow.{run.flow_id}",
-            "prefect.resource.role": "flow",
-            "prefect.resource.name": ctx.flow.name if ctx.flow else "",
-        }
-    ]
-    logger.warning(
-        "flow-run heartbeats every %s s (PREFECT_FLOWS_HEARTBEAT_FREQUENCY) are too few for the "
-        "crash detection (%d s without one): this run also sends one every %d s",
-        engine_s,
-        ZOMBIE_AFTER_S,
-        every_s,
-    )
-    stop = threading.Event()
-
-    def beat() -> None:
-        while True:
-            with contextlib.suppress(Exception):  # a lost heartbeat is retried next period
-                emit_event(event="prefect.flow-run.heartbeat", resource=resource, related=related)
-            if stop.wait(every_s):
-                return
-
-    thread = threading.Thread(
-        target=contextvars.copy_context().run, args=(beat,), daemon=True, name="tinyllm-heartbeat"
-    )
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-
-
-_UNFINISHED = ("SCHEDULED", "PENDING", "RUNNING", "PAUSED", "CANCELLING")
-
-
-def crash_leftover_task_runs(logger: Any) -> int:
-    """Set Crashed the task runs of this flow run that are not final when it starts: an earlier
-    attempt (killed with its process, then retried with ``prefect flow-run retry``) left them
-    RUNNING, and each attempt makes new task runs, so nothing else would ever end them (the
-    flow run would end Completed above task runs RUNNING forever). Returns how many."""
-    from prefect import get_client
-    from prefect.client.schemas.filters import (
-        TaskRunFilter,
-        TaskRunFilterFlowRunId,
-        TaskRunFilterState,
-        TaskRunFilterStateType,
-    )
-    from prefect.client.schemas.objects import StateType
-    from prefect.context import FlowRunContext
-    from prefect.states import Crashed
-
-    ctx = FlowRunContext.get()
-    if ctx is None or ctx.flow_run is None:
-        return 0
-    flt = TaskRunFilter(
-        flow_run_id=TaskRunFilterFlowRunId(any_=[ctx.flow_run.id]),
-        state=TaskRunFilterState(
-            type=TaskRunFilterStateType(any_=[StateType(t) for t in _UNFINISHED])
-        ),
-    )
-    done = 0
-    try:
-        with get_client(sync_client=True) as client:
-            while True:
-                left = client.read_task_runs(task_run_filter=flt, limit=200)
-                for tr in left:
-                    client.set_task_run_state(
-                        tr.id,
-                        Crashed(
-                            message=f"left {tr.state_type.value if tr.state_type else 'unfinished'}"
-                            f" by an earlier attempt of flow run {ctx.flow_run.name} that died; "
-                            f"attempt {ctx.flow_run.run_count} scores its entry again"
-                        ),
-                        force=True,
-                    )
-                done += len(left)
-                if len(left) < 200:
-                    break
-    except Exception as e:  # noqa: BLE001 - a stale task run must not stop the release
-        logger.warning("could not mark the task runs of an earlier attempt crashed: %s", e)
-    if done:
-        logger.warning("set %d task run(s) of an earlier attempt of this flow run Crashed", done)
-    return done
-
-
 def select_entries(manifest: Manifest, only: list[str] | None) -> list:
     """The entries to score: all, or those named in ``only`` (unknown names are refused)."""
     if not only:
@@ -426,7 +264,7 @@ def ensure_crash_detection(after_s: float | None = None) -> str:
     Prefect 3's own mechanism (docs: "detect zombie flows"): a running flow run emits a
     ``prefect.flow-run.heartbeat`` event every ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` seconds;
     EvalSuite runs send one at least every tinyllm_suite.demo.HEARTBEAT_S (30) seconds whatever that
-    setting is (:func:`_heartbeats`). This proactive automation expects, after each heartbeat of
+    setting is (:func:`tinyllm_suite.liveness.heartbeats`). This proactive automation expects, after each heartbeat of
     an EvalSuite run, another heartbeat or a terminal state within ``after_s`` seconds (default
     tinyllm_suite.demo.ZOMBIE_AFTER_S, three missed heartbeats) and otherwise sets the run to CRASHED.
     A run killed with SIGKILL, by the OOM killer or with its machine cannot report its own end;
@@ -487,30 +325,6 @@ def ensure_crash_detection(after_s: float | None = None) -> str:
         ],
     ).create()
     return CRASH_AUTOMATION
-
-
-def _artifact_rows(rows: list[dict]) -> list[dict]:
-    def fmt(x: Any) -> Any:
-        return None if x is None else round(float(x), 4)
-
-    return [
-        {
-            "name": r["name"] if re.fullmatch(NAME_PATTERN, r["name"]) else md_text(r["name"]),
-            "family": r["family"],
-            "metric": r["metric"],
-            "value": fmt(r["value"]),
-            "lo": fmt(r["lo"]),
-            "hi": fmt(r["hi"]),
-            "n": r["n"],
-            "status": r["status"],
-            "error": _md_or_none((r.get("error") or {}).get("message") or r.get("reason")),
-        }
-        for r in rows
-    ]
-
-
-def _md_or_none(value: Any) -> str | None:
-    return None if value is None else md_text(value)
 
 
 DASK_ADDRESS_ENV = "TINYLLM_DASK_ADDRESS"
@@ -578,7 +392,7 @@ def eval_suite(
     logger = get_run_logger()
     guard_output_streams()  # handlers set up after this module was imported
     release = resolve_release(release)
-    with _heartbeats(logger):
+    with heartbeats(logger, HEARTBEAT_S, ZOMBIE_AFTER_S):
         crash_leftover_task_runs(logger)
         return _score_and_publish(logger, manifest, release, store, only, previous, seed)
 
@@ -617,11 +431,11 @@ def _score_and_publish(logger, manifest, release, store, only, previous, seed) -
     out = publish_release(m, rows, items, release, store, seed, previous, run_id, created_at)
     create_table_artifact(
         key=ROWS_ARTIFACT,
-        table=_artifact_rows(out["report"]["rows"]),
+        table=artifact_rows(out["report"]["rows"]),
         description=f"EvalSuite release {md_text(release)}: rows of {md_text(out['store'])}",
     )
     md = (
-        compare_markdown(_md_safe_comparison(out["compare"]))
+        compare_markdown(md_safe_comparison(out["compare"]))
         if out["compare"]
         else f"Release `{release}`: no earlier release in {md_text(out['store'])} to compare with."
     )
