@@ -18,6 +18,7 @@ from test_compare import report as compare_report
 from typer.testing import CliRunner
 
 from tinyllm import cli
+from tinyllm.console import Progress
 from tinyllm.eval import zoo
 from tinyllm.models import bigram
 from tinyllm.store import open_store
@@ -176,7 +177,7 @@ def test_history_with_the_s3_endpoint_down_is_one_line_naming_the_store(
     assert lines[0].startswith("error: s3://tl-evals/team/releases/: EndpointConnectionError: ")
     assert f"127.0.0.1:{port}" in lines[0]
     # --debug: the full traceback (the exception itself reaches the interpreter)
-    monkeypatch.setitem(cli._DEBUG, "on", False)
+    monkeypatch.setitem(cli.DEBUG, "on", False)
     monkeypatch.setattr(sys, "argv", ["tinyllm", "--debug", "history", "--store", "s3://tl-b1/x"])
     with pytest.raises(Exception, match="Could not connect") as ex:
         cli.main()
@@ -254,9 +255,7 @@ def test_eval_ppl_shows_progress_when_piped_and_quiet_turns_it_off(tiny):
 
 def test_progress_lines_are_throttled(capsys):
     now = [0.0]
-    p = cli._Progress("work", 100)
-    p._time = lambda: now[0]
-    p._t0 = p._last = 0.0
+    p = Progress("work", 100, clock=lambda: now[0])
     with p:
         for t, done in ((1.0, 10), (11.0, 20), (12.0, 30), (30.0, 40)):
             now[0] = t

@@ -1,0 +1,64 @@
+"""The ``tinyllm`` command. Sub-commands are thin: they parse, call the library, print.
+
+One module per command group, each registering its commands on the app of :mod:`tinyllm.cli.app`:
+
+* :mod:`tinyllm.cli.lm` -- ``eval ppl``, ``eval task`` (one model on one file);
+* :mod:`tinyllm.cli.suite` -- ``eval --suite zoo``, ``demo``, ``compare`` (the suite, releases);
+* :mod:`tinyllm.cli.history` -- ``history``, ``dashboard`` (the store's release history);
+* :mod:`tinyllm.cli.zoo` -- ``zoo build``; :mod:`tinyllm.cli.tasks` -- ``task import-lmeval``;
+* :mod:`tinyllm.cli.server` -- ``server start``, ``server stop``.
+
+:func:`main` is the entry point (``tinyllm = "tinyllm.cli:main"``) and the CLI's one error
+boundary; it also prints every Python warning as one line.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+# the commands are listed in --help in the order they register: demo and compare before history
+from tinyllm.cli import lm, suite
+
+# isort: split
+from tinyllm.cli import history, server, tasks, zoo
+from tinyllm.cli.app import DEBUG, app
+from tinyllm.cli.common import MAX_N_PERM
+from tinyllm.console import error_line, warning_line
+
+__all__ = ["DEBUG", "MAX_N_PERM", "app", "error_line", "main", "show_warning"]
+COMMAND_MODULES = (lm, suite, history, zoo, tasks, server)
+"""The command groups, imported for the commands they register on :data:`app`."""
+
+_python_showwarning = warnings.showwarning
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """:data:`warnings.showwarning` of the CLI: ``warning: <message>`` as one line on stderr
+    (:func:`tinyllm.console.warning_line`), no category, file, line or source; with ``--debug``
+    Python's own format."""
+    if DEBUG["on"]:
+        _python_showwarning(message, category, filename, lineno, file, line)
+        return
+    print(warning_line(message), file=sys.stderr if file is None else file)
+
+
+def main() -> None:
+    """The ``tinyllm`` command, with the CLI's one error boundary around every sub-command.
+
+    Any exception that reaches here is printed as ONE line on stderr (:func:`error_line`) and
+    the exit status is 1; ``--debug`` (or ``TINYLLM_DEBUG=1``) shows the full traceback instead.
+    Usage errors keep click's status 2; Ctrl-C exits with 130. Every Python warning is one line
+    (:func:`show_warning`).
+    """
+    warnings.showwarning = show_warning
+    try:
+        app()
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - the boundary: every error becomes one line
+        if DEBUG["on"]:
+            raise
+        print(f"{error_line(exc)}  (--debug: full traceback)", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,5 @@
+"""``python -m tinyllm.cli``: the ``tinyllm`` command."""
+
+from tinyllm.cli import main
+
+main()

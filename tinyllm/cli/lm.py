@@ -1,0 +1,137 @@
+"""`tinyllm eval ppl` and `tinyllm eval task`: one model on one file
+(:mod:`tinyllm.eval.single`)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tinyllm.cli.app import console, eval_app
+from tinyllm.cli.common import QUIET_HELP, fail
+from tinyllm.console import Progress, interval_table
+
+Model = Annotated[str | None, typer.Option("--model", help="A tinyllm lm checkpoint.")]
+HF = Annotated[str | None, typer.Option("--hf", help="A local Hugging Face causal LM folder.")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)]
+Data = Annotated[str, typer.Option("--data", help="Token file (formats/tokens-bin.md).")]
+CtxLen = Annotated[
+    int | None,
+    typer.Option("--ctx-len", min=2, help="Window length C (default: the model's context)."),
+]
+Stride = Annotated[
+    int | None, typer.Option("--stride", min=1, help="Stride s, 1 <= s < C (default: C // 2).")
+]
+NBytes = Annotated[
+    int,
+    typer.Option(
+        "--n-bytes",
+        min=0,
+        help="UTF-8 bytes of the scored text, at least the scored tokens (0: one token per byte).",
+    ),
+]
+BatchSize = Annotated[
+    int | None,
+    typer.Option(
+        "--batch-size",
+        min=1,
+        help="Windows per forward pass (default: 2048 // C, a budget of 2048 tokens).",
+    ),
+]
+Task = Annotated[str, typer.Option("--task", help="Task file (formats/task-jsonl.md).")]
+Metric = Annotated[str, typer.Option("--metric", help="acc or acc_norm (per UTF-8 byte).")]
+MaxLen = Annotated[
+    int | None,
+    typer.Option(
+        "--max-len",
+        min=1,
+        help="Tokens the model reads; contexts are cut from the left as lm-eval does, "
+        "(ctx + choice)[-(L+1):][:-1] (default: the model's own context).",
+    ),
+]
+Delimiter = Annotated[
+    str | None,
+    typer.Option(
+        "--target-delimiter",
+        help="Score DELIM + choice as lm-eval does (acc_norm still divides by the choice's "
+        "bytes); overrides the task file's target_delimiter.",
+    ),
+]
+Tokenizer = Annotated[
+    str, typer.Option("--tokenizer", help="auto (the checkpoint's / the HF folder's) or byte.")
+]
+Seed = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap interval.")]
+NBoot = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples.")]
+
+
+@eval_app.command("ppl")
+def eval_ppl_cmd(
+    data: Data,
+    model: Model = None,
+    hf: HF = None,
+    ctx_len: CtxLen = None,
+    stride: Stride = None,
+    n_bytes: NBytes = 0,
+    batch_size: BatchSize = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    quiet: Quiet = False,
+) -> None:
+    """Strided perplexity of a token file: mean NLL, perplexity and bits per byte, 95% intervals.
+
+    Our gpt and Hugging Face models are scored with strided windows (every token once, at least C - s tokens of context after the first window); other lm families with their own NLLs.
+    """
+    from tinyllm.eval.single import score_ppl  # torch and the models: not for --help
+
+    bar = functools.partial(Progress, quiet=quiet)
+    try:  # CheckpointError and TokenFileError are ValueErrors
+        out = score_ppl(data, model=model, hf=hf, ctx_len=ctx_len, stride=stride, n_bytes=n_bytes,
+                        batch_size=batch_size, progress=bar, note=Console(stderr=True).print)  # fmt: skip
+    except ValueError as e:
+        raise fail(str(e)) from None
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    window = "" if out["ctx_len"] is None else f", ctx {out['ctx_len']}, stride {out['stride']}"
+    bytes_note = "one token per byte" if n_bytes == 0 else f"{out['n_bytes']} bytes"
+    rows = [("nll", out["nll"], "nats/token"), ("ppl", out["ppl"], "perplexity")]
+    rows.append(("bpb", out["bpb"], "bits/byte"))
+    caption = f"{out['n_tokens']} tokens scored{window}; bpb: {bytes_note}"
+    console.print(interval_table(f"perplexity of {out['model']} on {data}", rows, caption))
+
+
+@eval_app.command("task")
+def eval_task_cmd(
+    task: Task,
+    model: Model = None,
+    hf: HF = None,
+    metric: Metric = "acc_norm",
+    max_len: MaxLen = None,
+    target_delimiter: Delimiter = None,
+    tokenizer: Tokenizer = "auto",
+    seed: Seed = 0,
+    n_boot: NBoot = 1000,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON (with per-item scores).")
+    ] = False,
+    quiet: Quiet = False,
+) -> None:
+    """Multiple-choice accuracy of a model on a task file, with a 95% bootstrap interval."""
+    from tinyllm.eval.single import score_task  # torch and the models: not for --help
+
+    bar = functools.partial(Progress, quiet=quiet)
+    try:
+        out = score_task(task, model=model, hf=hf, metric=metric, max_len=max_len,
+                         target_delimiter=target_delimiter, tokenizer=tokenizer, seed=seed,
+                         n_boot=n_boot, progress=bar)  # fmt: skip
+    except ValueError as e:
+        raise fail(str(e)) from None
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    unit = "fraction correct" + (" (LL per UTF-8 byte)" if metric == "acc_norm" else " (LL)")
+    title = f"{metric} of {out['model']} on {task}"
+    caption = f"{out['n']} items; bootstrap interval, {n_boot} resamples, seed {seed}"
+    console.print(interval_table(title, [(metric, out, unit)], caption))

@@ -1,0 +1,242 @@
+"""`tinyllm eval --suite zoo` (in this process, or the EvalSuite flow for a release),
+`tinyllm demo` and `tinyllm compare`: scoring the suite and comparing releases.
+
+The commands that run the flow import :mod:`tinyllm_suite` (and so prefect, seconds of start-up)
+inside themselves: every other command, and ``--help``, starts without it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tinyllm import safeio
+from tinyllm.cli.app import DEBUG, app, console, eval_app
+from tinyllm.cli.common import (
+    LARGE_N_PERM,
+    MAX_N_PERM,
+    QUIET_HELP,
+    check_n_perm,
+    check_target,
+    existing_store,
+    fail,
+    store_error,
+)
+from tinyllm.console import Progress, print_report, print_suite_run
+
+Store = Annotated[str, typer.Option("--store", help="A folder or s3://bucket/prefix.")]
+
+
+@app.command()
+def demo() -> None:
+    """The main job on the embedded defaults (what `make demo` runs)."""
+    from tinyllm_suite.demo import run_demo  # prefect: only when the demo runs
+
+    raise typer.Exit(run_demo(console))
+
+
+def check_out(out: str) -> None:
+    """``eval --out``: the report's target (:func:`check_target`), and ``items/`` beside it a
+    folder or a new path."""
+    p = check_target(out)
+    items = p.parent / "items"
+    got = safeio.path_kind(items)
+    if got not in (None, "a folder"):
+        raise fail(
+            f"--out {out}: expected {items} (the per-item scores beside the report) to be a "
+            f"folder or a new path, got {got}"
+        )
+
+
+def check_suite_args(
+    suite: str, manifest: str | None, release: str | None, out: str | None, a: dict
+) -> Any:
+    """Everything about `eval --suite` that can be checked before scoring; the manifest.
+
+    ``a``: ``only``, ``previous``, ``dask_address``, ``workers`` and ``store`` as given. In flow
+    mode (``--release`` without ``--out``) the store must be reachable and writable and
+    ``--previous`` one of its releases."""
+    from tinyllm.publish import check_publish_args  # the store and numpy: after parsing
+    from tinyllm.report import ManifestError, load_manifest
+    from tinyllm.store import StoreError
+    from tinyllm.store.keys import check_name
+
+    if suite != "zoo":
+        raise fail(f"--suite: expected one of ['zoo'], got {suite!r}")
+    if manifest is None:
+        raise fail("--suite zoo: expected --manifest FILE, got none")
+    flow_mode = release is not None and out is None
+    if (a["only"] or a["previous"] is not None) and not flow_mode:
+        raise fail("--only and --previous need --release without --out (the EvalSuite flow)")
+    runner = (a["dask_address"], a["workers"])
+    if runner != (None, None) and not flow_mode:
+        raise fail("--dask-address and --workers need --release without --out (the flow)")
+    if None not in runner:
+        raise fail(f"expected --dask-address or --workers, got both ({runner[0]}, {runner[1]})")
+    try:
+        m = load_manifest(manifest)
+        names = [e.name for e in m.entries]
+        unknown = [n for n in a["only"] or [] if n not in names]
+        if unknown:
+            raise ManifestError(
+                f"--only: expected entry names from {manifest} {names}, got {unknown}"
+            )
+        if flow_mode:
+            check_publish_args(a["store"], release, a["previous"])
+        elif release is not None:
+            check_name(release, "release")  # the store's rule, though nothing is stored
+    except (ManifestError, StoreError) as e:
+        raise fail(str(e)) from None
+    return m
+
+
+def run_flow(manifest: str, release: str, a: dict, seed: int, as_json: bool, quiet: bool) -> None:
+    """`eval --suite zoo --release R` without ``--out``: the EvalSuite flow, then its report and
+    comparison (or its result as JSON)."""
+    from tinyllm_suite.run import run_suite_flow  # prefect: only for a flow run
+
+    runner = (a["dask_address"], a["workers"])
+    out = run_suite_flow(manifest, release, a["store"], a["only"] or None, a["previous"], seed,
+                         quiet, runner, DEBUG["on"])  # fmt: skip
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+    else:
+        print_suite_run(console, out, release)
+
+
+Release = Annotated[
+    str | None,
+    typer.Option(
+        "--release",
+        help="Release label. Without --out: run the EvalSuite flow (Prefect) for this release "
+        "into --store and compare it with the previous release.",
+    ),
+]
+Out = Annotated[
+    str | None,
+    typer.Option(
+        "--out",
+        help="Score in this process and write the report here (default report.json when no "
+        "--release is given): a new path or a regular file.",
+    ),
+]
+Manifest = Annotated[
+    str | None,
+    typer.Option(
+        "--manifest", help="Zoo manifest (YAML or JSON); paths are relative to its folder."
+    ),
+]
+SuiteStore = Annotated[
+    str, typer.Option("--store", help="With --release: a folder or s3://bucket/prefix.")
+]
+Only = Annotated[
+    list[str] | None,
+    typer.Option("--only", help="With --release: rescore only this entry (repeatable)."),
+]
+Previous = Annotated[
+    str | None,
+    typer.Option("--previous", help="With --release: compare with this release (default: latest)."),
+]
+DaskAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--dask-address",
+        help="With --release: fan the entries out to this Dask scheduler (tcp://host:8786; "
+        "default $TINYLLM_DASK_ADDRESS, else 2 threads).",
+    ),
+]
+Workers = Annotated[
+    int | None,
+    typer.Option("--workers", min=1, help="With --release: a local Dask cluster of N processes."),
+]
+
+
+@eval_app.callback(invoke_without_command=True)
+def eval_suite(
+    ctx: typer.Context,
+    suite: Annotated[str | None, typer.Option("--suite", help="The suite to run: zoo.")] = None,
+    manifest: Manifest = None,
+    release: Release = None,
+    out: Out = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the report as JSON, not a table.")
+    ] = False,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Seed of the run (per entry: seed+name).")
+    ] = 0,
+    store: SuiteStore = "./evalstore",
+    only: Only = None,
+    previous: Previous = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    dask_address: DaskAddress = None,
+    workers: Workers = None,
+) -> None:
+    """Score a suite: `tinyllm eval --suite zoo --manifest zoo.yaml` scores every entry and writes the report (plus items/<name>.npy beside it); with `--release R` and no `--out` it runs the EvalSuite flow into the store instead; or use a sub-command.
+
+    Every argument is checked before anything is scored: the manifest, the release name, --only names, --out, and in flow mode the store (reachable and writable) and --previous (a release in the store).
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if suite is None:
+        console.print(ctx.get_help())
+        raise typer.Exit(0)
+    a = {"only": only, "previous": previous, "dask_address": dask_address, "workers": workers}
+    a["store"] = store
+    m = check_suite_args(suite, manifest, release, out, a)
+    if release is not None and out is None:
+        return run_flow(manifest, release, a, seed, as_json, quiet)
+    out = out or "report.json"
+    check_out(out)
+    from tinyllm.eval.zoo import run_zoo, write_report  # torch and the models: after the checks
+
+    rows = Progress.rows(quiet)
+    report = run_zoo(m, seed=seed, release=release, base_dir=Path(manifest).parent, progress=rows)
+    path = write_report(report, out)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+        return
+    print_report(console, report, f"report written to {path}")
+
+
+@app.command("compare")
+def compare_cmd(
+    a: Annotated[str, typer.Argument(help="The earlier (baseline) release.")],
+    b: Annotated[str, typer.Argument(help="The release to judge against A.")],
+    store: Store = "./evalstore",
+    n_perm: Annotated[
+        int,
+        typer.Option("--n-perm", min=1, help=f"Permutations per row (at most {MAX_N_PERM})."),
+    ] = 10_000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the permutation test.")] = 0,
+    alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Test level.")] = 0.05,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print compare.json, not a table.")
+    ] = False,
+    fail_on_regression: Annotated[
+        bool,
+        typer.Option("--fail-on-regression", help="Exit with status 1 when a row regressed."),
+    ] = False,
+) -> None:
+    """Compare release B with release A: a paired permutation test per row (nothing written)."""
+    from tinyllm.compare import compare_table, regressions  # numpy and scipy: after parsing
+    from tinyllm.history import compare_releases
+    from tinyllm.store import StoreError
+
+    check_n_perm(n_perm)
+    st = existing_store(store)
+    # compare_releases has no per-row callback: a large count gets a line when it starts and
+    # one when it ends, so a long run does not look hung
+    what, quiet = f"comparing {b} with {a}, {n_perm} permutations per row", n_perm < LARGE_N_PERM
+    try:
+        cmp = compare_releases(st, a, b, n_perm=n_perm, seed=seed, alpha=alpha,
+                               progress=lambda rows: Progress(what, rows, quiet))  # fmt: skip
+    except (StoreError, ValueError) as e:
+        store_error(e)
+    if as_json:
+        typer.echo(json.dumps(cmp, indent=2))
+    else:
+        console.print(compare_table(cmp))
+    if fail_on_regression and regressions(cmp):
+        raise typer.Exit(1)
