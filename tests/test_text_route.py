@@ -25,11 +25,11 @@ from tinyllm.eval.text import (
     text_ppl,
 )
 from tinyllm.models import gpt, hf_train
-from tinyllm.tokens import ByteTokenizer, tokenize_text, write_tokens
+from tinyllm.tokens import BYTE_OF_CHAR, ByteTokenizer, tokenize_text, write_tokens
 from tinyllm.windows import iter_windows
 
 LN2 = math.log(2.0)
-BYTE_CHAR = {b: c for c, b in __import__("tinyllm.tokens").tokens._BYTE_OF_CHAR.items()}
+BYTE_CHAR = {b: c for c, b in BYTE_OF_CHAR.items()}  # byte -> its byte-level BPE character
 
 
 def byte_level_bpe(merges: list[tuple[str, str]], special: bool = True) -> PreTrainedTokenizerFast:
@@ -207,7 +207,9 @@ def test_a_model_against_itself_and_against_its_int8_copy(lee_bpe):
     tok, val = lee_bpe
     t = tokenize_text("".join(d + "\n" for d in val[:2]), tok)
     torch.manual_seed(0)
-    cfg = hf_train.llama_config(hf_train.Config(hidden=64, n_layer=2, intermediate=128), len(tok), 0)
+    cfg = hf_train.llama_config(
+        hf_train.Config(hidden=64, n_layer=2, intermediate=128), len(tok), 0
+    )
     m = LlamaForCausalLM(cfg).eval()
     same = compare_on_text(m, t, m, t, 64, 32, rng=np.random.default_rng(0))
     assert same["delta"] == {"value": 0.0, "lo": 0.0, "hi": 0.0} and same["p"] == 1.0
@@ -223,5 +225,7 @@ def test_a_model_against_itself_and_against_its_int8_copy(lee_bpe):
 def test_pairing_needs_the_same_tokenizer(lee_bpe):
     tok, _ = lee_bpe
     a, b = tokenize_text("héllo there", tok), tokenize_text("héllo there", ByteTokenizer())
-    with pytest.raises(ValueError, match=r"expected the same tokenizer, got hf-sha256:\w+ and byte"):
+    with pytest.raises(
+        ValueError, match=r"expected the same tokenizer, got hf-sha256:\w+ and byte"
+    ):
         compare_on_text(Uniform(len(tok)), a, Uniform(256), b, 4, 2)

@@ -377,9 +377,9 @@ class TextTokens:
 
 # GPT-2's byte <-> printable character table of byte-level BPE (tokenizers' ByteLevel): the
 # printable Latin-1 bytes stand for themselves, the other 68 bytes for U+0100 upwards, in order.
-_PRINTABLE = [*range(33, 127), *range(161, 173), *range(174, 256)]
-_BYTE_OF_CHAR = {chr(b): b for b in _PRINTABLE} | {
-    chr(256 + i): b for i, b in enumerate(b for b in range(256) if b not in set(_PRINTABLE))
+PRINTABLE_BYTES = [*range(33, 127), *range(161, 173), *range(174, 256)]
+BYTE_OF_CHAR = {chr(b): b for b in PRINTABLE_BYTES} | {
+    chr(256 + i): b for i, b in enumerate(b for b in range(256) if b not in set(PRINTABLE_BYTES))
 }
 
 
@@ -399,7 +399,7 @@ def _byte_level_lengths(tok: Any, ids: list[int], raw: bytes) -> np.ndarray | No
     out, parts = np.empty(len(ids), dtype=np.int64), []
     for i, piece in enumerate(pieces):
         try:
-            b = bytes(_BYTE_OF_CHAR[c] for c in piece)
+            b = bytes(BYTE_OF_CHAR[c] for c in piece)
         except (KeyError, TypeError):
             return None
         out[i] = len(b)

@@ -28,6 +28,7 @@ makes small ops many times slower. ``tinyllm zoo build`` and the worker processe
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -61,7 +62,9 @@ class Recipe:
     the corpus file it is scored on; default ``{<recipe name>: "val"}``), each with ``options``
     (gpt: ctx_len, stride; seq2seq: beam). ``family`` defaults to the recipe's name.
     ``cost_s``: measured single-thread training seconds, used only to start the longest recipe
-    first (0: unknown).
+    first (0: unknown). ``trainer``: a module of ``tinyllm.models`` whose ``Config``, ``train``
+    and ``save`` train the model instead of the family's (``hf``, whose models are scored as they
+    are, is trained by ``tinyllm.models.hf_train``); None: the family's own.
     """
 
     config: Mapping = field(default_factory=dict)
@@ -73,6 +76,7 @@ class Recipe:
     entries: Mapping[str, str] | None = None
     init_from: str | None = None
     cost_s: float = 0.0
+    trainer: str | None = None
 
     def family_of(self, name: str) -> str:
         """The family this recipe trains (its own ``family``, else the recipe's name)."""
@@ -216,6 +220,18 @@ def default_recipes() -> dict[str, Recipe]:
         ),
         "classifier-polarity": _classifier_recipe("polarity", steps=300, cost_s=75.0, cross_fit=5),
         "classifier-langid": _classifier_recipe("langid", steps=400, cost_s=11.0),
+        # a Hugging Face LlamaForCausalLM with its own byte-level BPE, scored by family hf on
+        # the lee val text (the val token file's bytes, read in its own tokenizer)
+        "llama": Recipe(
+            config={"n_merges": 1000, "hidden": 128, "n_layer": 4, "n_head": 4, "n_kv_head": 2}
+            | {"intermediate": 384, "ctx_len": 128},
+            steps=600,
+            train_config={"batch_size": 16, "seq_len": 64, "lr": 3e-3},
+            options={"ctx_len": 128, "stride": 64},
+            family="hf",
+            trainer="tinyllm.models.hf_train",
+            cost_s=160.0,
+        ),
     }
 
 
@@ -250,6 +266,11 @@ def _check_recipes(recipes: Mapping[str, Recipe]) -> None:
             raise ValueError(
                 f"recipe {name!r}: init_from {r.init_from!r} itself starts from another model; "
                 "expected a chain of at most one"
+            )
+        if r.trainer is not None and not r.trainer.startswith("tinyllm.models."):
+            raise ValueError(
+                f"recipe {name!r}: expected trainer to name a module of tinyllm.models, "
+                f"got {r.trainer!r}"
             )
         for entry in r.entries_of(name):
             if entry in seen:
@@ -286,6 +307,7 @@ def _job_spec(
         "out": str(out / _checkpoint_name(name, fam)),
         "seed": int(seed),
         "threads": int(threads),
+        "trainer": r.trainer,
     }
 
 
@@ -293,6 +315,8 @@ def train_job(spec: Mapping, progress: ProgressFn | None = None) -> dict:
     """Train and save one model from a :func:`_job_spec`; returns its train_log entry (with
     ``path``). Runs in this process with whatever torch thread count is set."""
     name, fam = spec["name"], FAMILIES[spec["family"]]
+    if spec.get("trainer"):  # a family trained by another module of tinyllm.models (hf)
+        fam = importlib.import_module(spec["trainer"])
     data = CORPORA[spec["data"]].read_train(Path(spec["train_file"]))
     kwargs = dict(spec["train_config"])
     if spec["init"] is not None:
