@@ -44,11 +44,28 @@ from tinyllm.eval import lm  # noqa: E402
 SHAPES = {
     "tiny": dict(n_layer=4, n_embd=256, n_head=4, ctx=256, tok="byte", items=200, blocks=8),
     "gpt2-small": dict(n_layer=12, n_embd=768, n_head=12, ctx=1024, tok="bpe", items=48, blocks=6),
+    # a Llama (RMSNorm, RoPE, SwiGLU, grouped-query attention) with Llama 2's 32k vocabulary:
+    # no GPT-2 twin, so the generic path (hidden-state hook + the model's own KV cache)
+    "llama": dict(
+        arch="llama",
+        n_layer=4,
+        n_embd=256,
+        n_head=4,
+        n_kv_head=2,
+        ffn=688,
+        ctx=256,
+        tok="bpe",
+        vocab=32000,
+        items=96,
+        blocks=6,
+    ),
 }
 # (kind, max words per sentence, max context sentences): contexts fit the tiny model's 256
 # bytes, so nothing is truncated (with truncation every choice has its own context cut)
 TASKS = {"sentence": ("sentence", 12, 2), "cloze": ("cloze", 16, 2)}
 SECTION = "## Multiple choice against lm-evaluation-harness"
+LLAMA_SECTION = "## Multiple choice against lm-evaluation-harness: a Llama shape"
+"""``--shapes llama`` writes its own section, so the GPT-2 rows stay as they were measured."""
 
 
 def sentences() -> list[list[str]]:
@@ -142,9 +159,21 @@ def make_tokenizer(kind: str, texts: list[str]):
 
 
 def build(shape: dict, vocab: int, seed: int = 0):
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
+    if shape.get("arch") == "llama":
+        return LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=vocab,
+                hidden_size=shape["n_embd"],
+                intermediate_size=shape["ffn"],
+                num_hidden_layers=shape["n_layer"],
+                num_attention_heads=shape["n_head"],
+                num_key_value_heads=shape["n_kv_head"],
+                max_position_embeddings=shape["ctx"],
+            )
+        ).eval()
     cfg = GPT2Config(
         vocab_size=vocab,
         n_positions=shape["ctx"],
@@ -181,7 +210,7 @@ def run_shape(name: str, shape: dict, task: str, n_items: int, n_blocks: int, se
     items = make_items(n_items, seed, *TASKS[task])
     texts = [" ".join(s) for s in sentences()]
     tok = make_tokenizer(shape["tok"], texts)
-    vocab = 257 if shape["tok"] == "byte" else 50257
+    vocab = shape.get("vocab", 257 if shape["tok"] == "byte" else 50257)
     model = build(shape, vocab)
     hflm = HFLM(
         pretrained=model, tokenizer=tok, batch_size=8, device="cpu", max_length=shape["ctx"]
@@ -261,9 +290,9 @@ def items_of(r: dict) -> list[dict]:
     return make_items(r["items"], r["seed"], *TASKS[r["task"]])
 
 
-def table(rows: list[dict], cmd: str, load: tuple[float, float]) -> str:
+def table(rows: list[dict], cmd: str, load: tuple[float, float], section: str = SECTION) -> str:
     lines = [
-        SECTION,
+        section,
         "",
         f"Command: `{cmd}` (1 torch thread, {platform.processor() or platform.machine()}, "
         f"load average {load[0]:.1f} at the start, {load[1]:.1f} at the end: the machine is shared). "
@@ -304,9 +333,17 @@ def table(rows: list[dict], cmd: str, load: tuple[float, float]) -> str:
         "continuations grouped); tinyllm `choice_lls` at its default token budget: each context "
         "once, choices from the cached keys/values, the last choice token never fed, the output "
         "head only at scored positions, the context pass's last block at each context's last "
-        "token only; the GPT2LMHeadModel is run by tinyllm's GPT on views of "
-        "its own weights (`tinyllm.models.hf.gpt2_twin`, checked against the model's own logits and plain "
-        "path on first use). Same model object, same tokenizer, blocks alternated "
+        "token only; "
+        + (
+            "the LlamaForCausalLM is read through its base model (the hidden-state hook, its "
+            "own DynamicCache; `tinyllm.models.hf.BaseModelView`), checked against its own "
+            "logits and plain path on first use. "
+            if section == LLAMA_SECTION
+            else "the GPT2LMHeadModel is run by tinyllm's GPT on views of its own weights "
+            "(`tinyllm.models.hf.gpt2_twin`, checked against the model's own logits and plain "
+            "path on first use). "
+        )
+        + "Same model object, same tokenizer, blocks alternated "
         "(which side goes first swaps every block).",
         "",
     ]
@@ -477,12 +514,13 @@ def main() -> None:
         cmd += f" --shapes {args.shapes}"
     if args.tasks != "sentence,cloze":
         cmd += f" --tasks {args.tasks}"
-    text = table(rows, cmd, (load0, os.getloadavg()[0]))
+    section = LLAMA_SECTION if args.shapes == "llama" else SECTION
+    text = table(rows, cmd, (load0, os.getloadavg()[0]), section)
     print(text)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     if not args.quick:
-        write_section(text)
+        write_section(text, section)
 
 
 if __name__ == "__main__":
