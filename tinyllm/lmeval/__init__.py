@@ -1,0 +1,33 @@
+"""tinyllm as an lm-evaluation-harness backend (issue 23).
+
+* :mod:`~tinyllm.lmeval.backend` -- :class:`~tinyllm.lmeval.backend.TinyLLM`, an
+  ``lm_eval.api.model.LM`` registered as ``tinyllm``: lm-eval's requests scored by our engine
+  (``loglikelihood`` from the KV-cached multiple-choice path, ``loglikelihood_rolling`` on
+  lm-eval's own windows or our strided ones, ``generate_until`` greedy from a KV cache);
+* :mod:`~tinyllm.lmeval.generate` -- batched greedy generation with stop strings;
+* :mod:`~tinyllm.lmeval.run` -- :func:`~tinyllm.lmeval.run.evaluate`: tasks from lm-eval's
+  TaskManager, every metric with its 95% interval and n, per-document scores kept.
+
+lm-eval is an optional dependency (the ``lmeval`` extra): importing this package does not import
+it; the submodules that need it raise :class:`MissingLmEvalError` naming the extra.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+EXTRA_HINT = "pip install 'tinyllm[lmeval]' (lm_eval[hf]==0.4.13)"
+
+
+class MissingLmEvalError(ImportError):
+    """lm-evaluation-harness is not installed: the message names the extra that brings it."""
+
+
+def require_lm_eval() -> None:
+    """Raise :class:`MissingLmEvalError` unless ``lm_eval`` can be imported."""
+    try:
+        importlib.import_module("lm_eval")
+    except ImportError as e:
+        raise MissingLmEvalError(
+            f"lm_eval: expected lm-evaluation-harness to be installed ({EXTRA_HINT}), got {e}"
+        ) from None

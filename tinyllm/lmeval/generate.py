@@ -1,0 +1,169 @@
+"""Greedy generation from a KV cache, batched, with stop conditions (lm-eval's ``generate_until``).
+
+:func:`greedy_tokens` continues token contexts by ``argmax`` one token at a time:
+
+* a Hugging Face causal LM runs on its own cache (``past_key_values``): rows of a batch are
+  left-padded, with an attention mask and position ids that skip the padding, as
+  ``model.generate`` does;
+* a model with ``hidden_cached`` + ``lm_head`` (our GPT) runs on its cache too; its batches hold
+  contexts of one length only (no padding);
+* any other model is rerun on the whole sequence at every step (``model(ids) -> logits``).
+
+A row stops at an end-of-sequence id (left out of its tokens), when ``stop(tokens)`` says so, or
+after ``max_new`` tokens; the batch stops when every row has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from tinyllm.logits import call_logits, eval_mode
+
+
+def _is_hf(model: Any) -> bool:
+    return callable(getattr(model, "get_output_embeddings", None))
+
+
+def _has_gpt_cache(model: Any) -> bool:
+    return callable(getattr(model, "hidden_cached", None)) and hasattr(model, "lm_head")
+
+
+def _device(model: Any) -> torch.device:
+    p = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+    return p.device if p is not None else torch.device("cpu")
+
+
+def batches(lengths: Sequence[int], batch_size: int, same_length: bool) -> list[list[int]]:
+    """Indices of contexts grouped for generation: longest first, ``batch_size`` rows at most,
+    and with ``same_length`` only contexts of one length in a batch.
+
+    Example: ``batches([3, 5, 3], 2, True)`` -> ``[[1], [0, 2]]``.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    out: list[list[int]] = []
+    for i in order:
+        if (
+            out
+            and len(out[-1]) < batch_size
+            and (not same_length or lengths[out[-1][0]] == lengths[i])
+        ):
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+def greedy_tokens(
+    model: Any,
+    contexts: Sequence[Sequence[int]],
+    max_new: int,
+    stop: Callable[[list[int]], bool],
+    eos_ids: set[int],
+    batch_size: int = 8,
+    pad_id: int = 0,
+) -> list[list[int]]:
+    """The greedy continuation of every context, ``list[int]`` each (its end-of-sequence id
+    left out): ``x_{t+1} = argmax_v p(v | x_0 .. x_t)``, at most ``max_new`` tokens, a row
+    ending at the first id in ``eos_ids`` or once ``stop(row_tokens)`` is true.
+
+    Example: a model whose logits always favour id 7, ``max_new=3`` -> ``[[7, 7, 7]]`` per
+    context (``[[]]`` when 7 is in ``eos_ids``).
+    """
+    if max_new < 1:
+        raise ValueError(f"max_gen_toks: expected an int >= 1, got {max_new}")
+    for i, c in enumerate(contexts):
+        if len(c) < 1:
+            raise ValueError(f"context {i}: expected at least one token, got none")
+    out: list[list[int]] = [[] for _ in contexts]
+    hf, gptc = _is_hf(model), _has_gpt_cache(model)
+    groups = batches([len(c) for c in contexts], batch_size, same_length=not hf)
+    with eval_mode(model), torch.inference_mode():
+        for g in groups:
+            rows = [list(contexts[i]) for i in g]
+            if hf:
+                got = _hf_batch(model, rows, max_new, stop, eos_ids, pad_id)
+            elif gptc:
+                got = _gpt_batch(model, rows, max_new, stop, eos_ids)
+            else:
+                got = _plain_batch(model, rows, max_new, stop, eos_ids)
+            for i, toks in zip(g, got, strict=True):
+                out[i] = toks
+    return out
+
+
+class _Rows:
+    """The generated tokens of a batch and which rows are still running."""
+
+    def __init__(self, n: int, stop: Callable[[list[int]], bool], eos_ids: set[int]) -> None:
+        self.toks: list[list[int]] = [[] for _ in range(n)]
+        self.done = [False] * n
+        self.stop, self.eos = stop, eos_ids
+
+    def add(self, nxt: torch.Tensor) -> bool:
+        """Append each running row's next id; True when every row has stopped."""
+        for b, t in enumerate(nxt.tolist()):
+            if self.done[b]:
+                continue
+            if t in self.eos:
+                self.done[b] = True
+                continue
+            self.toks[b].append(t)
+            if self.stop(self.toks[b]):
+                self.done[b] = True
+        return all(self.done)
+
+
+def _hf_batch(model, rows, max_new, stop, eos_ids, pad_id) -> list[list[int]]:
+    dev = _device(model)
+    T = max(len(r) for r in rows)
+    x = torch.full((len(rows), T), pad_id, dtype=torch.long)  # [B, T] left-padded
+    mask = torch.zeros(len(rows), T, dtype=torch.long)
+    for b, r in enumerate(rows):
+        x[b, T - len(r) :] = torch.tensor(r)
+        mask[b, T - len(r) :] = 1
+    x, mask = x.to(dev), mask.to(dev)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)  # padding skipped, as model.generate does
+    o = model(input_ids=x, attention_mask=mask, position_ids=pos, use_cache=True)
+    state = _Rows(len(rows), stop, eos_ids)
+    last = pos[:, -1:]
+    for step in range(max_new):
+        nxt = o.logits[:, -1].argmax(-1)  # [B]
+        if state.add(nxt) or step == max_new - 1:
+            break
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+        last = last + 1
+        o = model(
+            input_ids=nxt[:, None],
+            attention_mask=mask,
+            position_ids=last,
+            past_key_values=o.past_key_values,
+            use_cache=True,
+        )
+    return state.toks
+
+
+def _gpt_batch(model, rows, max_new, stop, eos_ids) -> list[list[int]]:
+    x = torch.tensor(rows, dtype=torch.long, device=_device(model))  # [B, T], one length
+    h, cache = model.hidden_cached(x)
+    state = _Rows(len(rows), stop, eos_ids)
+    limit = model.cfg.block_size - x.shape[1]  # learned positions end at block_size
+    for step in range(min(max_new, limit + 1)):
+        nxt = model.lm_head(h[:, -1]).argmax(-1)  # [B]
+        if state.add(nxt) or step >= min(max_new, limit + 1) - 1:
+            break
+        h, cache = model.hidden_cached(nxt[:, None], cache)
+    return state.toks
+
+
+def _plain_batch(model, rows, max_new, stop, eos_ids) -> list[list[int]]:
+    x = torch.tensor(rows, dtype=torch.long)  # [B, T], one length
+    state = _Rows(len(rows), stop, eos_ids)
+    for _ in range(max_new):
+        nxt = call_logits(model, x)[:, -1].argmax(-1)
+        if state.add(nxt):
+            break
+        x = torch.cat([x, nxt[:, None]], dim=1)
+    return state.toks
