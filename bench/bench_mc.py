@@ -332,14 +332,14 @@ def table(rows: list[dict], cmd: str, load: tuple[float, float], section: str = 
         "lm-eval 0.4.13 `HFLM.loglikelihood` at batch 8 (its requests sorted by length, one-token "
         "continuations grouped); tinyllm `choice_lls` at its default token budget: each context "
         "once, choices from the cached keys/values, the last choice token never fed, the output "
-        "head only at scored positions, the context pass's last block at each context's last "
-        "token only; "
+        "head only at scored positions"
         + (
-            "the LlamaForCausalLM is read through its base model (the hidden-state hook, its "
+            "; the LlamaForCausalLM is read through its base model (the hidden-state hook, its "
             "own DynamicCache; `tinyllm.models.hf.BaseModelView`), checked against its own "
             "logits and plain path on first use. "
             if section == LLAMA_SECTION
-            else "the GPT2LMHeadModel is run by tinyllm's GPT on views of its own weights "
+            else ", the context pass's last block at each context's last token only; the "
+            "GPT2LMHeadModel is run by tinyllm's GPT on views of its own weights "
             "(`tinyllm.models.hf.gpt2_twin`, checked against the model's own logits and plain "
             "path on first use). "
         )
