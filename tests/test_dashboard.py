@@ -1,4 +1,4 @@
-"""The dashboard (tinyllm/dashboard.py): a static site of the store's history.
+"""The dashboard (tinyllm/dashboard/): a static site of the store's history.
 
 The stores here are written through the store API with reports built by the zoo's own report
 builder and comparisons from compare.compare_reports on real per-item scores, so the verdicts
@@ -158,6 +158,13 @@ def build_store(root) -> object:
         if no == 2:  # the rerun of one entry: gpt alone, scored this time
             rerun = [_row("gpt", "gpt", "lm", "bpb", no)]
             _publish(st, release, rerun, created + timedelta(hours=2), no)
+    return st
+
+
+def build_single_release_store(root) -> object:
+    """One release, r1, every entry scored ('weird' skipped): no comparison yet."""
+    st = open_store(root)
+    _publish(st, "r1", [_row(n, f, k, m, 1) for n, f, k, m in ENTRIES], T0, 1)
     return st
 
 
@@ -412,9 +419,9 @@ def test_every_eval_suite_run_publishes_the_dashboard_and_links_it(
     import yaml
     from prefect.artifacts import Artifact
 
-    from tinyllm_suite.eval_suite import COMPARE_ARTIFACT, eval_suite, md_link
     from tinyllm.models import bigram
     from tinyllm.tokens import write_tokens
+    from tinyllm_suite.eval_suite import COMPARE_ARTIFACT, eval_suite, md_link
 
     monkeypatch.setenv("TINYLLM_CACHE_DIR", str(tmp_path / "cache"))
     text = np.frombuffer(b"the cat sat on the mat. the dog sat on the log. " * 8, dtype=np.uint8)

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_dashboard import ERROR_MESSAGE, SCRIPT_FAMILY, build_store
+from test_dashboard import ERROR_MESSAGE, SCRIPT_FAMILY, build_single_release_store, build_store
 
 from tinyllm import dashboard
 
@@ -143,6 +143,17 @@ def test_overview_and_trends_in_chromium(browser, site):
     assert msg.inner_text() == f"CheckpointError: {ERROR_MESSAGE}"
     skipped = page.locator('tr.row[data-entry="weird"] td[data-label="family"]')
     assert skipped.inner_text() == SCRIPT_FAMILY
+    # the plot of every row: one panel per metric, the skipped row (no metric) left out
+    assert page.locator("#overview-plot").is_visible()
+    bpb = page.locator("#ov-bpb-points use")
+    assert bpb.count() == 2  # bigram, gpt: in the report's order, top to bottom
+    assert page.locator("#ov-spearman-points use").count() == 1
+    assert page.locator("#ov-acc-errors use").count() == 1  # clf errored in r3
+    assert page.locator("#ov-acc-points").count() == 0
+    assert page.locator('[id$="-baselines"]').count() == 0  # no row carries a baseline
+    # gpt's bpb (3.01) is drawn right of bigram's (2.80), below it
+    (b_box, g_box) = (bpb.nth(0).bounding_box(), bpb.nth(1).bounding_box())
+    assert g_box["x"] > b_box["x"] and g_box["y"] > b_box["y"]
     page.screenshot(path=str(artifacts_dir() / "overview.png"), full_page=True)
     w.check_clean(root)
 
@@ -157,6 +168,36 @@ def test_overview_and_trends_in_chromium(browser, site):
     assert page.locator("#t-clf-points use").count() == 2
     assert page.locator("#t-clf-errors use").count() == 1
     page.screenshot(path=str(artifacts_dir() / "trends.png"), full_page=True)
+    w.check_clean(root)
+    w.context.close()
+
+
+def test_one_release_labels_its_axes_once_and_the_overview_marks_baselines(browser, tmp_path):
+    st = build_single_release_store(tmp_path / "store")
+    history = dashboard.load_history(st)
+    rows = {r["name"]: r for r in history[-1].report["rows"]}
+    # a trivial baseline on two rows (bpb of a unigram model: above both models' values)
+    rows["bigram"]["baseline"] = {"name": "unigram", "value": 3.6}
+    rows["gpt"]["baseline"] = {"name": "unigram", "value": 3.6}
+    out = tmp_path / "site"
+    dashboard.write_site(dashboard.build_site(st, history=history), out)
+    root = out.resolve().as_uri() + "/"
+    w = Watched(browser, LAPTOP)
+    w.open(root + "trends.html")
+    for e in ("bigram", "gpt", "clf", "w2v", "weird"):
+        ticks = w.page.locator(f'[id="t-{e}-matplotlib.axis_1"] text')
+        assert ticks.all_text_contents() == ["r1"], e  # one release: one label, not five
+    w.check_clean(root)
+    w.open(root + "index.html")
+    points = w.page.locator("#ov-bpb-points use")
+    bases = w.page.locator("#ov-bpb-baselines use")
+    assert points.count() == 2 and bases.count() == 2
+    for i in range(2):  # each baseline on its row, right of the row's value (3.6 > 2.9)
+        p, b = points.nth(i).bounding_box(), bases.nth(i).bounding_box()
+        assert b["x"] > p["x"] + p["width"]
+        assert abs((b["y"] + b["height"] / 2) - (p["y"] + p["height"] / 2)) < 1.0
+    assert w.page.locator("#ov-acc-baselines").count() == 0  # clf has none
+    w.no_horizontal_scroll()
     w.check_clean(root)
     w.context.close()
 

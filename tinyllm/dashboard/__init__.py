@@ -1,5 +1,11 @@
 """The dashboard of run history: a static site rendered from the report store.
 
+Modules: :mod:`~tinyllm.dashboard.views` (the store's history as the pages show it: releases,
+runs, rows with their verdicts, numbers formatted as the CLI prints them),
+:mod:`~tinyllm.dashboard.plots` (the inline SVG plots), :mod:`~tinyllm.dashboard.site` (the
+pages: rendered, written to a folder or published into the store) and
+:mod:`~tinyllm.dashboard.serve` (a local http server for a written site).
+
 ::
 
     files = build_site(open_store("./evalstore"))      # {"index.html": b"...", ...}
@@ -8,7 +14,9 @@
 
 Pages (every one says which store it was built from and when):
 
-* ``index.html`` -- the overview: the newest readable release's rows (entry, family, kind, metric
+* ``index.html`` -- the overview: one plot of the newest readable release's rows (one panel per
+  metric: each row's value and 95% interval beside its baseline's value, where it has one), then
+  its rows (entry, family, kind, metric
   with its direction, value and 95% interval, n, status), each row coloured by its verdict against
   the previous release (improved / regressed / unchanged / not comparable / added / error /
   skipped) with delta, its interval and p from the stored ``compare.json``; error and skipped rows
@@ -46,7 +54,15 @@ SVG needs no script, renders from ``file://`` and any static host, prints, scale
 up is interactivity (hover values); the entry page's table has every number instead.
 """
 
-from tinyllm.dashboard.plots import MARKERS_UP_TO, Series, entry_series, trend_svg
+from tinyllm.dashboard.plots import (
+    MARKERS_UP_TO,
+    OVERVIEW_GID,
+    Series,
+    baseline_value,
+    entry_series,
+    overview_svg,
+    trend_svg,
+)
 from tinyllm.dashboard.serve import bind, serve
 from tinyllm.dashboard.site import (
     CONTENT_TYPES,
@@ -76,11 +92,13 @@ from tinyllm.dashboard.views import (
 __all__ = [
     "CONTENT_TYPES",
     "MARKERS_UP_TO",
+    "OVERVIEW_GID",
     "SITE_PREFIX",
     "VERDICT_CLASS",
     "ReleaseView",
     "RunView",
     "Series",
+    "baseline_value",
     "bind",
     "build_site",
     "direction_text",
@@ -92,6 +110,7 @@ __all__ = [
     "fmt_value",
     "load_history",
     "metric_text",
+    "overview_svg",
     "publish_site",
     "row_reason",
     "row_verdict",

@@ -1,7 +1,8 @@
 """The dashboard's plots: inline SVG drawn by matplotlib (no script, any static host).
 
-:func:`trend_svg` draws one entry over the history. Element ids are salted per plot so that many
-plots share one page without clashing."""
+:func:`trend_svg` draws one entry over the history; :func:`overview_svg` every row of one
+release, value and interval beside its baseline, one panel per metric. Element ids are salted
+per plot so that many plots share one page without clashing."""
 
 from __future__ import annotations
 
@@ -134,11 +135,13 @@ def trend_svg(s: Series, width_in: float = 4.2, height_in: float = 2.3) -> str:
         if not ok.any():
             ax.text(0.5, 0.5, "no scored value", transform=ax.transAxes, ha="center", va="center")
             ax.set_yticks([])
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+        # min_n_ticks=1: one release has one integer position in view; with the default (2) the
+        # locator falls back to fractional steps, and each would be labelled with that release
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True, min_n_ticks=1))
 
         def label(v: float, _pos: int) -> str:
             i = int(round(v))
-            if 0 <= i < n:
+            if 0 <= i < n and abs(v - i) < 1e-9:  # a release sits at each integer only
                 name = s.releases[i]
                 return name if len(name) <= 14 else name[:6] + "…" + name[-7:]
             return ""
@@ -149,8 +152,13 @@ def trend_svg(s: Series, width_in: float = 4.2, height_in: float = 2.3) -> str:
         ax.set_title(
             f"{s.entry} · {metric_text(s.metric)} ({direction_text(s.metric)})", loc="left"
         )
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None})
+        return _inline(fig, gid)  # inside the rc context: it sets how the SVG is written
+
+
+def _inline(fig: Any, gid: str) -> str:
+    """``fig`` as an SVG element to inline into HTML, every id prefixed with ``gid``."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
     svg = buf.getvalue()
     # drop the XML prolog and DOCTYPE: the SVG goes inline into HTML
     svg = svg[svg.index("<svg") :]
@@ -168,3 +176,109 @@ def trend_svg(s: Series, width_in: float = 4.2, height_in: float = 2.3) -> str:
     # path coordinates to 0.1 pt (matplotlib writes 6 decimals): a third smaller, same picture
     svg = re.sub(r'\bd="[^"]*"', lambda m: _ROUND.sub(r"\1", m.group(0)), svg)
     return svg
+
+
+OVERVIEW_GID = "ov"
+"""The id prefix of the overview plot; its groups are ``ov-<metric>-{points,intervals,baselines,
+errors}`` (one ``<use>`` per drawn marker)."""
+
+
+def baseline_value(row: dict) -> float | None:
+    """The value of a row's trivial baseline: ``row["baseline"]["value"]`` (or a bare number
+    there); None when the row has none."""
+    b = row.get("baseline")
+    return number(b.get("value")) if isinstance(b, dict) else number(b)
+
+
+def overview_svg(rows: list[dict], width_in: float = 7.0) -> str | None:
+    """An SVG plot of every row of one release, one panel per metric (in the rows' order): per
+    row its value (a dot), its 95% interval (a line) and its baseline's value (an orange bar,
+    where the row has a baseline); an error row is a red cross at the panel's left edge. Rows
+    without a metric (skipped families) are left out; None when no row has one.
+
+    The panels share nothing but the width: each metric keeps its own scale (bpb, accuracy and
+    Spearman's rho are not comparable), so within a panel a row's distance from its baseline
+    is in that metric's unit. Sizes are fixed in inches (0.22 per row, 0.5 per panel title).
+    """
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if isinstance(r.get("metric"), str) and r.get("status") in ("ok", "error"):
+            groups.setdefault(r["metric"], []).append(r)
+    if not groups:
+        return None
+    mpl = _mpl()
+    # imported here, after _mpl() has chosen the svg backend
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+
+    row_in, title_in, axis_in, left_in = 0.22, 0.5, 0.3, 1.7
+    heights = [title_in + row_in * len(g) + axis_in for g in groups.values()]
+    total = sum(heights)
+    with mpl.rc_context({**_RC, "svg.hashsalt": OVERVIEW_GID}):
+        fig = Figure(figsize=(width_in, total))
+        FigureCanvasSVG(fig)
+        top = total
+        for (metric, group), h in zip(groups.items(), heights, strict=True):
+            bottom = top - h
+            ax = fig.add_axes(
+                (
+                    left_in / width_in,
+                    (bottom + axis_in) / total,
+                    1 - (left_in + 0.15) / width_in,
+                    row_in * len(group) / total,
+                )
+            )
+            _overview_panel(ax, metric, group)
+            top = bottom
+        return _inline(fig, OVERVIEW_GID)
+
+
+def _overview_panel(ax: Any, metric: str, group: list[dict]) -> None:
+    """One metric's rows, top to bottom in the rows' order."""
+    gid = f"{OVERVIEW_GID}-{slug(metric)}"
+    y = np.arange(len(group), dtype=float)
+    value = np.array([number(r.get("value")) for r in group], dtype=float)
+    lo = np.array([number(r.get("lo")) for r in group], dtype=float)
+    hi = np.array([number(r.get("hi")) for r in group], dtype=float)
+    base = np.array([baseline_value(r) for r in group], dtype=float)
+    ok = np.array([r.get("status") == "ok" for r in group]) & np.isfinite(value)
+    ranged = ok & np.isfinite(lo) & np.isfinite(hi)
+    if ranged.any():
+        bars = ax.hlines(y[ranged], lo[ranged], hi[ranged], color="#4c78a8", lw=2.2)
+        bars.set_gid(f"{gid}-intervals")
+    if ok.any():
+        (pts,) = ax.plot(value[ok], y[ok], "o", color="#1f4e79", ms=4.5, ls="none")
+        pts.set_gid(f"{gid}-points")
+    has_base = np.isfinite(base)
+    if has_base.any():
+        (b,) = ax.plot(base[has_base], y[has_base], "|", color="#e67e22", ms=11, mew=2.2)
+        b.set_gid(f"{gid}-baselines")
+    err = ~ok
+    if err.any():
+        # x in axes coordinates (the left edge), y in data: the row's own line
+        (e,) = ax.plot(
+            np.zeros(int(err.sum())),
+            y[err],
+            "x",
+            color="#c0392b",
+            ms=6,
+            mew=1.5,
+            transform=ax.get_yaxis_transform(),
+            clip_on=False,
+        )
+        e.set_gid(f"{gid}-errors")
+    xs = np.concatenate([value[ok], lo[ranged], hi[ranged], base[has_base]])
+    if xs.size:
+        span = float(xs.max() - xs.min()) or max(abs(float(xs.max())), 1.0)
+        ax.set_xlim(float(xs.min()) - 0.06 * span, float(xs.max()) + 0.06 * span)
+    else:
+        ax.set_xticks([])
+    ax.set_ylim(len(group) - 0.5, -0.5)  # the first row on top
+    names = [str(r.get("name")) for r in group]
+    labels = [n if len(n) <= 24 else n[:11] + "…" + n[-12:] for n in names]
+    labels = [f"{t} (error)" if not k else t for t, k in zip(labels, ok, strict=True)]
+    ax.set_yticks(y, labels)
+    ax.tick_params(axis="y", length=0, labelsize=7.5)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.grid(axis="x", color="#dddddd", lw=0.6)
+    ax.set_title(f"{metric_text(metric)} ({direction_text(metric)})", loc="left")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyllm import safeio
-from tinyllm.dashboard.plots import entry_series, trend_svg
+from tinyllm.dashboard.plots import entry_series, overview_svg, trend_svg
 from tinyllm.dashboard.views import (
     CMP_KEYS,
     ROW_KEYS,
@@ -148,10 +148,16 @@ def build_site(
         latest=latest,
         newest=newest,
         rows=table_rows(latest) if latest else [],
+        overview_svg=_overview(latest),
         summaries={v.name: summary(v) for v in history},
         history=list(reversed(history)),
     )
     return files
+
+
+def _overview(latest: ReleaseView | None) -> Any:
+    svg = overview_svg(latest.rows) if latest else None
+    return None if svg is None else _markup(svg)
 
 
 def _markup(svg: str) -> Any:
