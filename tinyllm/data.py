@@ -474,6 +474,8 @@ WORD_PATTERN = re.compile(r"[^\W\d_]+")  # a run of letters (Unicode; no digits,
 WORDSIM_TRAIN_NAME = "wordsim_train.txt"
 WORD_PAIR_SOURCES = {"wordsim353": "wordsim353.tsv", "simlex999": "simlex999.txt"}
 """Word-pair file key -> gensim's test data file it is converted from."""
+ANALOGY_SOURCE = "questions-words.txt"
+"""gensim's analogy questions (formats/analogies.md), copied as they are to ``analogies.txt``."""
 
 
 def tokenize_words(text: str) -> list[str]:
@@ -525,7 +527,8 @@ def wordsim_files(out_dir: str | os.PathLike) -> dict[str, Path]:
     """The word2vec corpus: ``train`` = ``wordsim_train.txt``, the lee training documents
     (:func:`lee_split`, the same 264 as the byte models') as text, one per line; ``wordsim353``
     and ``simlex999`` = the word pairs converted from gensim's test data
-    (:func:`gensim_word_pairs`) into ``wordsim353.txt`` / ``simlex999.txt``."""
+    (:func:`gensim_word_pairs`) into ``wordsim353.txt`` / ``simlex999.txt``; ``analogies`` =
+    gensim's ``questions-words.txt`` byte for byte, as ``analogies.txt``."""
     out = Path(out_dir)
     train_docs, _ = lee_split()
     train = _write_text(out / WORDSIM_TRAIN_NAME, "".join(d + "\n" for d in train_docs))
@@ -534,6 +537,12 @@ def wordsim_files(out_dir: str | os.PathLike) -> dict[str, Path]:
         files[key] = write_word_pairs(
             out / f"{key}.txt", gensim_word_pairs(key), source=f"from gensim test data {src}"
         )
+    src = gensim_test_data_dir() / ANALOGY_SOURCE
+    try:
+        questions = _read_bytes(src)
+    except FileNotFoundError:
+        raise DataError(f"{src}: expected gensim's test data file, got no such file") from None
+    files["analogies"] = safeio.write_atomic(out / "analogies.txt", questions, what="data file")
     return files
 
 
