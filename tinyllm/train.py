@@ -183,7 +183,11 @@ def default_recipes() -> dict[str, Recipe]:
             train_config={"batch_size": 2048},
             steps=8000,
             data="wordsim",
-            entries={"word2vec-wordsim353": "wordsim353", "word2vec-simlex999": "simlex999"},
+            entries={
+                "word2vec-wordsim353": "wordsim353",
+                "word2vec-simlex999": "simlex999",
+                "word2vec-analogies": "analogies",
+            },
             cost_s=45.0,
         ),
         "seq2seq": _seq2seq_recipe(
