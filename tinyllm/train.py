@@ -176,8 +176,8 @@ def default_recipes() -> dict[str, Recipe]:
             cost_s=78,
         ),
         "gpt": _gpt_recipe(),
-        # trained on the lee training text as words (corpus wordsim), scored on WordSim-353 and
-        # SimLex-999
+        # trained on the lee training text as words (corpus wordsim), scored on WordSim-353,
+        # SimLex-999 and the questions-words analogies
         "word2vec": Recipe(
             config={"dim": 50},
             train_config={"batch_size": 2048},
