@@ -11,8 +11,8 @@
       artifacts: a table of the rows, a markdown summary of the comparison (fixed keys), every
                  user-derived string in them escaped (the UI renders both as markdown)
 
-While it runs, the flow run sends heartbeats at least every ``tinyllm_suite.demo.HEARTBEAT_S`` seconds
-(whatever the worker's ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY``), so the crash detection
+While it runs, the flow run sends heartbeats at least every ``tinyllm_suite.server.HEARTBEAT_S``
+seconds (whatever the worker's ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY``), so the crash detection
 (:func:`ensure_crash_detection`) never marks a healthy run Crashed; a reader of its stdout or
 stderr that goes away (a killed worker) never ends it; task runs an earlier, killed attempt of
 the same flow run left unfinished are set Crashed when it is retried.
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 
-from tinyllm_suite.demo import HEARTBEAT_S, ZOMBIE_AFTER_S  # no prefect import there
+from tinyllm_suite.server import HEARTBEAT_S, ZOMBIE_AFTER_S  # no prefect import there
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # before prefect is imported
 # `python flows/eval_suite.py`: heartbeats the crash detection can rely on (a worker's runs get
@@ -263,10 +263,11 @@ def ensure_crash_detection(after_s: float | None = None) -> str:
 
     Prefect 3's own mechanism (docs: "detect zombie flows"): a running flow run emits a
     ``prefect.flow-run.heartbeat`` event every ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` seconds;
-    EvalSuite runs send one at least every tinyllm_suite.demo.HEARTBEAT_S (30) seconds whatever that
-    setting is (:func:`tinyllm_suite.liveness.heartbeats`). This proactive automation expects, after each heartbeat of
-    an EvalSuite run, another heartbeat or a terminal state within ``after_s`` seconds (default
-    tinyllm_suite.demo.ZOMBIE_AFTER_S, three missed heartbeats) and otherwise sets the run to CRASHED.
+    EvalSuite runs send one at least every tinyllm_suite.server.HEARTBEAT_S (30) seconds whatever
+    that setting is (:func:`tinyllm_suite.liveness.heartbeats`). This proactive automation
+    expects, after each heartbeat of an EvalSuite run, another heartbeat or a terminal state
+    within ``after_s`` seconds (default tinyllm_suite.server.ZOMBIE_AFTER_S, three missed
+    heartbeats) and otherwise sets the run to CRASHED.
     A run killed with SIGKILL, by the OOM killer or with its machine cannot report its own end;
     without this it stays RUNNING forever. Runs of other flows on the same server are left
     alone: their heartbeat period is not ours to know (Prefect's default, 180 s, is longer than
