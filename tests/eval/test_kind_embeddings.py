@@ -88,7 +88,10 @@ def test_read_word_pairs_refuses_bad_lines(tmp_path, text, match):
 
 def test_converted_files_hold_every_pair_of_gensims_data(tmp_path):
     files = wordsim_files(tmp_path)
-    assert set(files) == {"train", *WORD_PAIR_SOURCES}
+    assert set(files) == {"train", "analogies", *WORD_PAIR_SOURCES}
+    assert files["analogies"].read_bytes() == questions_path().read_bytes()  # as gensim ships it
+    assert kind.is_analogy_file(files["analogies"])
+    assert not any(kind.is_analogy_file(files[k]) for k in WORD_PAIR_SOURCES)
     got = kind.read_word_pairs(files["wordsim353"])
     assert len(got) == 353 and got[0] == ("love", "sex", 6.77)
     assert ("stock", "CD", 1.31) in got  # case kept as in the source
