@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from tinyllm.device import model_device
 from tinyllm.logits import as_ids, call_logits, eval_mode, has_head_hooks
 from tinyllm.models import hf
 
@@ -55,13 +56,13 @@ def log_probs(model: Callable, ids: Any) -> torch.Tensor:
     """Log-probabilities ``log_softmax(model(ids[None]))[0]`` of one sequence, ``[T, V]`` float32.
 
     Row j is ``ln p(. | x_0 .. x_j)``: the distribution of token ``j + 1``. Computed from the full
-    logits under ``torch.inference_mode()``.
+    logits under ``torch.inference_mode()``, on the model's device, returned on the CPU.
 
     Example: for a model whose logits are all zero, every entry is ``-ln V``.
     """
     a = as_ids(ids)
     if a.size < 1:
         raise ValueError("ids: expected at least 1 token, got 0")
-    x = torch.from_numpy(np.asarray(a, dtype=np.int64))[None]  # [1, T]
+    x = torch.from_numpy(np.asarray(a, dtype=np.int64))[None].to(model_device(model))  # [1, T]
     with eval_mode(model), torch.inference_mode():
-        return torch.log_softmax(call_logits(model, x)[0].float(), dim=-1)
+        return torch.log_softmax(call_logits(model, x)[0].float(), dim=-1).cpu()
