@@ -78,22 +78,19 @@ def print_step(step: Any) -> None:
         )
 
 
+NPerm = Annotated[
+    int,
+    typer.Option(
+        "--n-perm",
+        min=1,
+        help=f"Permutations, for releases without a stored compare.json (at most {MAX_N_PERM}).",
+    ),
+]
+Seed = Annotated[int, typer.Option("--seed", help="Seed, for releases without compare.json.")]
+
+
 @app.command("history")
-def history_cmd(
-    store: Store = "./evalstore",
-    n_perm: Annotated[
-        int,
-        typer.Option(
-            "--n-perm",
-            min=1,
-            help="Permutations, for releases without a stored compare.json "
-            f"(at most {MAX_N_PERM}).",
-        ),
-    ] = 10_000,
-    seed: Annotated[
-        int, typer.Option("--seed", help="Seed, for releases without compare.json.")
-    ] = 0,
-) -> None:
+def history_cmd(store: Store = "./evalstore", n_perm: NPerm = 10_000, seed: Seed = 0) -> None:
     """Every release in the store, oldest first: its rows and its regressions.
 
     A release whose report.json cannot be read is listed in its place with the reason (the
@@ -171,27 +168,25 @@ def _print(text: str, **kw: Any) -> None:
     console.print(text, highlight=False, soft_wrap=True, **kw)
 
 
+Out = Annotated[
+    str | None,
+    typer.Option("--out", help="Write the site into this folder (default: <store>/dashboard/)."),
+]
+Open = Annotated[bool, typer.Option("--open", help="Open the overview in a web browser.")]
+Serve = Annotated[
+    int | None,
+    typer.Option(
+        "--serve",
+        min=0,
+        max=65535,
+        help="Then serve it on http://127.0.0.1:PORT/ (0: a free port, printed).",
+    ),
+]
+
+
 @app.command("dashboard")
 def dashboard_cmd(
-    store: Store = "./evalstore",
-    out: Annotated[
-        str | None,
-        typer.Option(
-            "--out", help="Write the site into this folder (default: <store>/dashboard/)."
-        ),
-    ] = None,
-    open_: Annotated[
-        bool, typer.Option("--open", help="Open the overview in a web browser.")
-    ] = False,
-    serve_port: Annotated[
-        int | None,
-        typer.Option(
-            "--serve",
-            min=0,
-            max=65535,
-            help="Then serve it on http://127.0.0.1:PORT/ (0: a free port, printed).",
-        ),
-    ] = None,
+    store: Store = "./evalstore", out: Out = None, open_: Open = False, serve_port: Serve = None
 ) -> None:
     """Render the store's run history into a static site (overview, trends, releases, entries).
 

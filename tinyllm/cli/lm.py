@@ -85,10 +85,10 @@ def eval_ppl_cmd(
     """
     from tinyllm.eval.single import score_ppl  # torch and the models: not for --help
 
-    bar = functools.partial(Progress, quiet=quiet)
+    bar, err = functools.partial(Progress, quiet=quiet), Console(stderr=True)
+    opts = dict(model=model, hf=hf, ctx_len=ctx_len, stride=stride, n_bytes=n_bytes)
     try:  # CheckpointError and TokenFileError are ValueErrors
-        out = score_ppl(data, model=model, hf=hf, ctx_len=ctx_len, stride=stride, n_bytes=n_bytes,
-                        batch_size=batch_size, progress=bar, note=Console(stderr=True).print)  # fmt: skip
+        out = score_ppl(data, **opts, batch_size=batch_size, progress=bar, note=err.print)
     except ValueError as e:
         raise fail(str(e)) from None
     if as_json:
@@ -122,10 +122,10 @@ def eval_task_cmd(
     from tinyllm.eval.single import score_task  # torch and the models: not for --help
 
     bar = functools.partial(Progress, quiet=quiet)
+    opts = dict(model=model, hf=hf, metric=metric, max_len=max_len, tokenizer=tokenizer)
+    opts["target_delimiter"] = target_delimiter
     try:
-        out = score_task(task, model=model, hf=hf, metric=metric, max_len=max_len,
-                         target_delimiter=target_delimiter, tokenizer=tokenizer, seed=seed,
-                         n_boot=n_boot, progress=bar)  # fmt: skip
+        out = score_task(task, **opts, seed=seed, n_boot=n_boot, progress=bar)
     except ValueError as e:
         raise fail(str(e)) from None
     if as_json:

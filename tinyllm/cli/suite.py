@@ -6,6 +6,7 @@ inside themselves: every other command, and ``--help``, starts without it."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -98,8 +99,17 @@ def run_flow(manifest: str, release: str, a: dict, seed: int, as_json: bool, qui
     from tinyllm_suite.run import run_suite_flow  # prefect: only for a flow run
 
     runner = (a["dask_address"], a["workers"])
-    out = run_suite_flow(manifest, release, a["store"], a["only"] or None, a["previous"], seed,
-                         quiet, runner, DEBUG["on"])  # fmt: skip
+    out = run_suite_flow(
+        manifest,
+        release,
+        a["store"],
+        a["only"] or None,
+        a["previous"],
+        seed,
+        quiet,
+        runner,
+        DEBUG["on"],
+    )
     if as_json:
         typer.echo(json.dumps(out, indent=2))
     else:
@@ -153,23 +163,25 @@ Workers = Annotated[
 ]
 
 
+Suite = Annotated[str | None, typer.Option("--suite", help="The suite to run: zoo.")]
+Json = Annotated[bool, typer.Option("--json", help="Print the report as JSON, not a table.")]
+Seed = Annotated[int, typer.Option("--seed", min=0, help="Seed of the run (per entry: seed+name).")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)]
+
+
 @eval_app.callback(invoke_without_command=True)
 def eval_suite(
     ctx: typer.Context,
-    suite: Annotated[str | None, typer.Option("--suite", help="The suite to run: zoo.")] = None,
+    suite: Suite = None,
     manifest: Manifest = None,
     release: Release = None,
     out: Out = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the report as JSON, not a table.")
-    ] = False,
-    seed: Annotated[
-        int, typer.Option("--seed", min=0, help="Seed of the run (per entry: seed+name).")
-    ] = 0,
+    as_json: Json = False,
+    seed: Seed = 0,
     store: SuiteStore = "./evalstore",
     only: Only = None,
     previous: Previous = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    quiet: Quiet = False,
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
@@ -200,24 +212,29 @@ def eval_suite(
     print_report(console, report, f"report written to {path}")
 
 
+A = Annotated[str, typer.Argument(help="The earlier (baseline) release.")]
+B = Annotated[str, typer.Argument(help="The release to judge against A.")]
+NPerm = Annotated[
+    int, typer.Option("--n-perm", min=1, help=f"Permutations per row (at most {MAX_N_PERM}).")
+]
+PermSeed = Annotated[int, typer.Option("--seed", help="Seed of the permutation test.")]
+Alpha = Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Test level.")]
+CompareJson = Annotated[bool, typer.Option("--json", help="Print compare.json, not a table.")]
+FailOnRegression = Annotated[
+    bool, typer.Option("--fail-on-regression", help="Exit with status 1 when a row regressed.")
+]
+
+
 @app.command("compare")
 def compare_cmd(
-    a: Annotated[str, typer.Argument(help="The earlier (baseline) release.")],
-    b: Annotated[str, typer.Argument(help="The release to judge against A.")],
+    a: A,
+    b: B,
     store: Store = "./evalstore",
-    n_perm: Annotated[
-        int,
-        typer.Option("--n-perm", min=1, help=f"Permutations per row (at most {MAX_N_PERM})."),
-    ] = 10_000,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the permutation test.")] = 0,
-    alpha: Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Test level.")] = 0.05,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print compare.json, not a table.")
-    ] = False,
-    fail_on_regression: Annotated[
-        bool,
-        typer.Option("--fail-on-regression", help="Exit with status 1 when a row regressed."),
-    ] = False,
+    n_perm: NPerm = 10_000,
+    seed: PermSeed = 0,
+    alpha: Alpha = 0.05,
+    as_json: CompareJson = False,
+    fail_on_regression: FailOnRegression = False,
 ) -> None:
     """Compare release B with release A: a paired permutation test per row (nothing written)."""
     from tinyllm.compare import compare_table, regressions  # numpy and scipy: after parsing
@@ -228,10 +245,10 @@ def compare_cmd(
     st = existing_store(store)
     # compare_releases has no per-row callback: a large count gets a line when it starts and
     # one when it ends, so a long run does not look hung
-    what, quiet = f"comparing {b} with {a}, {n_perm} permutations per row", n_perm < LARGE_N_PERM
+    what = f"comparing {b} with {a}, {n_perm} permutations per row"
+    bar = functools.partial(Progress, what, quiet=n_perm < LARGE_N_PERM)
     try:
-        cmp = compare_releases(st, a, b, n_perm=n_perm, seed=seed, alpha=alpha,
-                               progress=lambda rows: Progress(what, rows, quiet))  # fmt: skip
+        cmp = compare_releases(st, a, b, n_perm=n_perm, seed=seed, alpha=alpha, progress=bar)
     except (StoreError, ValueError) as e:
         store_error(e)
     if as_json:

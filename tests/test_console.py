@@ -1,0 +1,63 @@
+"""tinyllm.console: the one progress helper (counted work, zoo rows, training) as it prints when
+piped, and the zoo table's cells."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from tinyllm.console import Progress, print_report, short, stdout_console, zoo_table
+
+
+def test_rows_prints_one_line_per_scored_entry_and_nothing_when_quiet(capsys):
+    row = Progress.rows()
+    row(1, 2, {"name": "gpt", "status": "ok", "seconds": 1.25})
+    row(2, 2, {"name": "[b]ghost[/b]", "status": "error", "seconds": 0.04})  # no markup
+    want = ["[1/2] gpt: ok (1.2 s)", "[2/2] [b]ghost[/b]: error (0.0 s)"]
+    assert capsys.readouterr().err.splitlines() == want
+    Progress.rows(quiet=True)(1, 1, {"name": "gpt", "status": "ok", "seconds": 1.0})
+    assert capsys.readouterr().err == ""
+
+
+def test_training_lines_are_throttled_per_model(capsys):
+    now = [0.0]
+    line = Progress.training(clock=lambda: now[0])
+    for t, name, step in ((0, "a", 1), (1, "b", 1), (5, "a", 2), (10, "a", 3), (11, "b", 4)):
+        now[0] = float(t)
+        line(name, step, 4, 1.0 / step)
+    # each model's first line, then one per Progress.every (10 s) seconds, and its last step
+    assert capsys.readouterr().err.splitlines() == [
+        "training a: step 1/4, loss 1.0000",
+        "training b: step 1/4, loss 1.0000",
+        "training a: step 3/4, loss 0.3333",
+        "training b: step 4/4, loss 0.2500",
+    ]
+    assert Progress.training(quiet=True) is False
+
+
+def test_counted_work_without_a_total_is_done(capsys):
+    with Progress("nothing", 0) as bar:
+        bar.update(0)
+    assert capsys.readouterr().err.splitlines()[-1].startswith("nothing: 0/0 (100%, ")
+
+
+def _row(name, status, **kw):
+    base = {"family": "gpt", "metric": "bpb", "value": None, "lo": None, "hi": None, "n": None}
+    base.update(error=None, reason=None)
+    return SimpleNamespace(name=name, status=status, **{**base, **kw})
+
+
+def test_zoo_table_has_a_why_column_only_when_a_row_is_not_ok(capsys):
+    ok = _row("gpt", "ok", value=1.23456, lo=1.2, hi=1.3, n=10)
+    bad = _row("ghost", "error", error=SimpleNamespace(type="CheckpointError", message="x " * 40))
+    report = SimpleNamespace(release="r1", seed=0, rows=[ok])
+    assert [c.header for c in zoo_table(report).columns][-1] == "status"
+    report.rows.append(bad)
+    cols = [c.header for c in zoo_table(report).columns]
+    assert cols == ["name", "family", "metric", "value", "95% interval", "n", "status", "why"]
+    assert short("CheckpointError: " + "x " * 40) == ("CheckpointError: " + "x " * 40)[:59] + "…"
+    console = stdout_console()
+    print_report(console, report, "report written to r.json")
+    out = capsys.readouterr().out
+    assert "1.2346" in out and "[1.2000, 1.3000]" in out
+    assert out.splitlines()[-1] == "1 ok, 1 error, 0 skipped; report written to r.json"
+    assert f"ghost: CheckpointError: {'x ' * 40}".strip() in " ".join(out.split())
