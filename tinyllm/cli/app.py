@@ -7,6 +7,7 @@ import os
 
 import typer
 
+from tinyllm import __version__
 from tinyllm.console import stdout_console
 
 app = typer.Typer(
@@ -55,6 +56,4 @@ def _global_options(
 @app.command()
 def version() -> None:
     """Print the tinyllm version."""
-    from tinyllm import __version__
-
     console.print(__version__)

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import contextlib
+import time
+import webbrowser
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -193,9 +195,6 @@ def dashboard_cmd(
     Every argument is checked before anything is written: the store (a local one must exist),
     --out (a folder or a new path), and --serve (needs --out for an s3:// store; the port is
     bound first, so a busy one is refused before the site is built)."""
-    import time
-    import webbrowser
-
     st = existing_store(store)
     folder = site_folder(st, out)
     server = bind_or_exit(folder, serve_port)

@@ -33,7 +33,7 @@ Store = Annotated[str, typer.Option("--store", help="A folder or s3://bucket/pre
 @app.command()
 def demo() -> None:
     """The main job on the embedded defaults (what `make demo` runs)."""
-    from tinyllm_suite.demo import run_demo  # prefect: only when the demo runs
+    from tinyllm_suite.demo import run_demo  # prefect, seconds of start-up: only for the demo
 
     raise typer.Exit(run_demo(console))
 
@@ -96,7 +96,7 @@ def check_suite_args(
 def run_flow(manifest: str, release: str, a: dict, seed: int, as_json: bool, quiet: bool) -> None:
     """`eval --suite zoo --release R` without ``--out``: the EvalSuite flow, then its report and
     comparison (or its result as JSON)."""
-    from tinyllm_suite.run import run_suite_flow  # prefect: only for a flow run
+    from tinyllm_suite.run import run_suite_flow  # prefect, seconds of start-up: only here
 
     runner = (a["dask_address"], a["workers"])
     out = run_suite_flow(
