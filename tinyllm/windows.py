@@ -15,6 +15,8 @@ any model (a Hugging Face model's included), so a family never needs the instrum
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -38,7 +40,16 @@ the kernels' own times at 3.65x); at ctx 1024 it is 2 windows, as fast as 1 on G
 
 DEFAULT_BATCH_SIZE = None
 """The ``batch_size`` default of :func:`token_nlls` and :func:`tinyllm.eval.lm.eval_ppl`:
-``None`` means "from :data:`DEFAULT_TOKEN_BUDGET`" (:func:`default_batch_size`)."""
+``None`` means "from :data:`DEFAULT_TOKEN_BUDGET`" (:func:`default_batch_size`), or, for a torch
+model scoring at least :data:`MEASURE_AFTER` times that many windows, the faster of one window
+per pass and the budget's, measured once per model and window shape (:func:`measured_batch`)."""
+
+MEASURE_AFTER = 6
+"""A text of at least ``MEASURE_AFTER * default_batch_size(ctx_len)`` windows has its batch size
+measured (:func:`measured_batch`): the trial scores ``2 * default`` windows once per model and
+window shape, a third of such a text's own work at most, and nothing on later calls."""
+
+_PICKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {shape: batch}
 
 
 def check_window_args(n: int, ctx_len: int, stride: int) -> None:
@@ -204,12 +215,86 @@ def nll_chunks(
     a = as_ids(ids)
     check_window_args(a.shape[0], ctx_len, stride)
     check_context(model, ctx_len, a.shape[0])
-    batch_size = default_batch_size(ctx_len) if batch_size is None else batch_size
+    measure = False
+    if batch_size is None:
+        batch_size = default_batch_size(ctx_len)
+        n_windows = 1 + max(0, -(-(a.shape[0] - ctx_len) // stride))
+        measure = (
+            isinstance(model, torch.nn.Module)
+            and batch_size > 1
+            and n_windows >= MEASURE_AFTER * batch_size
+        )
     check_batch_size(batch_size)
     check_max_logits(max_logits)
     return _iter_nll_chunks(
-        model, a, int(ctx_len), int(stride), batch_size, progress, max_logits, views
+        model, a, int(ctx_len), int(stride), batch_size, progress, max_logits, views, measure
     )
+
+
+def measured_batch(
+    model: Any,
+    head: Head,
+    a: np.ndarray,
+    ctx_len: int,
+    stride: int,
+    default: int,
+    max_logits: int = MAX_LOGITS,
+) -> int:
+    """Windows per pass for ``model`` on windows of ``ctx_len`` tokens every ``stride``: the
+    faster of 1 and ``default`` (the token budget's), timed on the ``default`` full windows that
+    follow the first (each candidate scores them once, wall time, the device synchronized), and
+    remembered per model and ``(ctx_len, stride)`` while the model lives (so every later call
+    batches alike). Why: a pass of several windows is faster where per-call overhead dominates
+    (short windows, small models) and slower where a large ``[rows, V]`` head output leaves the
+    caches (a 32k vocabulary); which one wins depends on the model and the machine.
+
+    Example: on a model where one window per pass is faster, ``measured_batch(...)`` -> 1.
+    """
+    key = (int(ctx_len), int(stride))
+    try:
+        picked = _PICKED.setdefault(model, {})
+    except TypeError:  # not weak-referenceable: measured on every call
+        picked = {}
+    if key in picked:
+        return picked[key]
+    dev = model_device(model)
+    wins = [(k * stride, k * stride + ctx_len) for k in range(1, default + 1)]
+    xs = torch.from_numpy(np.stack([np.asarray(a[w0:w1], dtype=np.int64) for w0, w1 in wins]))
+    xs = xs.to(dev)
+    lo, hi = ctx_len - stride - 1, ctx_len - 1  # the positions a full window scores
+    cost = {}
+    for cand in (default, 1):
+        sync(dev)
+        t0 = time.perf_counter()
+        for b0 in range(0, default, cand):
+            x = xs[b0 : b0 + cand]
+            r = torch.arange(x.shape[0], device=dev).repeat_interleave(hi - lo)
+            c = torch.arange(lo, hi, device=dev).repeat(x.shape[0])
+            with torch.inference_mode():
+                head.nlls(x, r, c, x[r, c + 1], span=(lo, hi), max_logits=max_logits)
+        sync(dev)
+        cost[cand] = time.perf_counter() - t0
+    best = 1 if cost[1] < cost[default] else default
+    picked[key] = best
+    return best
+
+
+def measured_batches(model: Any) -> dict[tuple[int, int], int]:
+    """What :func:`measured_batch` picked for ``model``: ``{(ctx_len, stride): windows per
+    pass}`` (a copy; empty when nothing was measured or the model cannot be weakly referenced).
+
+    Example: after a long ``token_nlls(model, ids, 256, 128)`` -> ``{(256, 128): 8}``.
+    """
+    try:
+        return dict(_PICKED.get(model, {}))
+    except TypeError:
+        return {}
+
+
+def sync(dev: torch.device) -> None:
+    """Wait for the device's queued work (CUDA), so a wall-clock reading times it."""
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
 
 
 def _iter_nll_chunks(
@@ -221,11 +306,19 @@ def _iter_nll_chunks(
     progress: Callable[[int, int], Any] | None,
     max_logits: int,
     views: Sequence[tuple[str, Any]] | None,
+    measure: bool = False,
 ) -> Iterator[tuple[int, np.ndarray]]:
     n = a.shape[0]
-    head: Head | None = None
     done = 0
     dev = model_device(model)  # inputs go where the model is; NLLs come back to the CPU
+    first = np.asarray(a[: min(ctx_len, n)], dtype=np.int64)  # the first window, alone
+    if first.min() < 0:
+        raise ValueError(f"ids: expected non-negative token ids, got {int(first.min())}")
+    x0 = torch.from_numpy(first)[None].to(dev)
+    with torch.inference_mode():
+        head = Head(model, x0, views)
+    if measure:
+        batch_size = measured_batch(model, head, a, ctx_len, stride, batch_size, max_logits)
     for group in window_groups(n, ctx_len, stride, batch_size):
         # [B, L] int64: only this batch of the (possibly memmapped) file is read
         xs = np.stack([np.asarray(a[w0:w1], dtype=np.int64) for w0, w1, _ in group])
@@ -240,8 +333,6 @@ def _iter_nll_chunks(
         r, c = torch.from_numpy(rows).to(dev), torch.from_numpy(cols).to(dev)
         w0, w1, f = group[0]  # every window of the group reads positions [f-1-w0, w1-1-w0)
         with torch.inference_mode():
-            if head is None:
-                head = Head(model, x, views)
             nll = head.nlls(
                 x, r, c, x[r, c + 1], span=(f - 1 - w0, w1 - 1 - w0), max_logits=max_logits
             )
