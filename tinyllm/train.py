@@ -227,14 +227,14 @@ def default_recipes() -> dict[str, Recipe]:
         # a Hugging Face LlamaForCausalLM with its own byte-level BPE, scored by family hf on
         # the lee val text (the val token file's bytes, read in its own tokenizer)
         "llama": Recipe(
-            config={"n_merges": 1000, "hidden": 128, "n_layer": 4, "n_head": 4, "n_kv_head": 2}
-            | {"intermediate": 384, "ctx_len": 128},
+            config={"n_merges": 1000, "hidden": 192, "n_layer": 3, "n_head": 6, "n_kv_head": 2}
+            | {"intermediate": 512, "ctx_len": 128},
             steps=600,
             train_config={"batch_size": 16, "seq_len": 64, "lr": 3e-3},
             options={"ctx_len": 128, "stride": 64},
             family="hf",
             trainer="tinyllm.models.hf_train",
-            cost_s=160.0,
+            cost_s=190.0,
         ),
     }
 
