@@ -565,3 +565,12 @@ def test_spearman_difference_test_separates_a_better_model_and_not_an_equal_one(
         stats.spearman_difference_test(x, y, h, n_perm=0)
     with pytest.raises(ValueError, match=r"x: expected at least 4 values, got 3"):
         stats.spearman_difference_test([1, 2, 3], [1, 2, 3], [1, 2, 3])
+
+
+def test_spearman_difference_ci_docstring_example():
+    h = np.arange(1.0, 11.0)
+    y = h.copy()
+    y[[0, 1]] = y[[1, 0]]
+    r = stats.spearman_difference_ci(h, y, h, np.random.default_rng(0))
+    assert r.value == pytest.approx(0.01212, abs=1e-5)
+    assert (r.lo, r.hi) == pytest.approx((0.0, 0.1307), abs=1e-4)

@@ -398,7 +398,7 @@ def spearman_difference_ci(
     possible for a handful of items) is a ValueError.
 
     Example: ``x = h = [1, ..., 10]`` and ``y`` the same with its first two items swapped ->
-    value ``1 - 0.98788 = 0.01212``, an interval inside [0, 0.12].
+    value ``1 - 0.98788 = 0.01212``; with ``default_rng(0)`` the interval is (0.0, 0.1307).
     """
     a, b, c = _check_three(x, y, h, 4)
     if not isinstance(rng, np.random.Generator):
