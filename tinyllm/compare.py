@@ -89,7 +89,7 @@ SCHEMA_PATH = schemas.schema_file(schemas.COMPARE)
 
 #: which way is better, per metric; per-item units -> metric units (bpb: LM items are NLLs in
 #: nats per byte-level token); the metrics whose value is the mean of the row's per-item scores
-#: times ITEM_SCALE (Spearman rows have no per-item scores): views of tinyllm.metrics.METRICS
+#: times ITEM_SCALE (not Spearman: rho is no mean of its per-pair cosines): views of tinyllm.metrics.METRICS
 DIRECTION = metrics.DIRECTION
 ITEM_SCALE = metrics.ITEM_SCALE
 MEAN_METRICS = metrics.MEAN_METRICS
