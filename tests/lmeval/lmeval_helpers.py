@@ -183,11 +183,13 @@ TRAIN = {
 }
 
 
-def write_tasks(d: Path, names=None) -> Path:
+def write_tasks(d: Path, names=None, tasks=None) -> Path:
     """For each task: its documents as JSONL and a YAML that includes the bundled config and
-    overrides only ``dataset_path`` and ``dataset_kwargs.data_files``."""
-    for name in names or TASKS:
-        rel, splits = TASKS[name]
+    overrides only ``dataset_path`` and ``dataset_kwargs.data_files``. ``tasks`` defaults to
+    :data:`TASKS` (a mapping of the same shape)."""
+    tasks = TASKS if tasks is None else tasks
+    for name in names or tasks:
+        rel, splits = tasks[name]
         files = {}
         splits = {**{s: next(iter(splits.values())) for s in TRAIN.get(name, ())}, **splits}
         for split, docs in splits.items():

@@ -2,11 +2,13 @@
 
 :func:`greedy_tokens` continues token contexts by ``argmax`` one token at a time:
 
-* a Hugging Face causal LM runs on its own cache (``past_key_values``): rows of a batch are
-  left-padded, with an attention mask and position ids that skip the padding, as
+* a model with ``hidden_cached`` + ``lm_head`` (our GPT) runs on its cache: rows of a batch are
+  right-padded, each new token at its own row's next position, the padding's keys never read. A Hugging Face GPT-2 runs this way on its twin
+  (:func:`tinyllm.models.hf.gpt2_twin`: our GPT on views of its weights) once the twin's logits
+  reproduced the model's own on the first context (:data:`tinyllm.logits.VERIFY_TOL`);
+* any other Hugging Face causal LM runs on its own cache (``past_key_values``): rows of a batch
+  are left-padded, with an attention mask and position ids that skip the padding, as
   ``model.generate`` does;
-* a model with ``hidden_cached`` + ``lm_head`` (our GPT) runs on its cache too; its batches hold
-  contexts of one length only (no padding);
 * any other model is rerun on the whole sequence at every step (``model(ids) -> logits``).
 
 A row stops at an end-of-sequence id (left out of its tokens), when ``stop(tokens)`` says so, or
@@ -16,11 +18,13 @@ after ``max_new`` tokens; the batch stops when every row has.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from typing import Any
 
 import torch
 
-from tinyllm.logits import call_logits, eval_mode
+from tinyllm.logits import VERIFY_TOL, call_logits, eval_mode
+from tinyllm.models import hf as hf_family
 
 
 def _is_hf(model: Any) -> bool:
@@ -78,9 +82,17 @@ def greedy_tokens(
         if len(c) < 1:
             raise ValueError(f"context {i}: expected at least one token, got none")
     out: list[list[int]] = [[] for _ in contexts]
+    if not contexts:
+        return out
     hf, gptc = _is_hf(model), _has_gpt_cache(model)
-    groups = batches([len(c) for c in contexts], batch_size, same_length=not hf)
-    with eval_mode(model), torch.inference_mode():
+    with ExitStack() as stack:
+        stack.enter_context(eval_mode(model))
+        stack.enter_context(torch.inference_mode())
+        twin = _checked_twin(model, contexts[0]) if hf else None
+        if twin is not None:  # dropout off in the twin's own modules too
+            stack.enter_context(eval_mode(twin))
+            model, hf, gptc = twin, False, True
+        groups = batches([len(c) for c in contexts], batch_size, same_length=not (hf or gptc))
         for g in groups:
             rows = [list(contexts[i]) for i in g]
             if hf:
@@ -92,6 +104,19 @@ def greedy_tokens(
             for i, toks in zip(g, got, strict=True):
                 out[i] = toks
     return out
+
+
+def _checked_twin(model: Any, ctx: Sequence[int]) -> Any:
+    """The model's GPT-2 twin when its logits on ``ctx`` match the model's own, else None."""
+    twin = hf_family.gpt2_twin(model)
+    if twin is None:
+        return None
+    x = torch.tensor([list(ctx)], dtype=torch.long, device=_device(model))
+    want = call_logits(model, x)
+    got = twin.lm_head(twin.hidden(x))
+    return (
+        twin if (got - want).abs().max() <= VERIFY_TOL * max(1.0, float(want.abs().max())) else None
+    )
 
 
 class _Rows:
@@ -146,15 +171,25 @@ def _hf_batch(model, rows, max_new, stop, eos_ids, pad_id) -> list[list[int]]:
 
 
 def _gpt_batch(model, rows, max_new, stop, eos_ids) -> list[list[int]]:
-    x = torch.tensor(rows, dtype=torch.long, device=_device(model))  # [B, T], one length
-    h, cache = model.hidden_cached(x)
+    dev = _device(model)
+    T = max(len(r) for r in rows)
+    x = torch.zeros(len(rows), T, dtype=torch.long)  # [B, T] right-padded
+    for b, r in enumerate(rows):
+        x[b, : len(r)] = torch.tensor(r)
+    x = x.to(dev)
+    lens = torch.tensor([len(r) for r in rows], device=dev)  # [B]
+    h, cache = model.hidden_cached(x, last=lens - 1)  # [B, 1, D] at each row's last token
     state = _Rows(len(rows), stop, eos_ids)
-    limit = model.cfg.block_size - x.shape[1]  # learned positions end at block_size
-    for step in range(min(max_new, limit + 1)):
+    # learned positions end at block_size: row b's step-th new token sits at lens[b] + step
+    n = min(max_new, model.cfg.block_size - int(lens.max()) + 1)
+    valid = torch.arange(T, device=dev)[None, :] < lens[:, None]  # [B, T]: padding never read
+    for step in range(n):
         nxt = model.lm_head(h[:, -1]).argmax(-1)  # [B]
-        if state.add(nxt) or step >= min(max_new, limit + 1) - 1:
+        if state.add(nxt) or step == n - 1:
             break
-        h, cache = model.hidden_cached(nxt[:, None], cache)
+        valid = torch.cat([valid, torch.ones_like(valid[:, :1])], dim=1)  # [B, S + 1]
+        pos = (lens + step)[:, None]  # [B, 1]
+        h, cache = model.hidden_cached(nxt[:, None], cache, positions=pos, past_valid=valid[:, :-1])
     return state.toks
 
 
