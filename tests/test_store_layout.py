@@ -20,6 +20,7 @@ ORDER = [
     "tinyllm.errors",
     "tinyllm.schemas",
     "tinyllm.report",
+    "tinyllm.compare_render",
     "tinyllm.compare",
     "tinyllm.store.errors",
     "tinyllm.store.keys",

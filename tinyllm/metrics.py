@@ -6,13 +6,15 @@ its metric from here, and :mod:`tinyllm.compare`, :mod:`tinyllm.dashboard` and
 This module imports nothing of the project and no numerical library, so that learning a metric's
 direction never loads the models.
 
-* ``bpb`` (the ``lm`` kind): per-item scores are per-token NLLs in nats; a byte-level token is
-  one byte, so ``value = mean(items) / ln 2`` bits per byte; lower is better;
-* ``acc`` (the ``classifier``, ``mlm`` and ``rtd`` kinds, and ``tinyllm lm task``), ``acc_norm``
-  (``tinyllm lm task``), ``exact_match`` (the ``seq2seq`` kind): proportions, the mean of 0/1
-  per-item scores; higher is better;
-* ``spearman`` (the ``embeddings`` kind): a rank correlation, not a mean of per-item scores (its
-  rows have none); higher is better.
+* ``bpb`` (the ``lm`` kind): per-item scores are per-token NLLs in nats and
+  ``value = sum(items) / ln 2 / bytes``, the UTF-8 bytes the scored tokens cover (a byte-level
+  token covers one byte: ``mean(items) / ln 2``); lower is better;
+* ``acc`` (the ``classifier``, ``mlm`` and ``rtd`` kinds, the ``embeddings`` kind on an analogy
+  file, and ``tinyllm lm task``), ``acc_norm`` (``tinyllm lm task``), ``exact_match`` (the
+  ``seq2seq`` kind): proportions, the mean of 0/1 per-item scores; higher is better;
+* ``spearman`` (the ``embeddings`` kind): a rank correlation of the model's per-pair cosines (its
+  per-item scores, NaN for a pair out of vocabulary) with the human scores, not their mean; higher
+  is better.
 """
 
 from __future__ import annotations
