@@ -1,7 +1,8 @@
 """Convert a local lm-evaluation-harness multiple-choice task into a tinyllm task file.
 
 ``tinyllm task import-lmeval TASK.yaml --out task.jsonl`` reads an lm-eval task config (YAML, with
-``include:`` followed) and its local JSON/JSONL data, and writes one line per document in the
+``include:`` followed: one file or a list, merged in order as lm-eval does, the including file's
+keys last) and its local JSON/JSONL data, and writes one line per document in the
 format of formats/task-jsonl.md:
 ``{"context", "choices", "gold", "target_delimiter", "doc_id"}``. With the delimiter kept apart
 from the choice, :func:`tinyllm.eval.lm.run_task` then scores ``target_delimiter + choice`` and
@@ -25,9 +26,12 @@ Data: ``dataset_path: json`` with ``dataset_kwargs: {data_files: ...}`` (a file,
 ``{split: files}`` mapping; a bare file or list is the ``train`` split, as in ``datasets``), or a
 ``dataset_path`` that is itself a local ``.json``/``.jsonl`` file or a folder holding
 ``<split>.jsonl``/``<split>.json``. Relative paths are read from the working directory (as
-lm-eval does), else from the YAML's folder. The split is ``test_split``, else ``validation_split``, else ``train_split``.
+lm-eval does), else from the folder of the YAML that was asked for (never an included one's).
+The split is ``test_split``, else ``validation_split``, else ``train_split``.
 Nothing is ever downloaded; hub datasets, ``!function`` hooks, ``process_docs``, few-shot
-settings, ``description`` and multiple-input tasks are refused with an error naming the key.
+settings, ``description`` and multiple-input tasks are refused with an error naming the key and
+the file that set it. For what this converter refuses, ``tinyllm eval lmeval``
+(:mod:`tinyllm.lmeval`) runs the task in lm-eval itself, on our engine.
 
 Inputs are untrusted: a YAML file is read as a regular file of at most
 :data:`MAX_CONFIG_BYTES` through :func:`tinyllm.safeio.load_yaml` (an alias bomb is refused), an
@@ -120,14 +124,27 @@ def load_config(path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> dict:
     inc = doc.pop("include", None)
     origin = dict.fromkeys(doc, str(p))
     if inc is not None:
-        if not isinstance(inc, str):
-            raise TaskImportError(f"{p}: include: expected a file name, got {inc!r}")
-        base = load_config(p.parent / inc, (*_chain, key))
-        origin = {**base.pop("_origin"), **origin}
-        base.update(doc)
-        doc = base
-    doc.setdefault("_dir", str(p.parent))
-    doc.setdefault("_file", str(p))
+        # lm-eval's rule: one file or a list, merged in order (a later one wins), then the
+        # including file's own keys over all of them
+        incs = inc if isinstance(inc, list) else [inc]
+        if not incs or not all(isinstance(i, str) and i for i in incs):
+            raise TaskImportError(
+                f"{p}: include: expected a file name or a list of them, got {inc!r}"
+            )
+        merged: dict = {}
+        base_origin: dict = {}
+        for i in incs:
+            base = load_config(p.parent / i, (*_chain, key))
+            base_origin.update(base.pop("_origin"))
+            for k in ("_dir", "_file", "task_list"):
+                base.pop(k, None)  # task_list defines the included file's own tasks only
+            merged.update(base)
+        origin = {**base_origin, **origin}
+        merged.update(doc)
+        doc = merged
+    # the file asked for, never an included one: errors name it, data paths fall back to it
+    doc["_dir"] = str(p.parent)
+    doc["_file"] = str(p)
     doc["_origin"] = origin
     return doc
 
@@ -291,14 +308,22 @@ def convert(path: str | os.PathLike, split: str | None = None) -> list[dict]:
     """
     cfg = load_config(path)
     where = cfg["_file"]
+
+    def set_by(key: str) -> str:  # a refusal names the file that set the key
+        return cfg["_origin"].get(key, where)
+
     out_type = cfg.get("output_type", "generate_until")
     if out_type != "multiple_choice":
-        raise TaskImportError(f"{where}: output_type: expected 'multiple_choice', got {out_type!r}")
+        raise TaskImportError(
+            f"{set_by('output_type')}: output_type: expected 'multiple_choice', got {out_type!r}"
+        )
     for key, why in _UNSUPPORTED.items():
         if cfg.get(key):
-            raise TaskImportError(f"{where}: {key}: not supported ({why or 'not converted'})")
+            raise TaskImportError(f"{set_by(key)}: {key}: not supported ({why or 'not converted'})")
     if int(cfg.get("num_fewshot") or 0) > 0:
-        raise TaskImportError(f"{where}: num_fewshot: expected 0, got {cfg['num_fewshot']!r}")
+        raise TaskImportError(
+            f"{set_by('num_fewshot')}: num_fewshot: expected 0, got {cfg['num_fewshot']!r}"
+        )
     delim = cfg.get("target_delimiter", " ")
     if not isinstance(delim, str):
         raise TaskImportError(f"{where}: target_delimiter: expected a string, got {delim!r}")
