@@ -203,6 +203,9 @@ def test_paired_nlls_by_hand():
     assert r["p"] == pytest.approx(4 / 8)
 
 
+# torch 2.13 marks torch.ao.quantization deprecated; the example uses it as it is
+@pytest.mark.filterwarnings("ignore:torch.ao.quantization is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")
 def test_a_model_against_itself_and_against_its_int8_copy(lee_bpe):
     tok, val = lee_bpe
     t = tokenize_text("".join(d + "\n" for d in val[:2]), tok)
@@ -229,3 +232,18 @@ def test_pairing_needs_the_same_tokenizer(lee_bpe):
         ValueError, match=r"expected the same tokenizer, got hf-sha256:\w+ and byte"
     ):
         compare_on_text(Uniform(len(tok)), a, Uniform(256), b, 4, 2)
+
+
+def test_hf_folder_without_a_tokenizer_is_a_byte_model(tmp_path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=256, n_positions=64, n_embd=16, n_layer=1, n_head=2)
+    GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "m")  # as export_hf writes: no tokenizer
+    text = "héllo, wörld\n" * 3
+    (tmp_path / "t.txt").write_text(text, encoding="utf-8")
+    entry = {"name": "m", "family": "hf", "checkpoint": "m", "data": "t.txt"}
+    row = zoo.score_entry(entry, base_dir=tmp_path)
+    assert row["status"] == "ok", row["error"]
+    n = len(text.encode("utf-8"))
+    assert row["n"] == row["details"]["n_bytes"] == n - 1 and row["details"]["tokenizer"] == "byte"
