@@ -1,4 +1,4 @@
-"""Benchmark of the dashboard (tinyllm/dashboard.py): how long a big history takes to render.
+"""Benchmark of the dashboard (tinyllm/dashboard/): how long a big history takes to render.
 
     python bench/bench_dashboard.py                    # 200 releases x 12 entries, best of 3
     python bench/bench_dashboard.py --weights          # + page weight of the plotting candidates
@@ -214,7 +214,7 @@ def time_render(st, out: Path, repeats: int) -> dict:
 
 def _series(st):
     history = dashboard.load_history(st)
-    return [dashboard.entry_series(e, history) for e in dashboard._entry_names(history)]
+    return [dashboard.entry_series(e, history) for e in dashboard.entry_names(history)]
 
 
 def weight_altair(series) -> int | str:

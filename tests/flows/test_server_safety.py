@@ -259,6 +259,8 @@ def test_postgres_restarts_on_its_recorded_port(cluster):
     cluster.stop()
     # taken by someone else meanwhile: a free port, recorded for the next start
     with socket.socket() as taken:
+        # the port may be in TIME_WAIT from _listening's probe: bind anyway, listening still takes it
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         taken.bind(("127.0.0.1", first))
         taken.listen()
         moved = cluster.start()
