@@ -12,7 +12,9 @@ and per-item scores of equal length in both -- is tested:
 * ``[lo, hi]``: ``delta ± t_{1-alpha/2, n-1} * sd(d) / sqrt(n) * scale``, the Student t interval
   of the mean per-item difference, rescaled to the metric's units. ``scale`` is ``1 / ln 2`` for
   ``bpb`` -- LM items are per-token NLLs in nats and a byte-level token is one byte, so nats per
-  token / ln 2 = bits per byte -- and 1 for the others (0/1 items average to the accuracy);
+  token / ln 2 = bits per byte; a row in a tokenizer whose tokens cover ``n_bytes`` bytes in all
+  has ``n / (n_bytes ln 2)`` (:func:`tinyllm.metrics.row_item_scale`) -- and 1 for the others (0/1 items average to
+  the accuracy); LM rows in different tokenizers (``details.tokenizer``) are not comparable;
 * ``verdict``: when ``p < alpha``, "improved" or "regressed" by the sign of ``delta`` and the
   metric's direction (``bpb`` lower is better; ``acc``, ``acc_norm``, ``exact_match``,
   ``spearman`` higher is better); otherwise "unchanged".
@@ -183,12 +185,16 @@ def row_items_problem(row: dict, items: Any) -> str | None:
     metric = row.get("metric")
     facts = metrics.METRICS.get(metric) if isinstance(metric, str) else None
     if facts is not None and facts.mean_of_items:
-        expected = float(np.mean(a[covered])) * facts.item_scale
+        scale = metrics.row_item_scale(row)
+        expected = float(np.mean(a[covered])) * scale
         value = _num(row.get("value"))
         if value is None or not math.isclose(value, expected, rel_tol=VALUE_RTOL, abs_tol=1e-12):
+            how = facts.item_scale_text
+            if scale != facts.item_scale:
+                how = f" * n / (n_bytes ln 2), n_bytes {row['details']['n_bytes']}"
             return (
                 f"row {name!r}: expected {metric} value {expected!r} (the mean of its {k} "
-                f"per-item scores{facts.item_scale_text}), got {row.get('value')!r}"
+                f"per-item scores{how}), got {row.get('value')!r}"
             )
     details = row.get("details")
     if metric == metrics.SPEARMAN.name and isinstance(details, dict) and HUMAN_KEY in details:
@@ -321,6 +327,9 @@ def compare_row(
         return nc("no data_sha256: cannot tell whether the same items were scored")
     if sha_p != sha_c:
         return nc(f"different data (data_sha256 {_short(sha_p)} vs {_short(sha_c)})")
+    tok_p, tok_c = metrics.row_tokenizer(prev), metrics.row_tokenizer(cur)
+    if tok_p != tok_c:
+        return nc(f"different tokenizers ({tok_p} vs {tok_c}): the per-token scores do not pair")
     coverage = prev.get("kind") in COVERAGE_KINDS and cur.get("kind") in COVERAGE_KINDS
     if not coverage and prev.get("n") != cur.get("n"):
         return nc(f"different n ({prev.get('n')} vs {cur.get('n')})")
@@ -361,7 +370,7 @@ def compare_row(
     p = paired_permutation_test(a_cur, a_prev, n_perm=n_perm, rng=np.random.default_rng(seed))
     d = a_cur - a_prev  # paired differences, item units (nats per token, or 0/1 differences)
     ci = mean_ci(d, confidence=1.0 - alpha)
-    scale = metrics.METRICS[metric].item_scale
+    scale = metrics.row_item_scale(cur)
     half = (ci.hi - ci.value) * scale
     if same_coverage:
         delta = values["current_value"] - values["previous_value"]

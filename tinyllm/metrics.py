@@ -72,3 +72,35 @@ ITEM_SCALE: dict[str, float] = {
 """per-item units -> metric units, for the metrics whose scale is not 1 (bpb)"""
 MEAN_METRICS = tuple(name for name, m in METRICS.items() if m.mean_of_items)
 """metrics whose value is the mean of the row's per-item scores times their scale"""
+
+
+def row_item_scale(row: dict) -> float:
+    """What the mean of ``row``'s per-item scores is multiplied by to give its value.
+
+    The metric's ``item_scale`` (:data:`METRICS`), except for a ``bpb`` row whose tokens
+    are not single bytes: its items are nats per token and ``bpb = sum(items) / (n_bytes ln 2)``,
+    so the scale is ``n / (n_bytes ln 2)`` with ``n_bytes`` from the row's details (the UTF-8
+    bytes its scored tokens cover). A byte-level row has ``n_bytes = n``: the scale is ``1 / ln 2``.
+    """
+    metric = row.get("metric")
+    facts = METRICS.get(metric) if isinstance(metric, str) else None
+    scale = facts.item_scale if facts is not None else 1.0
+    details = row.get("details")
+    n_bytes = details.get("n_bytes") if isinstance(details, dict) else None
+    n = row.get("n")
+    if (
+        metric == BPB.name
+        and isinstance(n_bytes, int)
+        and isinstance(n, int)
+        and not isinstance(n_bytes, bool)
+        and 0 < n_bytes != n
+    ):
+        return n / (n_bytes * math.log(2.0))
+    return scale
+
+
+def row_tokenizer(row: dict) -> str:
+    """The tokenizer a row's per-token items are in (``details.tokenizer``; byte if unnamed)."""
+    details = row.get("details")
+    tok = details.get("tokenizer") if isinstance(details, dict) else None
+    return tok if isinstance(tok, str) else "byte"
