@@ -22,10 +22,7 @@ from rich.console import Console
 
 from tinyllm.console import Progress, print_suite_run
 from tinyllm_suite.run import run_suite_flow
-from tinyllm_suite.server import HEARTBEAT_S, ZOMBIE_AFTER_S, choose_server
-
-__all__ = ["HEARTBEAT_S", "STORE", "ZOMBIE_AFTER_S", "ZOO_DIR", "run_demo"]
-# HEARTBEAT_S and ZOMBIE_AFTER_S: tinyllm_suite.eval_suite imports them from this module
+from tinyllm_suite.server import choose_server
 
 ZOO_DIR = Path("zoo")
 STORE = "./evalstore"
