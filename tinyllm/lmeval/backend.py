@@ -47,7 +47,6 @@ from lm_eval.models.utils import (  # noqa: E402
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # noqa: E402
 
 from tinyllm.eval import lm  # noqa: E402
-from tinyllm.eval.lm.choices import DEFAULT_MC_TOKEN_BUDGET, model_ctx_len  # noqa: E402
 from tinyllm.eval.lm.kvcache import cache_engine  # noqa: E402
 from tinyllm.eval.lm.scoring import Req, budget_batches, cached_lls, pad, plain_lls  # noqa: E402
 from tinyllm.lmeval.generate import greedy_tokens  # noqa: E402
@@ -105,7 +104,7 @@ class TinyLLM(LM):
     ) -> None:
         super().__init__()
         self.model, self.tokenizer = model, tokenizer
-        own = model_ctx_len(model)
+        own = lm.model_ctx_len(model)
         self.max_length = int(max_length or own or DEFAULT_MAX_LENGTH)
         if own is not None and self.max_length > own:
             raise ValueError(
@@ -114,7 +113,7 @@ class TinyLLM(LM):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
         self.batch_size = batch_size
-        self.token_budget = int(token_budget or max(DEFAULT_MC_TOKEN_BUDGET, self.max_length))
+        self.token_budget = int(token_budget or max(lm.DEFAULT_MC_TOKEN_BUDGET, self.max_length))
         self.rolling = _check_choice("rolling", rolling, ROLLING)
         self.stride = int(stride) if stride is not None else max(1, self.max_length // 2)
         self.greedy = _check_choice("greedy", greedy, GREEDY)
