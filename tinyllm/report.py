@@ -260,6 +260,29 @@ class ErrorInfo(BaseModel):
     message: str
 
 
+class BaselineInfo(BaseModel):
+    """A row's trivial baseline (:class:`tinyllm.baselines.Baseline`, as the schema stores it)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    value: float
+    interval: tuple[float, float] | None
+    items: str | None = Field(pattern=r"^items/[a-z0-9][a-z0-9_-]*\.baseline\.npy$")
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class BeatsBaseline(BaseModel):
+    """Whether the row's model beats its baseline (:func:`tinyllm.baselines.judge`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    verdict: Literal["better", "worse", "not distinguishable"]
+    test: Literal["paired permutation", "wilson", "fisher z"]
+    p: float = Field(ge=0, le=1)
+    delta: float
+    interval: tuple[float, float]
+    n: int = Field(ge=1)
+
+
 class Row(BaseModel):
     """One manifest entry's result (see tinyllm/schemas/eval-results.schema.json for each field)."""
 
@@ -286,6 +309,9 @@ class Row(BaseModel):
     data: str
     options: dict[str, Any]
     details: dict[str, Any] | None = None
+    # absent in reports written before rows carried a baseline
+    baseline: BaselineInfo | None = None
+    beats_baseline: BeatsBaseline | None = None
 
     @model_validator(mode="after")
     def _check_status(self) -> Row:
@@ -301,6 +327,10 @@ class Row(BaseModel):
         if (self.status == "skipped") != (self.reason is not None):
             raise ValueError(f"status {self.status}: 'reason' must be set exactly for skipped rows")
         return self
+
+
+ROW_FIELDS_SINCE_BASELINES = ("baseline", "beats_baseline")
+"""Row fields that reports written before rows carried a baseline lack (still valid, still read)."""
 
 
 class Report(BaseModel):
@@ -322,11 +352,18 @@ class Report(BaseModel):
     rows: list[Row]
 
     _items: dict[str, np.ndarray] = PrivateAttr(default_factory=dict)
+    _baseline_items: dict[str, np.ndarray] = PrivateAttr(default_factory=dict)
 
     @property
     def item_scores(self) -> dict[str, np.ndarray]:
         """Per-item score arrays by row name (float64, 1-d), for the rows that have them."""
         return self._items
+
+    @property
+    def baseline_item_scores(self) -> dict[str, np.ndarray]:
+        """The baselines' per-item scores by row name (float64, 1-d, the row's item order), for
+        the rows whose ``baseline.items`` names a file."""
+        return self._baseline_items
 
     def row(self, name: str) -> Row:
         """The row called ``name`` (KeyError listing the names if there is none)."""
@@ -336,8 +373,14 @@ class Report(BaseModel):
         raise KeyError(f"no row {name!r}; rows are {[r.name for r in self.rows]}")
 
     def to_json(self) -> dict:
-        """The JSON document written to disk (validated by :func:`validate_report`)."""
-        return self.model_dump(mode="json")
+        """The JSON document written to disk (validated by :func:`validate_report`). A row read
+        without ``baseline`` / ``beats_baseline`` (an older report) is written without them."""
+        doc = self.model_dump(mode="json")
+        for row, out in zip(self.rows, doc["rows"], strict=True):
+            for key in ROW_FIELDS_SINCE_BASELINES:
+                if key not in row.model_fields_set:
+                    out.pop(key, None)
+        return doc
 
 
 _REPORT_VALIDATOR = None

@@ -76,6 +76,8 @@ def test_uniform_bigram_row_carries_every_field_of_the_row(tmp_path):
             "nll": {k: pytest.approx(ln256, rel=1e-12) for k in ("value", "lo", "hi")},
             "ppl": {k: pytest.approx(256.0, rel=1e-12) for k in ("value", "lo", "hi")},
         },
+        "baseline": None,
+        "beats_baseline": None,
     }
     assert 0.0 < row["seconds"] <= elapsed  # wall time of this entry, not a clock reading
 
@@ -105,6 +107,8 @@ def test_error_row_of_an_entry_that_failed_elsewhere():
         "data": "d.tok",
         "options": NO_OPTIONS,
         "details": None,
+        "baseline": None,
+        "beats_baseline": None,
     }
     assert row == want and type(row["seconds"]) is float
     validate_report(

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyllm import __version__, safeio
+from tinyllm import __version__, baselines, metrics, safeio
 from tinyllm.checkpoint import CONFIG_NAME, MAX_CONFIG_BYTES, read_single_metadata
 from tinyllm.checkpoint import read_config as read_checkpoint_config
 from tinyllm.eval.kinds import METRIC_OF_KIND, SCORERS, Scored
@@ -198,6 +198,8 @@ def _base_row(entry: Entry) -> dict:
         "data": entry.data,
         "options": entry.options.model_dump(mode="json"),
         "details": None,
+        "baseline": None,
+        "beats_baseline": None,
     }
 
 
@@ -286,6 +288,12 @@ def _check_input(path: Path, what: str, name: str, *, folder: bool) -> None:
         )
 
 
+def baseline_items_ref(name: str) -> str:
+    """Where the baseline's per-item scores of row ``name`` go, beside the report:
+    ``items/<name>.baseline.npy`` (the row's own are ``items/<name>.npy``)."""
+    return f"items/{name}.baseline.npy"
+
+
 def score_entry_items(
     entry: Entry | Mapping,
     *,
@@ -297,11 +305,35 @@ def score_entry_items(
 
     The per-item scores are a float64 array (lm: per-token NLLs in nats) or None (error and
     skipped rows, kinds without per-item scores); the row's ``items`` already names the file
-    ``items/<name>.npy`` they belong in, beside the report.
+    ``items/<name>.npy`` they belong in, beside the report. (:func:`score_entry_arrays` also
+    returns the baseline's per-item scores.)
 
     ``raise_transient=True`` re-raises an exception that :func:`is_transient` calls transient
     instead of turning it into an error row, so that a workflow can retry the entry; every
     other exception is still an error row.
+    """
+    row, items, _ = score_entry_arrays(
+        entry, seed=seed, base_dir=base_dir, raise_transient=raise_transient
+    )
+    return row, items
+
+
+def score_entry_arrays(
+    entry: Entry | Mapping,
+    *,
+    seed: int = 0,
+    base_dir: str | os.PathLike = ".",
+    raise_transient: bool = False,
+) -> tuple[dict, np.ndarray | None, np.ndarray | None]:
+    """:func:`score_entry_items` plus the baseline's per-item scores on the row's items
+    (float64, the row's item order and units; None for a constant baseline and for rows that
+    are not ok): ``(row, items, baseline items)``.
+
+    An ok row's ``baseline`` is :func:`tinyllm.baselines.baseline_field` of the kind's
+    baseline (its ``items`` naming :func:`baseline_items_ref`) and its ``beats_baseline`` is
+    :func:`tinyllm.baselines.judge` (the paired permutation test with the entry's rng after
+    scoring, where the baseline has per-item scores); both are None for a kind that gives no
+    baseline.
     """
     entry = entry if isinstance(entry, Entry) else Entry.model_validate(dict(entry))
     base_dir = Path(base_dir)
@@ -312,10 +344,10 @@ def score_entry_items(
             status="skipped",
             reason=f"unknown family {entry.family!r}; known families: {sorted(FAMILIES)}",
         )
-        return row, None
+        return row, None, None
     if row["kind"] not in SCORERS:
         row.update(status="skipped", reason=f"no scorer for kind {row['kind']!r} yet")
-        return row, None
+        return row, None, None
     try:
         rng = entry_rng(seed, entry.name)
         ckpt = _resolve(base_dir, entry.checkpoint)
@@ -332,12 +364,14 @@ def score_entry_items(
             )
         model = load_model(ckpt)
         scored = SCORERS[row["kind"]](entry, model, data, rng)
+        verdict = _judge(scored, rng)
     except Exception as exc:  # every failure is a row; the rest of the zoo is still scored
         if raise_transient and is_transient(exc):
             raise
         row.update(status="error", error={"type": type(exc).__name__, "message": str(exc)})
         row["seconds"] = time.perf_counter() - t0
-        return row, None
+        return row, None, None
+    base = scored.baseline
     row.update(
         status="ok",
         metric=scored.metric,
@@ -348,10 +382,32 @@ def score_entry_items(
         n=scored.n,
         details=scored.details or None,
         items=None if scored.items is None else f"items/{entry.name}.npy",
+        baseline=None
+        if base is None
+        else baselines.baseline_field(base, baseline_items_ref(entry.name)),
+        beats_baseline=verdict,
         seconds=time.perf_counter() - t0,
     )
     items = None if scored.items is None else np.asarray(scored.items, dtype=np.float64)
-    return row, items
+    base_items = None
+    if base is not None and base.items is not None:
+        base_items = np.asarray(base.items, dtype=np.float64)
+    return row, items, base_items
+
+
+def _judge(scored: Scored, rng: np.random.Generator) -> dict | None:
+    """The row's ``beats_baseline`` (None without a baseline)."""
+    if scored.baseline is None:
+        return None
+    return baselines.judge(
+        scored.baseline,
+        value=scored.interval.value,
+        n=scored.n,
+        items=scored.items,
+        metric=scored.metric,
+        direction=metrics.DIRECTION[scored.metric],
+        rng=rng,
+    )
 
 
 def score_entry(
@@ -375,11 +431,15 @@ def score_entry(
     an unknown family a ``status: "skipped"`` row with the reason. (A dict that is not a valid
     manifest entry raises pydantic's ValidationError: manifests are validated before scoring.)
     """
-    row, items = score_entry_items(entry, seed=seed, base_dir=base_dir)
+    row, items, base_items = score_entry_arrays(entry, seed=seed, base_dir=base_dir)
     if items is not None and items_dir is not None:
         _save_npy(Path(items_dir), f"{row['name']}.npy", items)
     elif items is not None:
         row["items"] = None
+    if base_items is not None and items_dir is not None:
+        _save_npy(Path(items_dir), f"{row['name']}.baseline.npy", base_items)
+    elif base_items is not None:
+        row["baseline"]["items"] = None
     return row
 
 
@@ -408,13 +468,18 @@ def build_report(
     release: str | None = None,
     items: Mapping[str, np.ndarray] | None = None,
     created_at: str | None = None,
+    baseline_items: Mapping[str, np.ndarray] | None = None,
 ) -> Report:
     """Assemble a :class:`Report` from rows scored by :func:`score_entry` (any order, any
     process): rows are put in manifest order, and one row per entry is required.
 
-    ``items`` maps row names to per-item score arrays that :func:`write_report` will save.
+    ``items`` maps row names to per-item score arrays that :func:`write_report` will save;
+    ``baseline_items`` their baselines' per-item scores (:func:`score_entry_arrays`).
     """
-    return _make_report(manifest, rows, seed, release, items, created_at, partial=False)
+    report = _make_report(manifest, rows, seed, release, items, created_at, partial=False)
+    for name, arr in (baseline_items or {}).items():
+        report.baseline_item_scores[name] = np.asarray(arr, dtype=np.float64)
+    return report
 
 
 def build_run_report(
@@ -494,14 +559,17 @@ def run_zoo(
     entry_rng(seed, "")  # refuse a bad seed before scoring anything
     rows: list[dict] = []
     items: dict[str, np.ndarray] = {}
+    base_items: dict[str, np.ndarray] = {}
     for i, entry in enumerate(m.entries):
-        row, arr = score_entry_items(entry, seed=seed, base_dir=base)
+        row, arr, base_arr = score_entry_arrays(entry, seed=seed, base_dir=base)
         rows.append(row)
         if arr is not None:
             items[entry.name] = arr
+        if base_arr is not None:
+            base_items[entry.name] = base_arr
         if progress is not None:
             progress(i + 1, len(m.entries), row)
-    return build_report(m, rows, seed=seed, release=release, items=items)
+    return build_report(m, rows, seed=seed, release=release, items=items, baseline_items=base_items)
 
 
 # ---- writing -----------------------------------------------------------------------------------
@@ -528,14 +596,13 @@ def write_report(report: Report | Mapping, path: str | os.PathLike) -> Path:
     doc = report.to_json() if isinstance(report, Report) else json.loads(json.dumps(report))
     validate_report(doc)
     arrays = report.item_scores if isinstance(report, Report) else {}
+    base_arrays = report.baseline_item_scores if isinstance(report, Report) else {}
     out = safeio.check_target(path, "report")
     folder = out.parent
+    refs = [(r["items"], r["name"] in arrays) for r in doc["rows"]]
+    refs += [(_baseline_ref(r), r["name"] in base_arrays) for r in doc["rows"] if _baseline_ref(r)]
     missing = [
-        r["items"]
-        for r in doc["rows"]
-        if r["items"] is not None
-        and r["name"] not in arrays
-        and not (folder / r["items"]).is_file()
+        ref for ref, given in refs if ref is not None and not given and not (folder / ref).is_file()
     ]
     if missing:
         raise FileNotFoundError(
@@ -546,9 +613,15 @@ def write_report(report: Report | Mapping, path: str | os.PathLike) -> Path:
     for r in doc["rows"]:
         if r["items"] is not None and r["name"] in arrays:
             _save_npy(folder, r["items"], arrays[r["name"]])
+        if _baseline_ref(r) and r["name"] in base_arrays:
+            _save_npy(folder, _baseline_ref(r), base_arrays[r["name"]])
     text = json.dumps(doc, indent=2, allow_nan=False) + "\n"
     safeio.write_atomic(out, text.encode("utf-8"), what="report")
     return out
+
+
+def _baseline_ref(row: Mapping) -> str | None:
+    return (row.get("baseline") or {}).get("items")
 
 
 def read_report(path: str | os.PathLike) -> Report:
@@ -559,9 +632,13 @@ def read_report(path: str | os.PathLike) -> Report:
     return Report.model_validate(doc)
 
 
-def load_items(report_path: str | os.PathLike, row: Mapping | Any) -> np.ndarray | None:
-    """The per-item scores of ``row`` saved beside the report at ``report_path`` (or None)."""
-    ref = row["items"] if isinstance(row, Mapping) else row.items
+def load_items(
+    report_path: str | os.PathLike, row: Mapping | Any, *, baseline: bool = False
+) -> np.ndarray | None:
+    """The per-item scores of ``row`` saved beside the report at ``report_path`` (or None);
+    ``baseline=True``: its baseline's (``row.baseline.items``)."""
+    doc = row if isinstance(row, Mapping) else row.model_dump(mode="json")
+    ref = _baseline_ref(doc) if baseline else doc["items"]
     if ref is None:
         return None
     return np.load(Path(report_path).parent / ref, allow_pickle=False)

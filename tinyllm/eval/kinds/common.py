@@ -1,4 +1,5 @@
-"""What every kind's scorer returns (:class:`Scored`), and the 0/1 accuracy row they share."""
+"""What every kind's scorer returns (:class:`Scored`, its trivial baseline a
+:class:`tinyllm.baselines.Baseline`), and the 0/1 accuracy row they share."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tinyllm.baselines import Baseline
 from tinyllm.stats import Interval, wilson_interval
 
 PROPORTION_INTERVAL = "wilson"
@@ -22,9 +24,12 @@ class Scored:
     n: int
     items: np.ndarray | None  # float64 per-item scores (lm: per-token NLLs, nats; acc: 0/1)
     details: dict = field(default_factory=dict)
+    baseline: Baseline | None = None  # the row's trivial baseline on the same items
 
 
-def proportion_scored(metric: str, correct, details: dict | None = None) -> Scored:
+def proportion_scored(
+    metric: str, correct, details: dict | None = None, baseline: Baseline | None = None
+) -> Scored:
     """A proportion row from per-item 0/1 scores: value ``k / n`` with its Wilson interval
     (:func:`tinyllm.stats.wilson_interval`), the 0/1 scores kept as the items so that ``compare``
     can run the paired test on them.
@@ -50,4 +55,5 @@ def proportion_scored(metric: str, correct, details: dict | None = None) -> Scor
         n=int(a.size),
         items=a,
         details=dict(details or {}),
+        baseline=baseline,
     )

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyllm import metrics
+from tinyllm.baselines import Baseline
 from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored
 from tinyllm.report import Entry
 from tinyllm.stats import spearman_ci, wilson_interval
@@ -47,6 +48,10 @@ DIRECTION = metrics.SPEARMAN.direction
 ITEM_SCALE = metrics.SPEARMAN.item_scale
 MEAN_OF_ITEMS = metrics.SPEARMAN.mean_of_items
 INTERVAL = "fisher_z"
+ZERO_CORRELATION = Baseline("zero correlation", 0.0)
+"""A word-pairs row's baseline: vectors unrelated to the human scores (the Fisher z test)."""
+ZERO_ACCURACY = Baseline("zero accuracy", 0.0)
+"""An analogy row's baseline: never the right word (the Wilson test against 0)."""
 MIN_PAIRS = 4  # the Fisher z interval divides by sqrt(n - 3)
 NAN_ITEMS = True
 """Per-item scores follow the task file's items, NaN where the model does not cover one
@@ -126,7 +131,7 @@ def score_pairs(entry: Entry, model, data_path: Path, rng: np.random.Generator) 
     the vocabulary), ``coverage`` = n / pairs, ``oov_words`` (distinct words not found, as the
     file spells them), ``pearson`` (of the same pairs, for reference) and ``human_scores``
     (every pair's human score, in file order). Items: every pair's cosine in file order, NaN
-    for an out-of-vocabulary pair.
+    for an out-of-vocabulary pair. Baseline: :data:`ZERO_CORRELATION` (rho = 0).
 
     Example: 28 pairs scored, rho = 0.5 -> interval (0.1560, 0.7358).
     """
@@ -164,7 +169,15 @@ def score_pairs(entry: Entry, model, data_path: Path, rng: np.random.Generator) 
     }
     items = np.full(len(pairs), np.nan)
     items[idx] = cos
-    return Scored(metric=METRIC, interval=ci, method=INTERVAL, n=n, items=items, details=details)
+    return Scored(
+        metric=METRIC,
+        interval=ci,
+        method=INTERVAL,
+        n=n,
+        items=items,
+        details=details,
+        baseline=ZERO_CORRELATION,
+    )
 
 
 # ---- word analogies (formats/analogies.md) ------------------------------------------------------
@@ -279,7 +292,7 @@ def score_analogies(entry: Entry, model, data_path: Path, rng: np.random.Generat
     Details: ``questions`` (in the file), ``oov_questions`` (left out: a word out of
     vocabulary), ``coverage`` = n / questions, ``restrict_vocab``, ``sections`` (per section:
     ``correct``, ``answered``, ``questions``). Items: 1 / 0 per question in file order, NaN for an
-    out-of-vocabulary question.
+    out-of-vocabulary question. Baseline: :data:`ZERO_ACCURACY` (acc = 0).
 
     Example: 3 of 4 answered questions right, 2 more out of vocabulary -> acc 0.75, n 4,
     oov_questions 2, coverage 4/6.
@@ -320,6 +333,7 @@ def score_analogies(entry: Entry, model, data_path: Path, rng: np.random.Generat
         n=n,
         items=items,
         details=details,
+        baseline=ZERO_ACCURACY,
     )
 
 

@@ -4,8 +4,8 @@ The val rows' sentences (formats/rows.md; other splits are not read) are encoded
 and masked by :func:`tinyllm.models.encoder.mlm_mask` with ``p = 0.15`` and the 80/10/10 rule, every
 draw from the entry's rng (row by row: the same seed gives the same masks and the same row; another
 seed other masks). An item is one selected byte position: 1 when the model's argmax byte equals
-the original, else 0. The row is the proportion with its Wilson interval; its details carry the
-most-frequent-byte baseline on the same positions.
+the original, else 0. The row is the proportion with its Wilson interval; its baseline is the most
+frequent byte of the same positions, scored 0/1 on each of them (a paired test).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyllm import metrics
+from tinyllm.baselines import proportion_baseline
 from tinyllm.data import read_rows, rows_of_split
 from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored, proportion_scored
 from tinyllm.report import Entry
@@ -48,7 +49,8 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     :func:`tinyllm.models.bert.mlm_accuracy` (draws from ``rng``); Wilson 95% interval; items:
     0/1 per selected position, row then position order. Details: ``split``, ``n_rows``,
     ``mask_prob``, ``baseline_most_frequent_byte`` (:func:`most_frequent_baseline` on the same
-    positions).
+    positions). Baseline: "most frequent byte", 1 on a position whose original byte is that
+    byte, else 0 (the same positions, so the verdict is the paired test).
     """
     from tinyllm.models.bert import mlm_accuracy
 
@@ -58,10 +60,13 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
         raise ValueError(
             f"{data_path}: expected at least one masked byte in the val rows, got none"
         )
+    frequent = most_frequent_baseline(targets)
     details = {
         "split": SPLIT,
         "n_rows": len(val),
         "mask_prob": MASK_PROB,
-        "baseline_most_frequent_byte": most_frequent_baseline(targets),
+        "baseline_most_frequent_byte": frequent,
     }
-    return proportion_scored(METRIC, correct, details)
+    base_items = np.asarray(targets, dtype=np.int64) == frequent["byte"]
+    baseline = proportion_baseline("most frequent byte", base_items, {"byte": frequent["byte"]})
+    return proportion_scored(METRIC, correct, details, baseline)

@@ -7,7 +7,8 @@ replaced. Counted tokens: every byte of every val row (CLS and PAD never); a sam
 the original counts as original. An item is one counted token: 1 when the discriminator's call
 (logit > 0 = replaced) is right. The row is the proportion with its Wilson interval; its details
 carry the "always original" baseline on the same tokens and the paired permutation test of the
-model against it (is the discriminator better than calling every byte original?).
+model against it (is the discriminator better than calling every byte original?); the row's
+baseline is that one, its per-token items ``1 - r_t`` stored beside the row's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyllm import metrics, stats
+from tinyllm.baselines import proportion_baseline
 from tinyllm.data import read_rows, rows_of_split
 from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored, proportion_scored
 from tinyllm.report import Entry
@@ -39,7 +41,8 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     sign-flip permutation test, :func:`tinyllm.stats.paired_permutation_test` with 10,000 signs
     from the entry's rng, of the items against the baseline's items ``1 - r_t`` on the same
     tokens), ``generator_acc`` (the generator's argmax at the masked positions equals the
-    original byte, a fraction of ``n_masked``).
+    original byte, a fraction of ``n_masked``). Baseline: "always original", its items
+    ``1 - r_t`` (the row's verdict is the paired test on them).
     """
     from tinyllm.models.electra import rtd_accuracy
 
@@ -61,4 +64,5 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
         "p_vs_always_original": p,
         "generator_acc": float(r["gen_correct"].mean()) if r["gen_correct"].size else None,
     }
-    return proportion_scored(METRIC, r["correct"], details)
+    baseline = proportion_baseline("always original", always_original)
+    return proportion_scored(METRIC, r["correct"], details, baseline)

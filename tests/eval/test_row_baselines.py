@@ -1,0 +1,169 @@
+"""Every ok row's baseline and beats_baseline, by hand on tiny inputs, and the report written
+with the baseline's items beside the row's; a report without the fields still loads."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from test_kind_embeddings import entry, hand_case, write_questions  # noqa: F401 (a fixture)
+from test_kind_mlm import _rows_entry  # same folder: pytest puts it on sys.path
+from test_kind_rtd import _detection
+
+from tinyllm import baselines
+from tinyllm.data import Row
+from tinyllm.eval import zoo
+from tinyllm.eval.kinds import mlm, rtd
+from tinyllm.models import bert, electra
+from tinyllm.models import word2vec as w2v
+from tinyllm.report import BeatsBaseline, Report, validate_report
+from tinyllm.stats import paired_permutation_test, wilson_interval
+
+ROWS = [Row("train", "zz", "-"), Row("val", "ab", "-")] * 2
+
+
+def test_mlm_baseline_is_the_most_frequent_byte_scored_per_position(tmp_path, monkeypatch):
+    # positions' originals 101, 32, 101, 7: "e" is the most frequent (2 of 4)
+    monkeypatch.setattr(
+        bert,
+        "mlm_accuracy",
+        lambda m, t, r, p: (np.array([1.0, 1.0, 0.0, 1.0]), np.array([101, 32, 101, 7])),
+    )
+    e, path = _rows_entry(tmp_path, ROWS)
+    s = mlm.score(e, None, path, np.random.default_rng(0))
+    b = s.baseline
+    assert b.name == "most frequent byte" and b.details == {"byte": 101}
+    np.testing.assert_array_equal(b.items, [1.0, 0.0, 1.0, 0.0])
+    w = wilson_interval(2, 4)
+    assert (b.value, b.lo, b.hi) == (0.5, w.lo, w.hi)
+
+
+def test_rtd_baseline_is_always_original_per_token(tmp_path, monkeypatch):
+    monkeypatch.setattr(
+        electra, "rtd_accuracy", _detection([1, 1, 0, 1], [0, 1, 1, 0], [0, 1, 1, 1], [1, 0, 0])
+    )
+    e, path = _rows_entry(tmp_path, ROWS, "electra")
+    s = rtd.score(e, None, path, np.random.default_rng(0))
+    assert s.baseline.name == "always original" and s.baseline.value == 0.5
+    np.testing.assert_array_equal(s.baseline.items, [1.0, 0.0, 0.0, 1.0])  # 1 - replaced
+
+
+def test_rtd_row_stores_the_baseline_items_and_the_paired_verdict(tmp_path, monkeypatch):
+    # 40 tokens, 20 replaced; the model catches every replacement and calls 2 originals wrong
+    replaced = [0] * 20 + [1] * 20
+    correct = [1.0] * 40
+    correct[0] = correct[1] = 0.0
+    monkeypatch.setattr(electra, "rtd_accuracy", _detection(correct, replaced, [1] * 40, [0] * 40))
+    monkeypatch.setattr(zoo, "load_model", lambda p: None)
+    monkeypatch.setattr(zoo, "read_config", lambda p: {"tl_arch": "electra"})
+    _, path = _rows_entry(tmp_path, ROWS, "electra")
+    (tmp_path / "el").mkdir()
+    e = {"name": "el-rows", "family": "electra", "checkpoint": "el", "data": path.name}
+    manifest = {"suite": "zoo", "entries": [e]}
+    report = zoo.run_zoo(manifest, seed=5, base_dir=tmp_path)
+    out = zoo.write_report(report, tmp_path / "rep" / "report.json")
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["baseline"] == {
+        "name": "always original",
+        "value": 0.5,
+        "interval": [wilson_interval(20, 40).lo, wilson_interval(20, 40).hi],
+        "items": "items/el-rows.baseline.npy",
+        "details": {},
+    }
+    base = zoo.load_items(out, row, baseline=True)
+    np.testing.assert_array_equal(base, 1.0 - np.array(replaced, float))
+    items = zoo.load_items(out, row)
+    # the verdict is the paired test on the two stored arrays: 18 more right of 40
+    v = row["beats_baseline"]
+    assert v["test"] == "paired permutation" and v["verdict"] == "better"
+    assert v["delta"] == pytest.approx(18 / 40) and v["n"] == 40
+    assert 0 < v["p"] < 1e-3
+    assert v["p"] == pytest.approx(
+        paired_permutation_test(items, base, rng=np.random.default_rng(0)), abs=2e-4
+    )  # both far below any level; the exact value depends on the signs drawn
+    # read back through the pydantic model unchanged
+    assert zoo.read_report(out).to_json()["rows"][0] == row
+
+
+def test_spearman_row_is_judged_against_zero_by_fisher_z(hand_case):  # noqa: F811
+    ckpt, pairs = hand_case
+    row = zoo.score_entry(entry("ws", ckpt, pairs))
+    assert row["baseline"] == {
+        "name": "zero correlation",
+        "value": 0.0,
+        "interval": None,
+        "items": None,
+        "details": {},
+    }
+    v = row["beats_baseline"]
+    # rho = 0.5 on 7 pairs: z = atanh(0.5) * 2 = 1.0986, p = 0.2719
+    assert v["test"] == "fisher z" and v["verdict"] == "not distinguishable"
+    assert v["p"] == pytest.approx(0.2719, abs=1e-4)
+    assert v["interval"] == pytest.approx([-0.405886, 0.910303], abs=1e-6)
+
+
+def test_analogy_row_is_judged_against_zero_accuracy_by_wilson(tmp_path):
+    e = np.eye(4, dtype=np.float32)
+    vecs = {"man": e[0], "king": e[0] + e[1], "woman": e[2], "queen": e[2] + e[1], "pear": e[3]}
+    ckpt = w2v.save(w2v.from_vectors(vecs), tmp_path / "w2v")
+    q = write_questions(tmp_path / "q.txt", ": royals\nman king woman queen\n" * 3)
+    row = zoo.score_entry(entry("an", ckpt, q))
+    assert row["baseline"]["name"] == "zero accuracy" and row["baseline"]["value"] == 0.0
+    ci = wilson_interval(3, 3)
+    assert row["beats_baseline"] == {
+        "verdict": "better",
+        "test": "wilson",
+        "p": 0.0,
+        "delta": 1.0,
+        "interval": [ci.lo, ci.hi],
+        "n": 3,
+    }
+
+
+def test_a_report_without_the_fields_still_validates_loads_and_writes_back_unchanged():
+    row = {
+        "name": "old",
+        "family": "bigram",
+        "kind": "lm",
+        "metric": "bpb",
+        "value": 8.0,
+        "lo": 8.0,
+        "hi": 8.0,
+        "interval": "student_t",
+        "n": 3,
+        "status": "ok",
+        "error": None,
+        "reason": None,
+        "checkpoint_sha256": "a" * 64,
+        "data_sha256": "b" * 64,
+        "seconds": 0.1,
+        "items": None,
+        "checkpoint": "c",
+        "data": "d",
+        "options": {},
+        "details": None,
+    }
+    doc = {
+        "schema_version": 1,
+        "suite": "zoo",
+        "release": "v0",
+        "created_at": "2026-01-01T00:00:00Z",
+        "seed": 0,
+        "tinyllm_version": "0",
+        "manifest_sha256": "c" * 64,
+        "rows": [row],
+    }
+    validate_report(doc)
+    report = Report.model_validate(doc)
+    assert report.rows[0].baseline is None and report.rows[0].beats_baseline is None
+    assert report.to_json() == doc
+
+
+def test_a_bad_verdict_is_refused():
+    good = {"verdict": "better", "test": "wilson", "p": 0.01, "delta": 0.2, "interval": [0.1, 0.3]}
+    BeatsBaseline.model_validate(good | {"n": 10})
+    with pytest.raises(ValueError, match="verdict"):
+        BeatsBaseline.model_validate(good | {"n": 10, "verdict": "maybe"})
+    assert math.isclose(baselines.ALPHA, 0.05)

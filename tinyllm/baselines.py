@@ -1,0 +1,247 @@
+"""Every row's trivial baseline and the verdict "does the model beat it?" (SPEC.md section 6).
+
+A kind's scorer returns its baseline as a :class:`Baseline`: a name ("copy", "majority class",
+"always original", "most frequent byte", "unigram", "zero correlation", "zero accuracy"), its
+value in the row's metric, and, where the baseline is scored item by item, its per-item scores on
+the very items the model was scored on. :func:`judge` then says which is better:
+
+* per-item baseline scores: the paired permutation (sign-flip) test of
+  :func:`tinyllm.stats.paired_permutation_test` on ``d_i = a_i - b_i`` and the delta
+  ``scale * mean(d)`` with a Student t interval on the paired differences
+  (:func:`paired_verdict`);
+* a constant baseline of a proportion row: the Wilson score test of ``k / n`` against the
+  baseline's value ``p0`` (the Wilson interval is this test inverted: the interval excludes
+  ``p0`` exactly when ``p < 0.05``) (:func:`wilson_verdict`);
+* a constant baseline of a correlation row: the Fisher z test of ``rho`` against ``r0``
+  (:func:`fisher_verdict`).
+
+The verdict is "better" or "worse" when ``p < ALPHA`` (on the side the delta says, with the
+metric's direction: lower bpb is better), else "not distinguishable". Nothing here knows about
+models.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats as sps
+
+from tinyllm.stats import CONFIDENCE, mean_ci, paired_permutation_test, wilson_interval
+
+ALPHA = 1.0 - CONFIDENCE
+"""A difference is called at ``p < 0.05``, the level of every interval the project reports."""
+N_PERM = 10_000
+"""Random sign patterns of the paired test (all ``2**n`` patterns when that is fewer)."""
+VERDICTS = ("better", "worse", "not distinguishable")
+TESTS = ("paired permutation", "wilson", "fisher z")
+DIRECTIONS = ("lower", "higher")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A row's trivial baseline.
+
+    * ``name``: what it is ("copy", "majority class", ...);
+    * ``value``: its score in the row's metric and units;
+    * ``lo``, ``hi``: its 95% interval where it is scored per item (else None);
+    * ``items``: its per-item scores on the row's items, in the row's item order and units (lm:
+      per-token NLLs in nats; proportions: 0/1), or None for a constant baseline;
+    * ``item_scale``: what ``mean(items)`` is multiplied by to give ``value`` (and what a mean
+      difference of items is multiplied by to give a difference of values);
+    * ``details``: how it was built (the majority label, the byte, the training text ...).
+    """
+
+    name: str
+    value: float
+    lo: float | None = None
+    hi: float | None = None
+    items: np.ndarray | None = None
+    item_scale: float = 1.0
+    details: dict = field(default_factory=dict)
+
+
+def _check_direction(direction: str) -> None:
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction: expected one of {list(DIRECTIONS)}, got {direction!r}")
+
+
+def _verdict(p: float, delta: float, direction: str) -> str:
+    if not p < ALPHA or delta == 0:
+        return "not distinguishable"
+    return "better" if (delta < 0) == (direction == "lower") else "worse"
+
+
+def paired_verdict(
+    items,
+    baseline_items,
+    *,
+    direction: str,
+    item_scale: float = 1.0,
+    rng: np.random.Generator | None = None,
+    n_perm: int = N_PERM,
+) -> dict:
+    """The model's per-item scores ``a`` against the baseline's ``b`` on the same items.
+
+    ``d_i = a_i - b_i``; ``delta = item_scale * mean(d)`` (the model's value minus the baseline's,
+    in the metric's units); its interval is ``item_scale`` times the Student t interval of
+    ``mean(d)`` (:func:`tinyllm.stats.mean_ci`); ``p`` is the two-sided paired sign-flip test
+    (:func:`tinyllm.stats.paired_permutation_test`, exact for ``2**n <= n_perm``, else
+    ``n_perm`` signs from ``rng``). Items that are NaN in either array (out of vocabulary) are
+    left out of both. Returns ``{"verdict", "test": "paired permutation", "p", "delta",
+    "interval": [lo, hi], "n"}``.
+
+    Example: ``a = [1, 1, 1, 1]``, ``b = [0, 0, 0, 0]``, higher is better -> delta 1.0,
+    interval [1, 1], p = 2/16 = 0.125 (exact), "not distinguishable" (four items cannot show it).
+    """
+    _check_direction(direction)
+    a = np.asarray(items, dtype=np.float64)
+    b = np.asarray(baseline_items, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(
+            f"baseline items: expected one per row item ({a.shape}), got shape {b.shape}"
+        )
+    keep = ~(np.isnan(a) | np.isnan(b))
+    a, b = a[keep], b[keep]
+    if a.size < 2:
+        raise ValueError(f"baseline items: expected at least 2 paired items, got {a.size}")
+    d = a - b
+    ci = mean_ci(d)
+    p = paired_permutation_test(a, b, n_perm=n_perm, rng=rng)
+    delta = item_scale * ci.value
+    lo, hi = sorted((item_scale * ci.lo, item_scale * ci.hi))
+    return {
+        "verdict": _verdict(p, delta, direction),
+        "test": "paired permutation",
+        "p": float(p),
+        "delta": float(delta),
+        "interval": [float(lo), float(hi)],
+        "n": int(a.size),
+    }
+
+
+def wilson_verdict(k: int, n: int, p0: float) -> dict:
+    """A proportion ``k / n`` against a constant baseline proportion ``p0`` (no per-item
+    baseline scores): the Wilson score test.
+
+    ``z = (k/n - p0) / sqrt(p0 (1 - p0) / n)``, ``p = 2 (1 - Phi(|z|))``; the Wilson 95% interval
+    of ``k / n`` excludes ``p0`` exactly when ``p < 0.05``. For ``p0`` of 0 or 1 any other
+    observed proportion is impossible under the baseline (``p = 0``) and ``k / n = p0`` gives
+    ``p = 1``. ``delta = k/n - p0``, its interval the Wilson interval minus ``p0``. Higher is
+    better. Returns ``{"verdict", "test": "wilson", "p", "delta", "interval", "n"}``.
+
+    Example: ``wilson_verdict(30, 100, 0.0)`` -> delta 0.3, p 0, "better";
+    ``wilson_verdict(8, 10, 0.5)`` -> z = 1.897, p = 0.0578, "not distinguishable" (the
+    interval (0.4902, 0.9433) holds 0.5).
+    """
+    if not 0.0 <= p0 <= 1.0:
+        raise ValueError(f"baseline value: expected a proportion in [0, 1], got {p0}")
+    ci = wilson_interval(k, n)
+    phat = ci.value
+    if p0 in (0.0, 1.0):
+        p = 1.0 if phat == p0 else 0.0
+    else:
+        z = (phat - p0) / math.sqrt(p0 * (1.0 - p0) / n)
+        p = float(2.0 * sps.norm.sf(abs(z)))
+    delta = phat - p0
+    return {
+        "verdict": _verdict(p, delta, "higher"),
+        "test": "wilson",
+        "p": float(p),
+        "delta": float(delta),
+        "interval": [float(ci.lo - p0), float(ci.hi - p0)],
+        "n": int(n),
+    }
+
+
+def fisher_verdict(rho: float, n: int, r0: float = 0.0) -> dict:
+    """A correlation ``rho`` on ``n`` pairs against a constant correlation ``r0`` (0: no
+    relation): the Fisher z test, the one the row's Fisher z interval inverts.
+
+    ``z = (atanh(rho) - atanh(r0)) sqrt(n - 3)``, ``p = 2 (1 - Phi(|z|))``; ``delta = rho - r0``,
+    its interval the Fisher interval ``tanh(atanh(rho) ± 1.95996 / sqrt(n - 3))`` minus ``r0``.
+    Higher is better. Returns ``{"verdict", "test": "fisher z", "p", "delta", "interval", "n"}``.
+
+    Example: ``fisher_verdict(0.5, 28)`` -> z = 0.5493 * 5 = 2.747, p = 0.0060, "better",
+    interval [0.1560, 0.7358].
+    """
+    if int(n) != n or n < 4:
+        raise ValueError(f"n: expected an integer >= 4 (Fisher z divides by sqrt(n-3)), got {n}")
+    if not -1.0 < r0 < 1.0:
+        raise ValueError(f"baseline value: expected a correlation in (-1, 1), got {r0}")
+    if not -1.0 <= rho <= 1.0:
+        raise ValueError(f"rho: expected a correlation in [-1, 1], got {rho}")
+    zq = float(sps.norm.ppf(0.5 + CONFIDENCE / 2.0))
+    if abs(rho) == 1.0:
+        p, lo, hi = 0.0, rho, rho
+    else:
+        z = (math.atanh(rho) - math.atanh(r0)) * math.sqrt(n - 3)
+        p = float(2.0 * sps.norm.sf(abs(z)))
+        half = zq / math.sqrt(n - 3)
+        lo, hi = math.tanh(math.atanh(rho) - half), math.tanh(math.atanh(rho) + half)
+    delta = rho - r0
+    return {
+        "verdict": _verdict(p, delta, "higher"),
+        "test": "fisher z",
+        "p": float(p),
+        "delta": float(delta),
+        "interval": [float(lo - r0), float(hi - r0)],
+        "n": int(n),
+    }
+
+
+def judge(
+    baseline: Baseline,
+    *,
+    value: float,
+    n: int,
+    items,
+    metric: str,
+    direction: str,
+    rng: np.random.Generator | None = None,
+) -> dict:
+    """The row's ``beats_baseline``: :func:`paired_verdict` when the baseline has per-item
+    scores (and the row has its own), else :func:`fisher_verdict` for a Spearman row and
+    :func:`wilson_verdict` for a proportion row (``k = round(value * n)``)."""
+    if baseline.items is not None and items is not None:
+        return paired_verdict(
+            items,
+            baseline.items,
+            direction=direction,
+            item_scale=baseline.item_scale,
+            rng=rng,
+        )
+    if metric == "spearman":
+        return fisher_verdict(value, n, baseline.value)
+    if metric in ("acc", "acc_norm", "exact_match"):
+        return wilson_verdict(round(value * n), n, baseline.value)
+    raise ValueError(
+        f"baseline {baseline.name!r}: expected per-item baseline scores for a {metric} row, got none"
+    )
+
+
+def baseline_field(baseline: Baseline, items_ref: str | None) -> dict:
+    """The row's ``baseline`` field: ``{"name", "value", "interval": [lo, hi] | None, "items":
+    items_ref | None, "details"}`` (JSON-native)."""
+    interval = None if baseline.lo is None else [float(baseline.lo), float(baseline.hi)]
+    return {
+        "name": baseline.name,
+        "value": float(baseline.value),
+        "interval": interval,
+        "items": items_ref if baseline.items is not None else None,
+        "details": dict(baseline.details),
+    }
+
+
+def proportion_baseline(name: str, correct, details: dict | None = None) -> Baseline:
+    """A baseline scored 0/1 per item: value ``k / n``, its Wilson interval, the 0/1 items.
+
+    Example: ``proportion_baseline("copy", [1, 0, 0, 0])`` -> value 0.25, interval
+    (0.0456, 0.6994).
+    """
+    a = np.asarray(correct, dtype=np.float64)
+    if a.ndim != 1 or a.size == 0 or not np.all((a == 0) | (a == 1)):
+        raise ValueError(f"baseline {name!r}: expected a non-empty 1-d array of 0/1, got {a!r}")
+    ci = wilson_interval(int(a.sum()), int(a.size))
+    return Baseline(name, ci.value, ci.lo, ci.hi, a, 1.0, dict(details or {}))
