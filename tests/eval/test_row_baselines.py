@@ -167,3 +167,50 @@ def test_a_bad_verdict_is_refused():
     with pytest.raises(ValueError, match="verdict"):
         BeatsBaseline.model_validate(good | {"n": 10, "verdict": "maybe"})
     assert math.isclose(baselines.ALPHA, 0.05)
+
+
+def test_seq2seq_copy_baseline_by_hand_and_equal_to_the_copy_family(tmp_path):
+    from test_kind_seq2seq import PAIRS, write_jsonl
+    from test_kind_seq2seq import entry as s2s_entry
+
+    from tinyllm.eval.kinds import seq2seq
+    from tinyllm.models import copy_baseline
+
+    b = seq2seq.copy_baseline([("Paris", "Paris"), ("May 1", "1 mai"), ("é", "e\u0301")])
+    np.testing.assert_array_equal(b.items, [1.0, 0.0, 0.0])  # bytes: "é" is not "e" + accent
+    assert b.name == "copy" and b.value == pytest.approx(1 / 3)
+    # the copy family's own exact-match items are the baseline's items on the same pairs
+    data = write_jsonl(tmp_path / "val.jsonl", PAIRS)
+    model = copy_baseline.train(copy_baseline.Config(), PAIRS, seed=0)
+    s = seq2seq.score(s2s_entry("c", "copy", "x", data), model, data, np.random.default_rng(0))
+    np.testing.assert_array_equal(s.baseline.items, s.items)
+    # the copy family against copy: a tie
+    assert baselines.paired_verdict(s.items, s.baseline.items, direction="higher")["p"] == 1.0
+
+
+def test_classifier_baseline_is_the_majority_of_the_training_labels(tmp_path):
+    from tinyllm.eval.kinds import classifier
+
+    # train labels a, a, b (majority a); val labels b, b, a: the val majority (b) is NOT used
+    rows = [Row("train", "1", "a"), Row("train", "2", "a"), Row("train", "3", "b")]
+    val = [Row("val", "4", "b"), Row("val", "5", "b"), Row("val", "6", "a")]
+    b = classifier.training_majority_baseline(rows + val, val, [0, 0, 0])
+    np.testing.assert_array_equal(b.items, [0.0, 0.0, 1.0])
+    assert b.value == pytest.approx(1 / 3) and b.details == {
+        "label": "a",
+        "fit_on": "training rows",
+    }
+    # cross-fitted on 2 folds: classifier j's training rows are those outside fold j
+    folded = [
+        Row("train", "1", "a", fold=0),
+        Row("train", "2", "b", fold=1),
+        Row("train", "3", "b", fold=1),
+        Row("val", "4", "a", fold=0),
+    ]
+    b = classifier.training_majority_baseline(folded, folded, [0, 1, 1, 0])
+    # fold 0 is predicted by the majority of fold 1 (b), fold 1 by that of fold 0 (a)
+    np.testing.assert_array_equal(b.items, [0.0, 0.0, 0.0, 0.0])
+    assert b.details["label"] == {"0": "b", "1": "a"}
+    # no train rows: the scored labels' majority, said so
+    b = classifier.training_majority_baseline(val, val, [0, 0, 0])
+    assert b.details == {"label": "b", "fit_on": "scored rows (no training rows in the file)"}

@@ -6,8 +6,9 @@ split, "train" among them, are never scored); a cross-fitted checkpoint (k class
 fold, :mod:`tinyllm.models.classifier`) scores every row, each by the classifier trained without
 that row's fold. Each scored row is 1 when the predicted label equals the row's label, else 0.
 The row is the proportion with its Wilson interval
-(:func:`tinyllm.eval.kinds.common.proportion_scored`); its details carry the majority-class
-baseline on the same rows.
+(:func:`tinyllm.eval.kinds.common.proportion_scored`); its details carry the majority class of
+the scored labels, and its baseline is the majority class of the training labels (each scored row
+against the majority of the rows its classifier was trained on), 0/1 on the same rows.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyllm import metrics
+from tinyllm.baselines import Baseline, proportion_baseline
 from tinyllm.data import Row, read_rows, rows_of_split
 from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored, proportion_scored
 from tinyllm.report import Entry
@@ -41,6 +43,39 @@ def majority_baseline(labels: list[str]) -> dict:
     counts = Counter(labels)
     label = min(counts, key=lambda y: (-counts[y], y))
     return {"label": label, "acc": counts[label] / len(labels), "n": len(labels)}
+
+
+TRAIN_SPLIT = "train"
+
+
+def training_majority_baseline(rows: list[Row], scored: list[Row], by: list[int]) -> Baseline:
+    """The "majority class" baseline: each scored row ``i`` is predicted the majority label
+    (:func:`majority_baseline`) of the training rows of its classifier ``by[i]``, 1 when that is
+    its label, else 0.
+
+    Training rows: a plain checkpoint (every ``by[i] == 0`` and no row has a fold) the file's
+    ``train`` rows; a cross-fitted one the file's rows outside fold ``j`` for classifier ``j``.
+    A plain file without train rows falls back to the scored labels' majority (an optimistic
+    baseline, said in ``details.fit_on``).
+
+    Example: train labels a, a, b and val labels a, b -> majority "a", items [1, 0], value 0.5.
+    """
+    cross_fit = len(set(by)) > 1
+    majority: dict[int, str] = {}
+    fallback = False
+    for j in sorted(set(by)):
+        if cross_fit:
+            train = [r.label for r in rows if r.fold != j]
+        else:
+            train = [r.label for r in rows if r.split == TRAIN_SPLIT]
+        fallback = fallback or not train
+        majority[j] = majority_baseline(train or [r.label for r in scored])["label"]
+    items = [majority[c] == r.label for r, c in zip(scored, by, strict=True)]
+    details = {
+        "label": majority[by[0]] if not cross_fit else {str(j): y for j, y in majority.items()},
+        "fit_on": "scored rows (no training rows in the file)" if fallback else "training rows",
+    }
+    return proportion_baseline("majority class", np.array(items, dtype=np.float64), details)
 
 
 def _scored_rows(model, rows: list[Row], data_path: Path) -> tuple[str, list[Row], list[int]]:
@@ -77,6 +112,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     ``trained_on``), ``baseline_majority`` (:func:`majority_baseline` of the scored labels),
     ``labels`` (the model's), ``unknown_labels`` (scored labels the model cannot predict, each
     scored 0), ``checkpoint`` (what the checkpoint holds and which classifier ``predict`` uses).
+    Baseline: :func:`training_majority_baseline` on the same rows.
     """
     from tinyllm.models.classifier import predict, sentence_digest
 
@@ -122,4 +158,5 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
         "labels": list(model.labels),
         "unknown_labels": sorted(set(truth) - set(model.labels)),
     }
-    return proportion_scored(METRIC, correct, details)
+    baseline = training_majority_baseline(rows, scored, by)
+    return proportion_scored(METRIC, correct, details, baseline)

@@ -5,7 +5,8 @@ Each source is decoded by its family's beam search (``translate_ids``: batched o
 hypotheses, beam size from the entry's ``options.beam``, default 4); the best hypothesis, with its
 eos and padding stripped, scores 1 when its bytes equal the target's UTF-8 bytes exactly and 0
 otherwise. The row is the proportion of 1s with its Wilson interval, and the 0/1 scores are the
-row's items, in file order, so that ``compare`` runs the paired test on them.
+row's items, in file order, so that ``compare`` runs the paired test on them. The row's baseline is
+"copy" (the source itself as the hypothesis), scored by exact match on the same pairs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyllm import metrics
+from tinyllm.baselines import Baseline, proportion_baseline
 from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored, proportion_scored
 from tinyllm.report import Entry
 
@@ -79,6 +81,17 @@ def exact_match(hypothesis_ids, target: str) -> int:
     return int(strip_hypothesis(hypothesis_ids) == list(target.encode("utf-8")))
 
 
+def copy_baseline(pairs: list[tuple[str, str]]) -> Baseline:
+    """The "copy" baseline: the source as the hypothesis, 1 on a pair whose source equals its
+    target byte for byte, else 0 (the same comparison as :func:`exact_match`), with its Wilson
+    interval.
+
+    Example: ``[("Paris", "Paris"), ("May 1", "1 mai")]`` -> items [1, 0], value 0.5.
+    """
+    same = [s.encode("utf-8") == t.encode("utf-8") for s, t in pairs]
+    return proportion_baseline("copy", np.array(same, dtype=np.float64))
+
+
 def _check_options(entry: Entry) -> int:
     o = entry.options
     extra = {k: v for k, v in (("ctx_len", o.ctx_len), ("stride", o.stride), ("split", o.split))}
@@ -98,7 +111,8 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     ``best_i`` is the best hypothesis of beam search (beam ``entry.options.beam``, default 4) on
     ``src_i`` by the entry's family's ``translate_ids`` (:func:`exact_match`). The interval is
     Wilson's (:func:`tinyllm.stats.wilson_interval`); the items are the per-pair 0/1 scores in
-    file order. ``rng`` is unused: beam search is deterministic.
+    file order. ``rng`` is unused: beam search is deterministic. Baseline:
+    :func:`copy_baseline` on the same pairs.
 
     Example: 3 of 4 pairs right -> value 0.75, interval (0.3006, 0.9544), items [1, 1, 0, 1].
     """
@@ -116,4 +130,4 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
         [exact_match(h, t) for h, (_, t) in zip(hyps, pairs, strict=True)], dtype=np.float64
     )
     details = {"beam": beam, "n_empty_targets": sum(1 for _, t in pairs if t == "")}
-    return proportion_scored(METRIC, correct, details)
+    return proportion_scored(METRIC, correct, details, copy_baseline(pairs))
