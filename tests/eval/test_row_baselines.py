@@ -214,3 +214,23 @@ def test_classifier_baseline_is_the_majority_of_the_training_labels(tmp_path):
     # no train rows: the scored labels' majority, said so
     b = classifier.training_majority_baseline(val, val, [0, 0, 0])
     assert b.details == {"label": "b", "fit_on": "scored rows (no training rows in the file)"}
+
+
+def test_lm_unigram_baseline_by_hand_and_a_uniform_bigram_is_worse(tmp_path):
+    from zoo_helpers import uniform_bigram
+
+    text = b"nineteen bytes long"  # the token file uniform_bigram writes
+    e = uniform_bigram(tmp_path)
+    row, items, base = zoo.score_entry_arrays(e, base_dir=tmp_path)
+    scored = text[1:]  # token 0 is never scored
+    counts = {c: scored.count(c) for c in set(scored)}
+    want = np.array([-math.log(counts[c] / len(scored)) for c in scored])
+    np.testing.assert_allclose(base, want, rtol=1e-12)
+    b = row["baseline"]
+    assert b["name"] == "unigram" and b["items"] == "items/uniform.baseline.npy"
+    assert b["value"] == pytest.approx(want.sum() / (18 * math.log(2)), rel=1e-12)
+    v = row["beats_baseline"]
+    # every token costs ln 256 under the model: 8 bpb, far above the text's own unigram
+    assert v["verdict"] == "worse" and v["test"] == "paired permutation"
+    assert v["delta"] == pytest.approx(8.0 - b["value"], rel=1e-12) and v["p"] < 1e-3
+    assert v["interval"][0] > 0

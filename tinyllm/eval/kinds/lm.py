@@ -6,18 +6,21 @@ folder's own for ``hf``, never byte values as a BPE model's ids). Each family's 
 ``token_nlls`` gives the per-token NLLs (gpt and hf, a local Hugging Face causal LM: strided
 windows, :func:`tinyllm.windows.token_nlls`); the row is their bits per byte over the UTF-8
 bytes the scored tokens cover, with a Student t interval, and the per-token NLLs are the row's
-items.
+items. The row's baseline is the unigram of the scored tokens (:func:`unigram_baseline`), scored
+per token on the same tokens.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from tinyllm import metrics
+from tinyllm.baselines import Baseline
 from tinyllm.eval.kinds.common import Scored
 from tinyllm.eval.lm import summarize_nlls
 from tinyllm.eval.text import model_tokenizer, read_lm_tokens, text_details
@@ -70,6 +73,36 @@ def lm_token_nlls(model, ids: np.ndarray, entry: Entry) -> np.ndarray:
     return out
 
 
+def unigram_baseline(ids: np.ndarray, n_bytes: int) -> Baseline:
+    """The "unigram" baseline of a row: each scored token ``x_t`` (t = 1..n-1) costs
+    ``b_t = -ln(c(x_t) / (n - 1))`` nats, ``c`` the counts of the scored tokens themselves; value
+    ``sum_t b_t / (n_bytes ln 2)`` bits per byte with the Student t interval of the row's own
+    (:func:`tinyllm.eval.lm.summarize_nlls`); items ``b_t`` (nats, the row's token order).
+
+    It is fit on the very tokens it scores (the maximum-likelihood unigram), so no unigram, of
+    the training text or any other, scores these tokens better: a model that beats it beats
+    every unigram. ``item_scale = (n - 1) / (n_bytes ln 2)`` turns a mean difference of NLLs
+    into one of bits per byte.
+
+    Example: scored bytes ``a a b a`` (ids ``[?, a, a, b, a]``), 4 bytes: ``b_t = ln(4/3)`` for
+    each ``a``, ``ln 4`` for ``b``; value ``(3 ln(4/3) + ln 4) / (4 ln 2)`` = 0.8113 bpb.
+    """
+    scored = np.asarray(ids[1:], dtype=np.int64)
+    values, inverse, counts = np.unique(scored, return_inverse=True, return_counts=True)
+    nll = -np.log(counts[inverse] / scored.size)
+    s = summarize_nlls(nll, n_bytes=n_bytes)
+    bpb = s["bpb"]
+    return Baseline(
+        name="unigram",
+        value=float(bpb["value"]),
+        lo=float(bpb["lo"]),
+        hi=float(bpb["hi"]),
+        items=nll,
+        item_scale=scored.size / (n_bytes * math.log(2.0)),
+        details={"fit_on": "the scored tokens", "distinct_tokens": int(values.size)},
+    )
+
+
 def _check_byte_tokens(ids: np.ndarray, path: Path) -> None:
     """LM task data must be byte ids (0..255): one scored token is then one byte."""
     if ids.dtype == np.uint8:
@@ -112,6 +145,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     prefix token). The interval is Student t on the per-token NLLs, its ends rescaled to bits per
     byte (:func:`tinyllm.eval.lm.summarize_nlls`). ``rng`` is unused: nothing here is random.
     The row's details add the tokenizer, the text's tokens and bytes (:func:`lm_data`).
+    Baseline: :func:`unigram_baseline` on the same tokens.
 
     Example: a uniform bigram gives every token ``l_t = ln 256``: bpb = 8 with lo = hi = 8.
     """
@@ -137,4 +171,5 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
         n=int(s["n_tokens"]),
         items=nlls,
         details=details,
+        baseline=unigram_baseline(ids, int(s["n_bytes"])),
     )
