@@ -50,9 +50,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from tinyllm_suite import pgserver  # noqa: E402
 from tinyllm.models import bigram, gpt, ngram  # noqa: E402
 from tinyllm.tokens import write_tokens  # noqa: E402
+from tinyllm_suite import pgserver  # noqa: E402
 
 N = 24
 BEGIN, END = "<!-- fanout: written by bench/bench_fanout.py -->", "<!-- /fanout -->"

@@ -11,7 +11,8 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 def prefect_db():
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=60):
+    # the temporary server starts in ~10 s alone; a loaded 2-core box has measured over 60 s
+    with prefect_test_harness(server_startup_timeout=300):
         yield
 
 

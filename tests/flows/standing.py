@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 import yaml
 
-from tinyllm_suite import pgserver
 from tinyllm.models import bigram, ngram
 from tinyllm.tokens import write_tokens
+from tinyllm_suite import pgserver
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

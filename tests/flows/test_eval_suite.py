@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import yaml
 
-from tinyllm_suite.eval_suite import eval_suite
 from tinyllm.eval import zoo
 from tinyllm.models import bigram, ngram
 from tinyllm.store import open_store
 from tinyllm.tokens import write_tokens
+from tinyllm_suite.eval_suite import eval_suite
 
 TEXT = (
     b"the cat sat on the mat. the dog sat on the log. a cat and a dog met on a mat by the log. "

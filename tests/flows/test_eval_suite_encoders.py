@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import yaml
 
-from tinyllm_suite.eval_suite import eval_suite
 from tinyllm.data import Row, write_rows
 from tinyllm.eval import zoo
 from tinyllm.models import bert, classifier, electra
 from tinyllm.store import open_store
+from tinyllm_suite.eval_suite import eval_suite
 
 SHAPE = {"max_len": 24, "n_layer": 1, "n_head": 2, "n_embd": 32}
 TEXT = np.frombuffer(b"the cat sat on the mat. the dog sat on the log. " * 12, dtype=np.uint8)

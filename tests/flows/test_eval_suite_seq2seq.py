@@ -8,12 +8,12 @@ import pytest
 import torch
 import yaml
 
-from tinyllm_suite.eval_suite import eval_suite
 from tinyllm import stats
 from tinyllm.eval import zoo
 from tinyllm.models import copy_baseline, seq2seq
 from tinyllm.store import open_store
 from tinyllm.tokens import EOS
+from tinyllm_suite.eval_suite import eval_suite
 
 # 24 pairs: 16 with an empty target (answered right by a model that always says ""), 6 spelled
 # alike (answered right by the copy baseline), 2 neither; "" -> "" is right for both

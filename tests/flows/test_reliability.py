@@ -2,7 +2,7 @@
 (issue 12, items 5 and 6). They share one server (module fixture): about 1.5 minutes in all.
 
 * item 6: `tinyllm eval --suite zoo --release R` with no PREFECT_API_URL uses
-  tinyllm_suite.demo.choose_server: it starts the project's server (PREFECT_HOME, 60 s start-up
+  tinyllm_suite.server.choose_server: it starts the project's server (PREFECT_HOME, 60 s start-up
   timeout), the run shows up in that server, nothing is written to ~/.prefect, and the next
   command finds the running server instead of starting another;
 * item 5: a flow run killed with SIGKILL ends up Crashed, through Prefect's flow-run heartbeats
@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 import yaml
 
-from tinyllm_suite import pgserver
 from tinyllm.models import bigram
 from tinyllm.tokens import write_tokens
+from tinyllm_suite import pgserver
 
 ROOT = Path(__file__).resolve().parents[2]
 TINYLLM = str(Path(sys.executable).with_name("tinyllm"))
@@ -99,7 +99,7 @@ def test_cli_flow_mode_starts_and_then_reuses_the_project_server(project):
     assert [r["state"]["type"] for r in runs] == ["COMPLETED"]  # in the UI make demo shows
     # the next command finds the running server instead of starting another one
     res = subprocess.run(
-        [sys.executable, "-c", "from rich.console import Console; from tinyllm_suite.demo import "
+        [sys.executable, "-c", "from rich.console import Console; from tinyllm_suite.server import "
          "choose_server; print(choose_server(Console(stderr=True)))"],
         cwd=tmp, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
