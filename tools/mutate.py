@@ -62,13 +62,25 @@ MODULES: dict[str, list[str]] = {
     # mirrors the package; a module is also reached through the tests of the modules above it)
     **{m: ["tests/eval/lm"] for m in ("tinyllm/eval/lm/*.py", *LM_MODULES)},
     # the windows and the scoring head sit below the families; the instrument's tests use them
-    "tinyllm/windows.py": ["tests/eval/lm/test_windowing.py", "tests/eval/lm/test_ppl.py"],
+    "tinyllm/windows.py": [
+        "tests/eval/lm/test_windowing.py",
+        "tests/eval/lm/test_ppl.py",
+        "tests/eval/lm/test_measured_batch.py",
+        "tests/models/test_hf_arch.py",
+    ],
     "tinyllm/logits.py": ["tests/eval/lm/test_heads.py", "tests/eval/lm/test_heads_hf.py"],
     "tinyllm/models/hf.py": [
         "tests/models/test_hf.py",
+        "tests/models/test_hf_arch.py",
         "tests/eval/lm/test_heads_hf.py",
         "tests/eval/lm/test_kvcache_hf.py",
     ],
+    "tinyllm/models/hf_views.py": [
+        "tests/models/test_hf_arch.py",
+        "tests/eval/lm/test_kvcache_hf.py",
+        "tests/eval/lm/test_heads_hf.py",
+    ],
+    "tinyllm/device.py": ["tests/models/test_hf_arch.py"],
     "tinyllm/eval/zoo.py": ZOO_TESTS,
     "tinyllm/eval/kinds/*.py": [
         "tests/eval/test_kind_classifier.py",
