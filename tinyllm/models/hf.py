@@ -232,8 +232,9 @@ def token_nlls(
     SPEC.md section 2 (:func:`tinyllm.windows.token_nlls`, through :func:`views`).
 
     Defaults: ``ctx_len`` = :func:`context_length` (a window holds 2 tokens at least),
-    ``stride = max(1, ctx_len // 2)``. The ids are tinyllm's byte ids (formats/tokens-bin.md)
-    read as the model's token ids, so its vocabulary must hold all 256 of them.
+    ``stride = max(1, ctx_len // 2)``. The ids are the model's token ids: its own tokenizer's
+    (:func:`tinyllm.eval.text.read_lm_tokens`), or tinyllm's byte ids (formats/tokens-bin.md)
+    for a folder without a tokenizer; the vocabulary must hold all 256 byte ids either way.
     ``batch_size`` and ``progress(done, total)`` go to the windows. The model runs where its
     parameters are (:func:`tinyllm.device.model_device`).
 
