@@ -166,15 +166,18 @@ def _flow_equivalent(manifest, release, store, only, previous, seed, *_display):
                 items[e.name] = arr
     run = zoo.build_run_report(m, rows, seed=seed, release=release)
     order = [e.name for e in m.entries]
-    publish_run(open_store(store), release, run, items, order=order, previous=previous, seed=seed)
+    return publish_run(
+        open_store(store), release, run, items, order=order, previous=previous, seed=seed
+    )
 
 
 def _run_tinyllm(args: list[str], monkeypatch, checkout_env) -> None:
     from tinyllm import cli, train
+    from tinyllm_suite import run as suite_run
 
     for k, v in checkout_env.items():
         monkeypatch.setenv(k, v)
-    monkeypatch.setattr(cli, "_run_suite_flow", _flow_equivalent)
+    monkeypatch.setattr(suite_run, "run_suite_flow", _flow_equivalent)
     real_build = train.build_zoo
     monkeypatch.setattr(
         train,
