@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats as sps
 
+from tinyllm.metrics import DIRECTION
 from tinyllm.stats import CONFIDENCE, mean_ci, paired_permutation_test, wilson_interval
 
 ALPHA = 1.0 - CONFIDENCE
@@ -232,6 +233,41 @@ def baseline_field(baseline: Baseline, items_ref: str | None) -> dict:
         "items": items_ref if baseline.items is not None else None,
         "details": dict(baseline.details),
     }
+
+
+def items_ref(name: str) -> str:
+    """Where row ``name``'s baseline items go beside the report: ``items/<name>.baseline.npy``
+    (the row's own are ``items/<name>.npy``)."""
+    return f"items/{name}.baseline.npy"
+
+
+def row_items_ref(row) -> str | None:
+    """The ``baseline.items`` reference of a row document (None when it has none)."""
+    return (row.get("baseline") or {}).get("items")
+
+
+def row_fields(
+    scored, name: str, rng: np.random.Generator | None = None
+) -> tuple[dict | None, dict | None, np.ndarray | None]:
+    """An ok row's ``(baseline, beats_baseline, baseline items)`` from what its kind's scorer
+    returned (``scored``: ``baseline``, ``interval.value``, ``n``, ``items``, ``metric``):
+    :func:`baseline_field` (items at :func:`items_ref`), :func:`judge` with the metric's
+    direction, and the baseline's per-item scores as float64 (None for a constant baseline);
+    ``(None, None, None)`` without a baseline."""
+    b = scored.baseline
+    if b is None:
+        return None, None, None
+    verdict = judge(
+        b,
+        value=scored.interval.value,
+        n=scored.n,
+        items=scored.items,
+        metric=scored.metric,
+        direction=DIRECTION[scored.metric],
+        rng=rng,
+    )
+    items = None if b.items is None else np.asarray(b.items, dtype=np.float64)
+    return baseline_field(b, items_ref(name)), verdict, items
 
 
 def proportion_baseline(name: str, correct, details: dict | None = None) -> Baseline:

@@ -185,7 +185,15 @@ def test_score_entry_accepts_entries_and_keeps_items_only_when_asked(zoo_dir, tm
     assert row["status"] == "ok" and row["items"] is None
     row2 = zoo.score_entry(e, seed=0, base_dir=zoo_dir, items_dir=tmp_path / "items")
     assert row2["items"] == "items/bigram.npy" and (tmp_path / "items" / "bigram.npy").is_file()
-    assert stable_row(row) | {"items": None} == stable_row(row2) | {"items": None}
+    # the baseline's items likewise: items/<name>.baseline.npy only when asked
+    assert row["baseline"]["items"] is None
+    assert row2["baseline"]["items"] == "items/bigram.baseline.npy"
+    assert (tmp_path / "items" / "bigram.baseline.npy").is_file()
+
+    def unsaved(r):
+        return stable_row(r) | {"items": None, "baseline": r["baseline"] | {"items": None}}
+
+    assert unsaved(row) == unsaved(row2)
 
 
 def test_write_report_refuses_a_report_that_violates_the_schema(zoo_dir, tmp_path):

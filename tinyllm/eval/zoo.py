@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyllm import __version__, baselines, metrics, safeio
+from tinyllm import __version__, baselines, safeio
 from tinyllm.checkpoint import CONFIG_NAME, MAX_CONFIG_BYTES, read_single_metadata
 from tinyllm.checkpoint import read_config as read_checkpoint_config
 from tinyllm.eval.kinds import METRIC_OF_KIND, SCORERS, Scored
@@ -288,12 +288,6 @@ def _check_input(path: Path, what: str, name: str, *, folder: bool) -> None:
         )
 
 
-def baseline_items_ref(name: str) -> str:
-    """Where the baseline's per-item scores of row ``name`` go, beside the report:
-    ``items/<name>.baseline.npy`` (the row's own are ``items/<name>.npy``)."""
-    return f"items/{name}.baseline.npy"
-
-
 def score_entry_items(
     entry: Entry | Mapping,
     *,
@@ -304,9 +298,7 @@ def score_entry_items(
     """:func:`score_entry` without writing anything: returns ``(row, per-item scores)``.
 
     The per-item scores are a float64 array (lm: per-token NLLs in nats) or None (error and
-    skipped rows, kinds without per-item scores); the row's ``items`` already names the file
-    ``items/<name>.npy`` they belong in, beside the report. (:func:`score_entry_arrays` also
-    returns the baseline's per-item scores.)
+    skipped rows); the row's ``items`` names the file ``items/<name>.npy`` they belong in.
 
     ``raise_transient=True`` re-raises an exception that :func:`is_transient` calls transient
     instead of turning it into an error row, so that a workflow can retry the entry; every
@@ -325,16 +317,10 @@ def score_entry_arrays(
     base_dir: str | os.PathLike = ".",
     raise_transient: bool = False,
 ) -> tuple[dict, np.ndarray | None, np.ndarray | None]:
-    """:func:`score_entry_items` plus the baseline's per-item scores on the row's items
-    (float64, the row's item order and units; None for a constant baseline and for rows that
-    are not ok): ``(row, items, baseline items)``.
-
-    An ok row's ``baseline`` is :func:`tinyllm.baselines.baseline_field` of the kind's
-    baseline (its ``items`` naming :func:`baseline_items_ref`) and its ``beats_baseline`` is
-    :func:`tinyllm.baselines.judge` (the paired permutation test with the entry's rng after
-    scoring, where the baseline has per-item scores); both are None for a kind that gives no
-    baseline.
-    """
+    """:func:`score_entry_items` plus the baseline's per-item scores on the row's items (None
+    for a constant baseline and rows that are not ok): ``(row, items, baseline items)``. An ok
+    row's ``baseline`` and ``beats_baseline`` are :func:`tinyllm.baselines.row_fields` (the
+    paired test's signs from the entry's rng, after scoring)."""
     entry = entry if isinstance(entry, Entry) else Entry.model_validate(dict(entry))
     base_dir = Path(base_dir)
     t0 = time.perf_counter()
@@ -364,14 +350,13 @@ def score_entry_arrays(
             )
         model = load_model(ckpt)
         scored = SCORERS[row["kind"]](entry, model, data, rng)
-        verdict = _judge(scored, rng)
+        base_row, verdict, base_items = baselines.row_fields(scored, entry.name, rng)
     except Exception as exc:  # every failure is a row; the rest of the zoo is still scored
         if raise_transient and is_transient(exc):
             raise
         row.update(status="error", error={"type": type(exc).__name__, "message": str(exc)})
         row["seconds"] = time.perf_counter() - t0
         return row, None, None
-    base = scored.baseline
     row.update(
         status="ok",
         metric=scored.metric,
@@ -382,32 +367,12 @@ def score_entry_arrays(
         n=scored.n,
         details=scored.details or None,
         items=None if scored.items is None else f"items/{entry.name}.npy",
-        baseline=None
-        if base is None
-        else baselines.baseline_field(base, baseline_items_ref(entry.name)),
+        baseline=base_row,
         beats_baseline=verdict,
         seconds=time.perf_counter() - t0,
     )
     items = None if scored.items is None else np.asarray(scored.items, dtype=np.float64)
-    base_items = None
-    if base is not None and base.items is not None:
-        base_items = np.asarray(base.items, dtype=np.float64)
     return row, items, base_items
-
-
-def _judge(scored: Scored, rng: np.random.Generator) -> dict | None:
-    """The row's ``beats_baseline`` (None without a baseline)."""
-    if scored.baseline is None:
-        return None
-    return baselines.judge(
-        scored.baseline,
-        value=scored.interval.value,
-        n=scored.n,
-        items=scored.items,
-        metric=scored.metric,
-        direction=metrics.DIRECTION[scored.metric],
-        rng=rng,
-    )
 
 
 def score_entry(
@@ -599,29 +564,22 @@ def write_report(report: Report | Mapping, path: str | os.PathLike) -> Path:
     base_arrays = report.baseline_item_scores if isinstance(report, Report) else {}
     out = safeio.check_target(path, "report")
     folder = out.parent
-    refs = [(r["items"], r["name"] in arrays) for r in doc["rows"]]
-    refs += [(_baseline_ref(r), r["name"] in base_arrays) for r in doc["rows"] if _baseline_ref(r)]
-    missing = [
-        ref for ref, given in refs if ref is not None and not given and not (folder / ref).is_file()
-    ]
+    rows = doc["rows"]
+    refs = [(r["items"], arrays.get(r["name"])) for r in rows]
+    refs += [(baselines.row_items_ref(r), base_arrays.get(r["name"])) for r in rows]
+    missing = [f for f, a in refs if f is not None and a is None and not (folder / f).is_file()]
     if missing:
         raise FileNotFoundError(
             f"{out}: rows reference per-item scores that were neither given nor found beside "
             f"the report: {missing}"
         )
     safeio.make_dirs(folder, [])
-    for r in doc["rows"]:
-        if r["items"] is not None and r["name"] in arrays:
-            _save_npy(folder, r["items"], arrays[r["name"]])
-        if _baseline_ref(r) and r["name"] in base_arrays:
-            _save_npy(folder, _baseline_ref(r), base_arrays[r["name"]])
+    for ref, arr in refs:
+        if ref is not None and arr is not None:
+            _save_npy(folder, ref, arr)
     text = json.dumps(doc, indent=2, allow_nan=False) + "\n"
     safeio.write_atomic(out, text.encode("utf-8"), what="report")
     return out
-
-
-def _baseline_ref(row: Mapping) -> str | None:
-    return (row.get("baseline") or {}).get("items")
 
 
 def read_report(path: str | os.PathLike) -> Report:
@@ -638,7 +596,7 @@ def load_items(
     """The per-item scores of ``row`` saved beside the report at ``report_path`` (or None);
     ``baseline=True``: its baseline's (``row.baseline.items``)."""
     doc = row if isinstance(row, Mapping) else row.model_dump(mode="json")
-    ref = _baseline_ref(doc) if baseline else doc["items"]
+    ref = baselines.row_items_ref(doc) if baseline else doc["items"]
     if ref is None:
         return None
     return np.load(Path(report_path).parent / ref, allow_pickle=False)
