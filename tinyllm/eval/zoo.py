@@ -295,10 +295,8 @@ def score_entry_items(
     base_dir: str | os.PathLike = ".",
     raise_transient: bool = False,
 ) -> tuple[dict, np.ndarray | None]:
-    """:func:`score_entry` without writing anything: returns ``(row, per-item scores)``.
-
-    The per-item scores are a float64 array (lm: per-token NLLs in nats) or None (error and
-    skipped rows); the row's ``items`` names the file ``items/<name>.npy`` they belong in.
+    """:func:`score_entry` without writing anything: ``(row, per-item scores)``, a float64 array
+    (lm: per-token NLLs in nats; None for error and skipped rows) for ``items/<name>.npy``.
 
     ``raise_transient=True`` re-raises an exception that :func:`is_transient` calls transient
     instead of turning it into an error row, so that a workflow can retry the entry; every
@@ -523,8 +521,7 @@ def run_zoo(
         seed = int(rng.integers(0, 2**63 - 1))
     entry_rng(seed, "")  # refuse a bad seed before scoring anything
     rows: list[dict] = []
-    items: dict[str, np.ndarray] = {}
-    base_items: dict[str, np.ndarray] = {}
+    items, base_items = {}, {}
     for i, entry in enumerate(m.entries):
         row, arr, base_arr = score_entry_arrays(entry, seed=seed, base_dir=base)
         rows.append(row)
