@@ -46,7 +46,7 @@ STATUSES = ("ok", "error", "skipped")
 LOWER_IS_BETTER = frozenset(name for name, d in metrics.DIRECTION.items() if d == "lower")
 """Metrics where a smaller value is better; every other metric is higher-is-better."""
 
-Kind = Literal["lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings"]
+Kind = Literal["lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings", "lmeval"]
 Metric = Literal["bpb", "acc", "acc_norm", "exact_match", "spearman"]
 IntervalMethod = Literal["student_t", "wilson", "fisher_z", "bootstrap_percentile"]
 Status = Literal["ok", "error", "skipped"]
@@ -83,6 +83,28 @@ class EntryOptions(BaseModel):
     split: str | None = Field(
         default=None, min_length=1, description="Which split of the task rows to score."
     )
+    task: str | None = Field(
+        default=None,
+        min_length=1,
+        description="lmeval: the lm-eval task to run. Default: the data YAML's 'task:'.",
+    )
+    include_path: str | None = Field(
+        default=None,
+        min_length=1,
+        description="lmeval: the folder of task YAMLs lm-eval indexes, relative to the data "
+        "YAML's folder. Default: that folder (lm-eval's bundled tasks are never indexed).",
+    )
+    num_fewshot: int | None = Field(
+        default=None, ge=0, description="lmeval: few-shot examples. Default: the task's."
+    )
+    limit: int | None = Field(
+        default=None, ge=1, description="lmeval: the first N documents. Default: all."
+    )
+    metric: Literal["acc", "acc_norm", "exact_match"] | None = Field(
+        default=None,
+        description="lmeval: the row's metric. Default: the first of acc, acc_norm, "
+        "exact_match the task reports.",
+    )
 
     @model_validator(mode="after")
     def _check_stride(self) -> EntryOptions:
@@ -117,7 +139,15 @@ class Entry(BaseModel):
         min_length=1,
         description="Checkpoint folder (config.json + model.safetensors) or one .safetensors file.",
     )
-    data: str = Field(min_length=1, description="The kind's task data (lm: a token file).")
+    data: str = Field(
+        min_length=1,
+        description="The kind's task data (lm: a token file; lmeval: an lm-eval task YAML).",
+    )
+    kind: Literal["lmeval"] | None = Field(
+        default=None,
+        description="Score the checkpoint as this kind instead of its family's: 'lmeval' runs "
+        "an lm-eval task on an lm checkpoint. Default: the family's kind.",
+    )
     options: EntryOptions = Field(default_factory=EntryOptions)
 
 
