@@ -177,6 +177,8 @@ def _base_row(entry: Entry) -> dict:
         kind = _kind_of_family(entry.family)
     except UnknownFamilyError:
         kind = None
+    if kind is not None and entry.kind is not None:  # the entry's own kind (lmeval) wins
+        kind = entry.kind
     return {
         "name": entry.name,
         "family": entry.family,
