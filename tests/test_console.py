@@ -53,7 +53,8 @@ def test_zoo_table_has_a_why_column_only_when_a_row_is_not_ok(capsys):
     assert [c.header for c in zoo_table(report).columns][-1] == "status"
     report.rows.append(bad)
     cols = [c.header for c in zoo_table(report).columns]
-    assert cols == ["name", "family", "metric", "value", "95% interval", "n", "status", "why"]
+    want = ["name", "family", "metric", "value", "95% interval", "baseline", "n", "status"]
+    assert cols == [*want, "why"]
     assert short("CheckpointError: " + "x " * 40) == ("CheckpointError: " + "x " * 40)[:59] + "…"
     console = stdout_console()
     print_report(console, report, "report written to r.json")
@@ -61,3 +62,17 @@ def test_zoo_table_has_a_why_column_only_when_a_row_is_not_ok(capsys):
     assert "1.2346" in out and "[1.2000, 1.3000]" in out
     assert out.splitlines()[-1] == "1 ok, 1 error, 0 skipped; report written to r.json"
     assert f"ghost: CheckpointError: {'x ' * 40}".strip() in " ".join(out.split())
+
+
+def test_zoo_table_shows_each_rows_baseline_and_verdict():
+    from tinyllm.console import baseline_cell
+
+    base = SimpleNamespace(value=0.86384)
+    ok = _row("el", "ok", value=0.9, lo=0.89, hi=0.91, n=10, baseline=base)
+    ok.beats_baseline = SimpleNamespace(verdict="better")
+    assert baseline_cell(ok) == "0.8638 better"
+    ok.beats_baseline.verdict = "not distinguishable"
+    assert baseline_cell(ok) == "0.8638 same?"
+    ok.beats_baseline = None
+    assert baseline_cell(ok) == "0.8638"
+    assert baseline_cell(_row("old", "ok", value=1.0, lo=1.0, hi=1.0, n=1)) == "-"

@@ -183,13 +183,28 @@ def row_note(r: Any) -> str:
     return ""
 
 
+VERDICT_NOTE = {"better": "better", "worse": "worse", "not distinguishable": "same?"}
+"""How the zoo table writes a row's beats_baseline verdict beside the baseline's value."""
+
+
+def baseline_cell(r: Any) -> str:
+    """A row's baseline in the zoo table: its value (4 decimals) and the verdict of the model
+    against it (``"0.8638 better"``; ``same?``: not distinguishable at p < 0.05); ``-`` without
+    one."""
+    b, v = getattr(r, "baseline", None), getattr(r, "beats_baseline", None)
+    if b is None:
+        return "-"
+    return f"{b.value:.4f}" + ("" if v is None else f" {VERDICT_NOTE[v.verdict]}")
+
+
 def zoo_table(report: Any) -> Table:
-    """A zoo report (:class:`tinyllm.report.Report`) as a table: one line per row, and a
-    ``why`` column (the reason, cut to 60 characters) when any row is not ok."""
+    """A zoo report (:class:`tinyllm.report.Report`) as a table: one line per row, its trivial
+    baseline with the verdict (:func:`baseline_cell`), and a ``why`` column (the reason, cut to
+    60 characters) when any row is not ok."""
     title = f"zoo report (release {report.release or '-'}, seed {report.seed})"
     table = Table(title=title)
     notes = any(row_note(r) for r in report.rows)
-    cols = ("name", "family", "metric", "value", "95% interval", "n", "status")
+    cols = ("name", "family", "metric", "value", "95% interval", "baseline", "n", "status")
     for col in (*cols, "why") if notes else cols:
         table.add_column(col, justify="right" if col in ("value", "n") else "left")
     for r in report.rows:
@@ -199,6 +214,7 @@ def zoo_table(report: Any) -> Table:
             r.metric or "-",
             "-" if r.value is None else f"{r.value:.4f}",
             "-" if r.lo is None else f"[{r.lo:.4f}, {r.hi:.4f}]",
+            baseline_cell(r),
             "-" if r.n is None else str(r.n),
             f"[{STATUS_STYLE[r.status]}]{r.status}[/]",
         ]
