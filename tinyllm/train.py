@@ -195,7 +195,7 @@ def default_recipes() -> dict[str, Recipe]:
             {"emb_dim": 64, "hidden": 128, "max_len": 64},
             {"batch_size": 64, "lr": 3e-3, "warmup": 50},
             steps=1500,
-            cost_s=95.0,
+            cost_s=145.0,
         ),
         "transformer": _seq2seq_recipe(
             "transformer",
@@ -203,7 +203,7 @@ def default_recipes() -> dict[str, Recipe]:
             | {"max_len": 64},
             {"batch_size": 64, "lr": 2e-3, "warmup": 100},
             steps=1600,
-            cost_s=146.0,
+            cost_s=225.0,
         ),
         "copy": Recipe(  # the trivial baseline of the two tasks: answers the source unchanged
             config={"max_len": 64},
