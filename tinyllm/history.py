@@ -61,6 +61,14 @@ class ReleaseStep:
             return {}
         return {r["name"]: r["verdict"] for r in self.compare["rows"]}
 
+    @property
+    def baseline_verdicts(self) -> dict[str, str]:
+        """Entry name -> its row's ``beats_baseline`` verdict ("better", "worse", "not
+        distinguishable"), for the rows of this release that carry one (reports written
+        before rows carried a baseline have none)."""
+        rows = [] if self.view.report is None else self.view.report["rows"]
+        return {r["name"]: r["beats_baseline"]["verdict"] for r in rows if r.get("beats_baseline")}
+
     def regressions(self) -> list[dict]:
         """The comparison's rows whose verdict is "regressed" (:func:`tinyllm.compare.regressions`)."""
         return [] if self.compare is None else regressions(self.compare)
