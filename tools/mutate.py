@@ -55,8 +55,17 @@ PACKAGE_MODULES = (*LM_MODULES, *STORE_MODULES)
 # module -> its fast unit tests (pytest node ids or files); no flows/, no browser tests
 MODULES: dict[str, list[str]] = {
     "tinyllm/stats.py": ["tests/test_stats.py"],
-    "tinyllm/metrics.py": ["tests/test_metrics.py", "tests/test_compare.py"],
-    "tinyllm/compare.py": ["tests/test_compare.py", "tests/test_compare_spearman.py"],
+    "tinyllm/metrics.py": [
+        "tests/test_metrics.py",
+        "tests/test_row_scale_and_tokenizer.py",
+        "tests/test_compare.py",
+        "tests/test_compare_tokenizers.py",
+    ],
+    "tinyllm/compare.py": [
+        "tests/test_compare.py",
+        "tests/test_compare_spearman.py",
+        "tests/test_compare_tokenizers.py",
+    ],
     "tinyllm/compare_render.py": ["tests/test_compare_render.py"],
     # the instrument, whole or one module at a time, against all of its tests (tests/eval/lm/
     # mirrors the package; a module is also reached through the tests of the modules above it)
