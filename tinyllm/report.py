@@ -297,7 +297,7 @@ class BaselineInfo(BaseModel):
     name: str = Field(min_length=1)
     value: float
     interval: tuple[float, float] | None
-    items: str | None = Field(pattern=r"^items/[a-z0-9][a-z0-9_-]*\.baseline\.npy$")
+    items: str | None = Field(pattern=r"^items/[a-z0-9][a-z0-9_.-]*\.npy$")
     details: dict[str, Any] = Field(default_factory=dict)
 
 

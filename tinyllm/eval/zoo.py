@@ -300,13 +300,15 @@ def score_entry_items(
     """:func:`score_entry` without writing anything: ``(row, per-item scores)``, a float64 array
     (lm: per-token NLLs in nats; None for error and skipped rows) for ``items/<name>.npy``.
 
-    ``raise_transient=True`` re-raises an exception that :func:`is_transient` calls transient
-    instead of turning it into an error row, so that a workflow can retry the entry; every
-    other exception is still an error row.
+    ``raise_transient=True`` re-raises an exception :func:`is_transient` calls transient (a
+    workflow retries it); every other exception is still an error row. The baseline's items
+    are not returned, so the row's ``baseline.items`` is null.
     """
     row, items, _ = score_entry_arrays(
         entry, seed=seed, base_dir=base_dir, raise_transient=raise_transient
     )
+    if row["baseline"] is not None:
+        row["baseline"]["items"] = None
     return row, items
 
 
@@ -317,10 +319,7 @@ def score_entry_arrays(
     base_dir: str | os.PathLike = ".",
     raise_transient: bool = False,
 ) -> tuple[dict, np.ndarray | None, np.ndarray | None]:
-    """:func:`score_entry_items` plus the baseline's per-item scores on the row's items (None
-    for a constant baseline and rows that are not ok): ``(row, items, baseline items)``. An ok
-    row's ``baseline`` and ``beats_baseline`` are :func:`tinyllm.baselines.row_fields` (the
-    paired test's signs from the entry's rng, after scoring)."""
+    """:func:`score_entry_items` and the baseline's items (:func:`tinyllm.baselines.row_fields`)."""
     entry = entry if isinstance(entry, Entry) else Entry.model_validate(dict(entry))
     base_dir = Path(base_dir)
     t0 = time.perf_counter()
