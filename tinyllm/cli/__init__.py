@@ -3,6 +3,7 @@
 One module per command group, each registering its commands on the app of :mod:`tinyllm.cli.app`:
 
 * :mod:`tinyllm.cli.lm` -- ``eval ppl``, ``eval task`` (one model on one file);
+* :mod:`tinyllm.cli.lmeval` -- ``eval lmeval`` (lm-eval's tasks, scored by our engine);
 * :mod:`tinyllm.cli.suite` -- ``eval --suite zoo``, ``demo``, ``compare`` (the suite, releases);
 * :mod:`tinyllm.cli.history` -- ``history``, ``dashboard`` (the store's release history);
 * :mod:`tinyllm.cli.zoo` -- ``zoo build``; :mod:`tinyllm.cli.tasks` -- ``task import-lmeval``;
@@ -18,7 +19,7 @@ import sys
 import warnings
 
 # the commands are listed in --help in the order they register: demo and compare before history
-from tinyllm.cli import lm, suite
+from tinyllm.cli import lm, lmeval, suite
 
 # isort: split
 from tinyllm.cli import history, server, tasks, zoo
@@ -27,7 +28,7 @@ from tinyllm.cli.common import MAX_N_PERM
 from tinyllm.console import error_line, warning_line
 
 __all__ = ["DEBUG", "MAX_N_PERM", "app", "error_line", "main", "show_warning"]
-COMMAND_MODULES = (lm, suite, history, zoo, tasks, server)
+COMMAND_MODULES = (lm, lmeval, suite, history, zoo, tasks, server)
 """The command groups, imported for the commands they register on :data:`app`."""
 
 _python_showwarning = warnings.showwarning

@@ -17,7 +17,34 @@ from tinyllm.console import Progress, interval_table
 Model = Annotated[str | None, typer.Option("--model", help="A tinyllm lm checkpoint.")]
 HF = Annotated[str | None, typer.Option("--hf", help="A local Hugging Face causal LM folder.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)]
-Data = Annotated[str, typer.Option("--data", help="Token file (formats/tokens-bin.md).")]
+Data = Annotated[str | None, typer.Option("--data", help="Token file (formats/tokens-bin.md).")]
+TextFile = Annotated[
+    str | None,
+    typer.Option("--text", help="UTF-8 text, read in the model's own tokenizer (or --tokenizer)."),
+]
+TextTokenizer = Annotated[
+    str | None,
+    typer.Option(
+        "--tokenizer",
+        help="The text's tokenizer: byte or a tokenizer folder (default: the model's).",
+    ),
+]
+Against = Annotated[
+    str | None,
+    typer.Option(
+        "--against",
+        help="A second model (HF folder or checkpoint) on the same tokens: the mean per-token "
+        "NLL difference, its t interval and the paired permutation p.",
+    ),
+]
+Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda, cuda:N or mps.")]
+Dtype = Annotated[
+    str,
+    typer.Option(
+        "--dtype",
+        help="auto (float32 on CPU, else the checkpoint's half), float32, bfloat16, float16.",
+    ),
+]
 CtxLen = Annotated[
     int | None,
     typer.Option("--ctx-len", min=2, help="Window length C (default: the model's context)."),
@@ -69,37 +96,85 @@ NBoot = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples
 
 @eval_app.command("ppl")
 def eval_ppl_cmd(
-    data: Data,
+    data: Data = None,
+    text: TextFile = None,
     model: Model = None,
     hf: HF = None,
+    tokenizer: TextTokenizer = None,
+    against: Against = None,
     ctx_len: CtxLen = None,
     stride: Stride = None,
     n_bytes: NBytes = 0,
     batch_size: BatchSize = None,
+    device: Device = "auto",
+    dtype: Dtype = "auto",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of --against's permutations.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
     quiet: Quiet = False,
 ) -> None:
-    """Strided perplexity of a token file: mean NLL, perplexity and bits per byte, 95% intervals.
+    """Strided perplexity of a text or a token file: mean NLL, perplexity and bits per byte.
 
-    Our gpt and Hugging Face models are scored with strided windows (every token once, at least C - s tokens of context after the first window); other lm families with their own NLLs.
+    A text is read in the model's own tokenizer and bpb divides by the UTF-8 bytes the scored tokens cover; --against pairs a second model on the same tokens. Our gpt and Hugging Face models are scored with strided windows (every token once, at least C - s tokens of context after the first window); other lm families with their own NLLs.
     """
-    from tinyllm.eval.single import score_ppl  # torch and the models: not for --help
+    from tinyllm.eval import single  # torch and the models: not for --help
 
-    bar, err = functools.partial(Progress, quiet=quiet), Console(stderr=True)
-    opts = dict(model=model, hf=hf, ctx_len=ctx_len, stride=stride, n_bytes=n_bytes)
+    check_ppl_route(data, text, against, tokenizer, n_bytes)
+    opts = dict(model=model, hf=hf, ctx_len=ctx_len, stride=stride, device=device, dtype=dtype)
+    run = dict(batch_size=batch_size, progress=functools.partial(Progress, quiet=quiet))
+    run["note"] = Console(stderr=True).print
     try:  # CheckpointError and TokenFileError are ValueErrors
-        out = score_ppl(data, **opts, batch_size=batch_size, progress=bar, note=err.print)
+        if against is not None:
+            out = single.compare_text(text, against, **opts, tokenizer=tokenizer, seed=seed)
+        elif text is not None:
+            out = single.score_text(text, **opts, tokenizer=tokenizer, **run)
+        else:
+            out = single.score_ppl(data, **opts, n_bytes=n_bytes, **run)
     except ValueError as e:
         raise fail(str(e)) from None
     if as_json:
         typer.echo(json.dumps(out, indent=2))
-        return
+    else:
+        console.print(delta_table(out) if against else ppl_table(out, text is not None))
+
+
+def check_ppl_route(data, text, against, tokenizer, n_bytes) -> None:
+    """One input, and each flag only where it means something (before any model is loaded)."""
+    if (data is None) == (text is None):
+        raise fail("expected exactly one of --data TOKENS or --text FILE")
+    if data is not None and (against is not None or tokenizer is not None):
+        flag = "--against" if against is not None else "--tokenizer"
+        raise fail(f"{flag}: expected --text FILE (a text in the model's tokenizer), got --data")
+    if text is not None and n_bytes:
+        raise fail("--n-bytes: expected only with --data (a text's bytes are counted), got --text")
+
+
+def ppl_table(out: dict, text: bool):
+    """The perplexity table: nll, ppl, bpb with their intervals; the caption says what bpb
+    divides by."""
     window = "" if out["ctx_len"] is None else f", ctx {out['ctx_len']}, stride {out['stride']}"
-    bytes_note = "one token per byte" if n_bytes == 0 else f"{out['n_bytes']} bytes"
+    if text:
+        bytes_note = f"over the text's {out['n_bytes']} bytes ({out['tokenizer']} tokens)"
+    elif out["n_bytes"] == out["n_tokens"]:
+        bytes_note = "one token per byte"
+    else:
+        bytes_note = f"{out['n_bytes']} bytes"
     rows = [("nll", out["nll"], "nats/token"), ("ppl", out["ppl"], "perplexity")]
     rows.append(("bpb", out["bpb"], "bits/byte"))
     caption = f"{out['n_tokens']} tokens scored{window}; bpb: {bytes_note}"
-    console.print(interval_table(f"perplexity of {out['model']} on {data}", rows, caption))
+    return interval_table(f"perplexity of {out['model']} on {out['data']}", rows, caption)
+
+
+def delta_table(out: dict):
+    """``--against``: B - A per token (nats) and per byte (bits), Student t intervals, and p."""
+    rows = [("delta", out["delta"], "nats/token"), ("delta_bpb", out["delta_bpb"], "bits/byte")]
+    caption = (
+        f"{out['against']} - {out['model']} (positive: {out['against']} is worse); "
+        f"paired permutation p = {out['p']:.4g}; {out['n_tokens']} tokens, {out['n_bytes']} "
+        f"bytes, ctx {out['ctx_len']}, stride {out['stride']}"
+    )
+    return interval_table(
+        f"{out['against']} against {out['model']} on {out['data']}", rows, caption
+    )
 
 
 @eval_app.command("task")
@@ -113,6 +188,8 @@ def eval_task_cmd(
     tokenizer: Tokenizer = "auto",
     seed: Seed = 0,
     n_boot: NBoot = 1000,
+    device: Device = "auto",
+    dtype: Dtype = "auto",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print JSON (with per-item scores).")
     ] = False,
@@ -123,7 +200,7 @@ def eval_task_cmd(
 
     bar = functools.partial(Progress, quiet=quiet)
     opts = dict(model=model, hf=hf, metric=metric, max_len=max_len, tokenizer=tokenizer)
-    opts["target_delimiter"] = target_delimiter
+    opts |= dict(target_delimiter=target_delimiter, device=device, dtype=dtype)
     try:
         out = score_task(task, **opts, seed=seed, n_boot=n_boot, progress=bar)
     except ValueError as e:

@@ -18,6 +18,7 @@ the flag or file and says "expected X, got Y".
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass
@@ -26,12 +27,21 @@ from typing import Any
 
 import numpy as np
 
-from tinyllm.checkpoint import read_config, read_single_metadata
+from tinyllm import device as devices
+from tinyllm.checkpoint import CONFIG_NAME, read_config, read_single_metadata
 from tinyllm.console import Progress
 from tinyllm.eval import lm
+from tinyllm.eval.text import (
+    compare_on_text,
+    load_tokenizer,
+    model_tokenizer,
+    read_lm_tokens,
+    text_details,
+    text_ppl,
+)
 from tinyllm.models import FAMILIES
 from tinyllm.models import hf as hf_family
-from tinyllm.tokens import ByteTokenizer, read_tokens
+from tinyllm.tokens import ByteTokenizer, TextTokens, read_tokens
 
 BYTE_TOKENIZER = {"type": "byte", "vocab_size": 256}
 """The tokenizer of a checkpoint whose config.json names none (and of a one-file n-gram)."""
@@ -59,17 +69,26 @@ class LoadedLM:
         return self.family is None or self.arch == "gpt"
 
 
-def open_lm(model: str | None = None, hf: str | None = None) -> LoadedLM:
+def open_lm(
+    model: str | None = None,
+    hf: str | None = None,
+    *,
+    device: Any = "auto",
+    dtype: Any = "auto",
+) -> LoadedLM:
     """Open exactly one of ``model`` (a tinyllm lm checkpoint) or ``hf`` (a local Hugging Face
-    causal LM folder, in the folder's own dtype, safetensors only: a pickled ``.bin`` is never
-    unpickled)."""
+    causal LM folder, safetensors only: a pickled ``.bin`` is never unpickled), on ``device`` in
+    ``dtype`` by the one rule of :mod:`tinyllm.device` that the zoo follows too (``"auto"``:
+    cuda when available, else cpu; float32 on CPU whatever the checkpoint stores)."""
     if (model is None) == (hf is None):
         raise ValueError("expected exactly one of --model DIR or --hf DIR")
     if hf is not None:
         if not Path(hf).is_dir():
             raise ValueError(f"{hf}: expected a local Hugging Face model folder")
+        devices.resolve_device(device)  # a bad --device is its own error, not a load failure
+        devices.resolve_dtype(dtype)
         try:
-            m = hf_family.load(hf, dtype=None, quiet=True)
+            m = hf_family.load(hf, device=device, dtype=dtype, quiet=True)
         except (OSError, ValueError) as e:
             raise ValueError(
                 f"{hf}: expected a Hugging Face causal LM in safetensors, got: {e}"
@@ -88,7 +107,7 @@ def open_lm(model: str | None = None, hf: str | None = None) -> LoadedLM:
     kind = getattr(family, "KIND", None)
     if kind != "lm":
         raise ValueError(f"{p}: expected a language model (kind lm), got {arch!r} of kind {kind!r}")
-    m = family.load(p)
+    m = devices.place(family.load(p), device, dtype)
     cfg = getattr(m, "cfg", None)
     ctx = getattr(cfg, "ctx_len", None) or getattr(cfg, "block_size", None)
     return LoadedLM(m, arch, family, getattr(cfg, "vocab_size", None), ctx, tok, str(p))
@@ -116,6 +135,17 @@ def _check_n_bytes(ids: np.ndarray, n_bytes: int, data: str) -> None:
         )
 
 
+def windows(m: LoadedLM, ctx_len: int | None, stride: int | None) -> tuple[int, int]:
+    """``(C, s)`` of a strided model: ``ctx_len`` (default: the model's context; at most that)
+    and ``stride`` (default ``C // 2``)."""
+    c = ctx_len if ctx_len is not None else m.ctx_len
+    if c is None:
+        raise ValueError(f"{m.source}: context length unknown; pass --ctx-len")
+    if m.ctx_len is not None and c > m.ctx_len:
+        raise ValueError(f"--ctx-len: expected at most the model's context {m.ctx_len}, got {c}")
+    return c, (stride if stride is not None else max(1, c // 2))
+
+
 def score_ppl(
     data: str,
     *,
@@ -125,6 +155,8 @@ def score_ppl(
     stride: int | None = None,
     n_bytes: int = 0,
     batch_size: int | None = None,
+    device: Any = "auto",
+    dtype: Any = "auto",
     progress: ProgressFactory | None = None,
     note: Callable[[str], None] | None = None,
 ) -> dict:
@@ -135,7 +167,8 @@ def score_ppl(
     per pass (default :data:`tinyllm.eval.lm.DEFAULT_BATCH_SIZE`); every token after the first
     is scored exactly once. Other lm families score with their own NLLs and their own context:
     ``ctx_len`` / ``stride`` are then ignored and ``note`` is told so. ``n_bytes``: UTF-8 bytes
-    of the scored text (0: one token per byte), at least the scored tokens.
+    of the scored text (0: one token per byte), at least the scored tokens. ``device`` /
+    ``dtype``: as :func:`open_lm`.
 
     Returns ``{"model", "arch", "data", "ctx_len", "stride"}`` (``None`` for a family's own
     NLLs) and :func:`tinyllm.eval.lm.summarize_nlls`' keys: ``n_tokens``, ``n_bytes``,
@@ -145,18 +178,11 @@ def score_ppl(
     progress = progress or functools.partial(Progress, quiet=True)
     ids = read_tokens(data, min_tokens=2)
     _check_n_bytes(ids, n_bytes, data)
-    m = open_lm(model, hf)
+    m = open_lm(model, hf, device=device, dtype=dtype)
     check_vocab(ids, m.vocab_size, data, m.source)
     out: dict = {"model": m.source, "arch": m.arch, "data": str(data)}
     if m.strided:
-        c = ctx_len if ctx_len is not None else m.ctx_len
-        if c is None:
-            raise ValueError(f"{m.source}: context length unknown; pass --ctx-len")
-        if m.ctx_len is not None and c > m.ctx_len:
-            raise ValueError(
-                f"--ctx-len: expected at most the model's context {m.ctx_len}, got {c}"
-            )
-        s = stride if stride is not None else max(1, c // 2)
+        c, s = windows(m, ctx_len, stride)
         bs = batch_size if batch_size is not None else lm.DEFAULT_BATCH_SIZE
         with progress("scoring tokens", int(ids.size) - 1) as bar:
             res = lm.eval_ppl(m.model, ids, c, s, n_bytes, bs, progress=bar.update)
@@ -172,6 +198,124 @@ def score_ppl(
         out.update({"ctx_len": None, "stride": None})
     out.update(res)
     return out
+
+
+def open_path(path: str, *, device: Any = "auto", dtype: Any = "auto") -> LoadedLM:
+    """:func:`open_lm` of ``path``, a local Hugging Face folder (a ``config.json`` with a
+    ``model_type`` and no ``tl_arch``, :func:`tinyllm.models.hf.config_from`) or one of our lm
+    checkpoints (anything else)."""
+    cfg = Path(path) / CONFIG_NAME
+    if Path(path).is_dir() and cfg.is_file():
+        try:
+            doc = json.loads(cfg.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{cfg}: expected a JSON object, got: {e}") from None
+        if hf_family.config_from(doc) is not None:
+            return open_lm(hf=path, device=device, dtype=dtype)
+    return open_lm(model=path, device=device, dtype=dtype)
+
+
+def text_tokens(m: LoadedLM, text: str, tokenizer: str | None = None) -> TextTokens:
+    """The text file ``text`` (UTF-8, or a token file of its bytes) as tokens of ``tokenizer``
+    (``"byte"`` or a tokenizer folder, :func:`tinyllm.eval.text.load_tokenizer`), by default
+    of the model's own (:func:`tinyllm.eval.text.model_tokenizer`); every id is checked
+    against the model's vocabulary."""
+    if tokenizer is not None:
+        tok = load_tokenizer(tokenizer)
+    else:
+        tok = model_tokenizer(m.model, hf_family.ARCH if m.family is None else m.arch)
+    tokens = read_lm_tokens(text, tok)
+    if tokens.ids.size < 2:
+        raise ValueError(f"{text}: expected at least 2 tokens to score, got {tokens.ids.size}")
+    check_vocab(tokens.ids, m.vocab_size, text, m.source)
+    return tokens
+
+
+def score_text(
+    text: str,
+    *,
+    model: str | None = None,
+    hf: str | None = None,
+    tokenizer: str | None = None,
+    ctx_len: int | None = None,
+    stride: int | None = None,
+    batch_size: int | None = None,
+    device: Any = "auto",
+    dtype: Any = "auto",
+    progress: ProgressFactory | None = None,
+    note: Callable[[str], None] | None = None,
+) -> dict:
+    """Strided perplexity of the text file ``text`` in the model's own tokenizer (SPEC.md
+    section 2; :func:`text_tokens`): ``bpb = sum_t l_t / (n_bytes ln 2)`` bits per byte with
+    ``n_bytes`` the UTF-8 bytes tokens ``1 .. n-1`` cover
+    (:func:`tinyllm.eval.text.text_ppl`). Windows as :func:`score_ppl`; a family scored by its
+    own NLLs ignores them (``note`` is told so). ``device`` / ``dtype``: as :func:`open_lm`.
+
+    Returns :func:`score_ppl`'s keys (``data`` is ``text``) plus
+    :func:`tinyllm.eval.text.text_details`: ``tokenizer``, ``n_text_tokens``, ``text_bytes``,
+    ``prefix``.
+    """
+    progress = progress or functools.partial(Progress, quiet=True)
+    m = open_lm(model, hf, device=device, dtype=dtype)
+    tokens = text_tokens(m, text, tokenizer)
+    out: dict = {"model": m.source, "arch": m.arch, "data": str(text)}
+    n = int(tokens.ids.size) - 1
+    if m.strided:
+        c, s = windows(m, ctx_len, stride)
+        with progress("scoring tokens", n) as bar:
+            res = text_ppl(m.model, tokens, c, s, batch_size=batch_size, progress=bar.update)
+        return out | {"ctx_len": c, "stride": s} | res
+    if (ctx_len is not None or stride is not None) and note is not None:
+        note(f"note: --ctx-len/--stride ignored: {m.arch} scores with its own context")
+    with progress(f"scoring tokens ({m.arch})", n) as bar:
+        nlls = m.family.token_nlls(m.model, tokens.ids)
+        bar.update(len(nlls))
+    res = lm.summarize_nlls(nlls, tokens.n_scored_bytes) | text_details(tokens)
+    return out | {"ctx_len": None, "stride": None} | res
+
+
+def compare_text(
+    text: str,
+    against: str,
+    *,
+    model: str | None = None,
+    hf: str | None = None,
+    tokenizer: str | None = None,
+    ctx_len: int | None = None,
+    stride: int | None = None,
+    device: Any = "auto",
+    dtype: Any = "auto",
+    seed: int = 0,
+    n_perm: int = 10_000,
+) -> dict:
+    """Model B (``against``: a Hugging Face folder or one of our checkpoints, :func:`open_path`)
+    against model A (``model`` / ``hf``) on the text file ``text``, each in its own tokenizer
+    (or both in ``tokenizer``): :func:`tinyllm.eval.text.compare_on_text` with the same strided
+    windows for both (``ctx_len`` default: the shorter of the two contexts; ``stride``: C // 2)
+    and the permutation signs from ``numpy.random.default_rng(seed)``.
+
+    Returns ``{"model", "against", "data", "ctx_len", "stride", "seed"}`` plus
+    :func:`tinyllm.eval.text.paired_nlls`' keys: ``delta`` = mean of ``l_t(B) - l_t(A)`` in
+    nats/token with its 95% Student t interval (positive: B is worse), ``delta_bpb`` (bits per
+    byte), ``p`` (paired sign-flip permutation), ``n_tokens``, ``n_bytes``, ``nll_a``,
+    ``nll_b``; different tokenizers are a ValueError ("expected the same tokenizer, got X and Y").
+    """
+    a = open_lm(model, hf, device=device, dtype=dtype)
+    b = open_path(against, device=device, dtype=dtype)
+    for m in (a, b):
+        if not m.strided:
+            raise ValueError(
+                f"{m.source}: expected a model scored in strided windows (gpt or hf) to pair "
+                f"per token, got {m.arch}"
+            )
+    ta, tb = text_tokens(a, text, tokenizer), text_tokens(b, text, tokenizer)
+    ctx = [c for c in (a.ctx_len, b.ctx_len) if c is not None]
+    c, s = windows(a, ctx_len if ctx_len is not None else min(ctx, default=None), stride)
+    windows(b, c, s)  # the same windows must fit B too
+    rng = np.random.default_rng(seed)
+    res = compare_on_text(a.model, ta, b.model, tb, c, s, n_perm=n_perm, rng=rng)
+    out = {"model": a.source, "against": b.source, "data": str(text), "ctx_len": c}
+    return out | {"stride": s, "seed": seed} | res
 
 
 def _task_tokenizer(m: LoadedLM, tokenizer: str, hf: str | None) -> Any:
@@ -204,6 +348,8 @@ def score_task(
     tokenizer: str = "auto",
     seed: int = 0,
     n_boot: int = 1000,
+    device: Any = "auto",
+    dtype: Any = "auto",
     progress: ProgressFactory | None = None,
 ) -> dict:
     """Multiple-choice accuracy of one model on the task file ``task`` (formats/task-jsonl.md).
@@ -213,7 +359,7 @@ def score_task(
     left as lm-eval does (default: a strided model's own context); ``target_delimiter``: scored
     before each choice, overriding the task file's; ``tokenizer``: one of :data:`TOKENIZERS`.
     The interval is a percentile bootstrap of ``n_boot`` resamples from
-    ``numpy.random.default_rng(seed)``.
+    ``numpy.random.default_rng(seed)``. ``device`` / ``dtype``: as :func:`open_lm`.
 
     Returns ``{"model", "arch", "task", "metric", "value", "lo", "hi", "n", "seed", "n_boot",
     "per_item"}``: the fraction correct with its 95% interval over ``n`` items, and each item's
@@ -225,7 +371,7 @@ def score_task(
         raise ValueError(f"--tokenizer: expected one of {list(TOKENIZERS)}, got {tokenizer!r}")
     progress = progress or functools.partial(Progress, quiet=True)
     items = lm.read_task(task)
-    m = open_lm(model, hf)
+    m = open_lm(model, hf, device=device, dtype=dtype)
     tok = _task_tokenizer(m, tokenizer, hf)
     scorer = m.model if m.strided else lm.FamilyLM(m.model, m.family.token_nlls)
     with progress("scoring items", len(items)) as bar:

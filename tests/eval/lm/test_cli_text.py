@@ -1,0 +1,173 @@
+"""`tinyllm eval ppl --text / --tokenizer / --against / --device / --dtype` against the library
+calls they wire (tinyllm.eval.text, tinyllm.device), on tiny random models; errors are one line.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from lm_helpers import tiny_gpt2
+from typer.testing import CliRunner
+
+from tinyllm.cli import app
+from tinyllm.eval import zoo
+from tinyllm.eval.text import compare_on_text, model_tokenizer, read_lm_tokens, text_ppl
+from tinyllm.models import gpt
+from tinyllm.models import hf as hf_family
+from tinyllm.tokens import ByteTokenizer, write_tokens
+
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+TEXT = "the cat sat on the mat; a bb c. Ünïcödé — the dog ate the hat.\n" * 6
+
+
+def _invoke(args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def _bpe():
+    bpe = tokenizers.Tokenizer(tokenizers.models.BPE())
+    bpe.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=290,
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(TEXT.splitlines() * 5, trainer)
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="a")
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """Two BPE models (A, B), a byte-level one without a tokenizer, a bf16 one, the text."""
+    d = tmp_path_factory.mktemp("text")
+    tok = _bpe()
+    for name, seed in (("a", 1), ("b", 2)):
+        tiny_gpt2(vocab=300, seed=seed).save_pretrained(d / name)
+        tok.save_pretrained(d / name)
+    tiny_gpt2(vocab=300, seed=3).save_pretrained(d / "bytes")
+    tiny_gpt2(vocab=300, seed=4).to(torch.bfloat16).save_pretrained(d / "bf16")
+    (d / "val.txt").write_text(TEXT, encoding="utf-8")
+    return d
+
+
+def _json(args):
+    r = _invoke([*args, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_text_route_is_text_ppl_in_the_folders_tokenizer(folders):
+    got = _json(["eval", "ppl", "--hf", folders / "a", "--text", folders / "val.txt",
+                 "--ctx-len", 32, "--stride", 16])  # fmt: skip
+    m = hf_family.load(folders / "a")
+    tokens = read_lm_tokens(folders / "val.txt", model_tokenizer(m, "hf"))
+    want = text_ppl(m, tokens, 32, 16)
+    assert tokens.tokenizer.startswith("hf-sha256:") and tokens.ids.size < len(TEXT.encode())
+    # a prefix token: bpb over every byte of the text
+    assert got["n_bytes"] == want["n_bytes"] == len(TEXT.encode("utf-8"))
+    assert got["tokenizer"] == tokens.tokenizer and got["n_tokens"] == tokens.ids.size - 1
+    for k in ("nll", "ppl", "bpb"):
+        assert got[k] == pytest.approx(want[k], rel=1e-12)
+    table = _invoke(["eval", "ppl", "--hf", folders / "a", "--text", folders / "val.txt"])
+    assert table.exit_code == 0, table.output
+    assert f"over the text's {len(TEXT.encode())} bytes" in " ".join(table.stdout.split())
+
+
+def test_tokenizer_byte_and_our_checkpoint_on_a_text(folders, tmp_path):
+    got = _json(["eval", "ppl", "--hf", folders / "a", "--text", folders / "val.txt",
+                 "--tokenizer", "byte", "--ctx-len", 32])  # fmt: skip
+    m = hf_family.load(folders / "a")
+    want = text_ppl(m, read_lm_tokens(folders / "val.txt", ByteTokenizer()), 32, 16)
+    assert got["tokenizer"] == "byte" and got["bpb"] == pytest.approx(want["bpb"], rel=1e-12)
+    torch.manual_seed(0)
+    ck = gpt.save(
+        gpt.Model(gpt.Config(block_size=32, n_layer=1, n_head=2, n_embd=16)), tmp_path / "g"
+    )
+    got = _json(["eval", "ppl", "--model", ck, "--text", folders / "val.txt", "--stride", 8])
+    tokens = read_lm_tokens(folders / "val.txt", ByteTokenizer())
+    want = text_ppl(gpt.load(ck), tokens, 32, 8)
+    assert got["n_bytes"] == len(TEXT.encode()) - 1  # no prefix: token 0's byte is context
+    assert got["bpb"] == pytest.approx(want["bpb"], rel=1e-12)
+
+
+def test_against_is_compare_on_text(folders):
+    args = ["eval", "ppl", "--hf", folders / "a", "--text", folders / "val.txt", "--ctx-len", 32]
+    got = _json([*args, "--against", folders / "b", "--seed", 3])
+    a, b = hf_family.load(folders / "a"), hf_family.load(folders / "b")
+    tok = model_tokenizer(a, "hf")
+    ta = read_lm_tokens(folders / "val.txt", tok)
+    want = compare_on_text(a, ta, b, ta, 32, 16, rng=np.random.default_rng(3))
+    assert got["delta"] == pytest.approx(want["delta"], rel=1e-12)
+    assert got["delta_bpb"] == pytest.approx(want["delta_bpb"], rel=1e-12)
+    assert got["p"] == want["p"] and got["n_bytes"] == len(TEXT.encode())
+    table = _invoke([*args, "--against", folders / "b", "--seed", 3])
+    assert table.exit_code == 0 and "delta_bpb" in table.stdout
+    assert f"p = {want['p']:.4g}" in " ".join(table.stdout.split())
+    # a byte-level folder reads the text in bytes: not pairable with the BPE model
+    r = _invoke([*args, "--against", folders / "bytes"])
+    assert r.exit_code == 2 and "expected the same tokenizer, got hf-sha256:" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+
+
+def test_cli_and_zoo_score_a_bf16_folder_alike(folders, tmp_path):
+    """One rule (dtype auto = float32 on CPU): the CLI's bpb is the zoo's on a bf16 folder."""
+    ids = np.frombuffer(TEXT.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+    tok = write_tokens(tmp_path / "val.tok", ids)
+    opts = {"ctx_len": 32, "stride": 16}
+    entry = {"name": "bf", "family": "hf", "checkpoint": str(folders / "bf16"), "data": str(tok)}
+    row = zoo.score_entry({**entry, "options": opts})
+    assert row["status"] == "ok", row
+    for route in (["--data", tok], ["--text", folders / "val.txt"]):
+        got = _json(["eval", "ppl", "--hf", folders / "bf16", *route, "--ctx-len", 32])
+        assert got["bpb"]["value"] == pytest.approx(row["value"], rel=1e-12), route
+    # the checkpoint's own bf16 gives another number: the rule is what makes them agree
+    got = _json(["eval", "ppl", "--hf", folders / "bf16", "--data", tok, "--ctx-len", 32,
+                 "--dtype", "bfloat16"])  # fmt: skip
+    assert got["bpb"]["value"] != pytest.approx(row["value"], rel=1e-9)
+    want = text_ppl(hf_family.load(folders / "bf16", dtype="bfloat16"),
+                    read_lm_tokens(tok, ByteTokenizer()), 32, 16)  # fmt: skip
+    assert got["bpb"]["value"] == pytest.approx(want["bpb"]["value"], rel=1e-12)
+
+
+def test_device_and_dtype_of_our_checkpoint(tmp_path, folders):
+    torch.manual_seed(0)
+    model = gpt.Model(gpt.Config(block_size=32, n_layer=1, n_head=2, n_embd=16))
+    ck = gpt.save(model, tmp_path / "g")
+    args = ["eval", "ppl", "--model", ck, "--text", folders / "val.txt", "--device", "cpu"]
+    got = _json([*args, "--dtype", "bfloat16"])
+    tokens = read_lm_tokens(folders / "val.txt", ByteTokenizer())
+    want = text_ppl(gpt.load(ck).to(torch.bfloat16), tokens, 32, 16)
+    assert got["bpb"] == pytest.approx(want["bpb"], rel=1e-12)
+    assert got["bpb"] != pytest.approx(_json(args)["bpb"], rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--device", "tpu"], "error: device: expected one of ['auto', 'cpu', 'cuda', 'cuda:N', "
+         "'mps'], got 'tpu'"),
+        (["--dtype", "float64"], "error: dtype: expected one of ['auto', 'float32', 'bfloat16', "
+         "'float16'], got 'float64'"),
+        (["--data", "x.tok"], "error: expected exactly one of --data TOKENS or --text FILE"),
+        (["--n-bytes", 5], "error: --n-bytes: expected only with --data"),
+        (["--tokenizer", "nowhere"], "error: tokenizer: expected 'byte' or a tokenizer folder, "
+         "got 'nowhere'"),
+    ],
+)  # fmt: skip
+def test_errors_are_one_line(folders, extra, message):
+    r = _invoke(["eval", "ppl", "--hf", folders / "a", "--text", folders / "val.txt", *extra])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().startswith(message) and len(r.output.strip().splitlines()) == 1
+
+
+def test_against_and_tokenizer_need_a_text(folders, tmp_path):
+    tok = write_tokens(tmp_path / "v.tok", np.arange(50))
+    for extra in (["--against", folders / "b"], ["--tokenizer", "byte"]):
+        r = _invoke(["eval", "ppl", "--hf", folders / "a", "--data", tok, *extra])
+        assert r.exit_code == 2 and "expected --text FILE" in r.output, r.output

@@ -1,0 +1,101 @@
+"""`tinyllm eval lmeval`: lm-evaluation-harness tasks scored by our engine, every metric with its
+95% interval and n (:mod:`tinyllm.lmeval.run`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tinyllm.cli.app import console, eval_app
+from tinyllm.cli.common import fail
+from tinyllm.cli.lm import HF, Model
+
+Tasks = Annotated[str, typer.Option("--tasks", help="Comma-separated lm-eval task names.")]
+IncludePath = Annotated[
+    str | None,
+    typer.Option("--include-path", help="A folder of task YAMLs (may include bundled ones)."),
+]
+NoBundled = Annotated[
+    bool,
+    typer.Option(
+        "--no-bundled", help="Index only --include-path, not lm-eval's bundled tasks (faster)."
+    ),
+]
+FewShot = Annotated[int | None, typer.Option("--num-fewshot", min=0, help="Few-shot examples.")]
+Limit = Annotated[int | None, typer.Option("--limit", min=1, help="Documents per task.")]
+Rolling = Annotated[
+    str,
+    typer.Option(
+        "--rolling",
+        help="Rolling perplexity windows: lmeval (lm-eval's own, as published) or strided "
+        "(ours, every token with at least C - s tokens of context: the fairer number).",
+    ),
+]
+Stride = Annotated[
+    int | None,
+    typer.Option("--stride", min=1, help="Stride of --rolling strided (default C // 2)."),
+]
+MaxLength = Annotated[
+    int | None,
+    typer.Option("--max-length", min=1, help="Tokens the model reads (default: its context)."),
+]
+
+
+@eval_app.command("lmeval")
+def eval_lmeval_cmd(
+    tasks: Tasks,
+    model: Model = None,
+    hf: HF = None,
+    include_path: IncludePath = None,
+    no_bundled: NoBundled = False,
+    num_fewshot: FewShot = None,
+    limit: Limit = None,
+    seed: Annotated[int, typer.Option("--seed", help="lm-eval's seeds and the bootstrap's.")] = 0,
+    n_boot: Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples.")] = 1000,
+    rolling: Rolling = "lmeval",
+    stride: Stride = None,
+    max_length: MaxLength = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON (with per-document scores).")
+    ] = False,
+) -> None:
+    """lm-eval tasks (lm-eval's own configs: a task config is code) scored by our engine, 95% intervals.
+
+    Metrics under lm-eval's names (acc_norm by characters, acc_bytes by bytes); Wilson intervals for 0/1 scores, else the bootstrap over documents. Data from local files or the datasets cache only.
+    """
+    from tinyllm.lmeval import MissingLmEvalError, run  # torch and lm-eval: not for --help
+
+    if (model is None) == (hf is None):
+        raise fail("expected exactly one of --model DIR or --hf DIR")
+    opts = dict(include_path=include_path, include_defaults=not no_bundled, limit=limit)
+    opts |= dict(num_fewshot=num_fewshot, seed=seed, n_boot=n_boot)
+    backend = {"rolling": rolling, "stride": stride, "max_length": max_length}
+    try:
+        lm, tok = run.load(hf=hf, ckpt=model)
+        out = run.evaluate(tasks, lm, tok, **opts, backend=backend)
+    except (OSError, ValueError, MissingLmEvalError) as e:
+        raise fail(str(e)) from None
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    for name, task in out["tasks"].items():
+        console.print(task_table(name, task, out))
+
+
+def task_table(name: str, task: dict, out: dict) -> Table:
+    """One task's metrics: value, 95% interval, its kind and n (``-`` where none is known)."""
+    shots = "" if out["num_fewshot"] is None else f", {out['num_fewshot']}-shot"
+    table = Table(title=f"{name}{shots}", caption=f"lm-eval {out['lm_eval_version']}")
+    for col in ("metric", "value", "95% lo", "95% hi", "interval", "n"):
+        table.add_column(col, justify="left" if col in ("metric", "interval") else "right")
+
+    def num(x):
+        return "-" if x is None else f"{x:.4f}"
+
+    for key, m in task["metrics"].items():
+        row = (num(m["value"]), num(m["lo"]), num(m["hi"]), m["interval"] or "-", str(m["n"]))
+        table.add_row(key, *row)
+    return table
