@@ -1,6 +1,7 @@
 """One scorer per kind (SPEC.md section 6), one module per kind, the same names in each:
 
-* ``KIND``: the kind it scores (a family's ``KIND``; ``"classifier"`` for configs with ``tl_head``);
+* ``KIND``: the kind it scores (a family's ``KIND``; ``"classifier"`` for configs with ``tl_head``;
+  ``"lmeval"`` for a manifest entry that names it as its ``kind``, an lm checkpoint);
 * ``METRIC``: the metric it reports (the row's ``metric``), with that metric's facts from
   :mod:`tinyllm.metrics`: ``DIRECTION`` (``"lower"`` or ``"higher"`` is better), ``ITEM_SCALE``
   (what the mean of the per-item scores is multiplied by to give the value's unit) and
@@ -17,10 +18,11 @@ from it. Adding a kind: write the module, add it to that list.
 from __future__ import annotations
 
 from tinyllm.eval.kinds import classifier, embeddings, lm, mlm, rtd
+from tinyllm.eval.kinds import lmeval as lmeval_kind
 from tinyllm.eval.kinds import seq2seq as seq2seq_kind
 from tinyllm.eval.kinds.common import Scored, proportion_scored
 
-KIND_MODULES = (lm, seq2seq_kind, classifier, mlm, rtd, embeddings)
+KIND_MODULES = (lm, seq2seq_kind, classifier, mlm, rtd, embeddings, lmeval_kind)
 
 SCORERS = {m.KIND: m.score for m in KIND_MODULES}
 """kind -> scoring function. A kind without one is reported as a skipped row."""

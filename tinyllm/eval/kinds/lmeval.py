@@ -1,0 +1,203 @@
+"""The ``lmeval`` kind: one lm-eval task run by our engine on an lm checkpoint (issue 23).
+
+A manifest entry with ``kind: lmeval`` names an lm checkpoint (any family of kind ``lm`` with
+the lm-eval backend's model API: ``gpt``, ``hf``) and, as its ``data``, a local task YAML
+(lm-eval's format; it may ``include`` one of lm-eval's bundled configs). The task is built by
+lm-eval's TaskManager over ``options.include_path`` (relative to the YAML's folder; default
+that folder) WITHOUT indexing lm-eval's 13k bundled configs (that alone takes about a minute),
+and scored by :func:`tinyllm.lmeval.run.evaluate` with ``options.num_fewshot`` and
+``options.limit``; lm-eval's few-shot and random seeds are drawn from the entry's rng.
+
+The row's metric is the task's main metric (``options.metric``; default the first of ``acc``,
+``acc_norm``, ``exact_match`` that the task reports on its ``none`` filter, else on its first
+filter), its per-document 0/1 scores the row's items (lm-eval's document order), with the
+Wilson interval. Every metric the task reports, each with its interval and n, goes in the row's
+``details.metrics``. A multiple-choice task's baseline is "chance": document ``i`` with
+``k_i`` choices scores ``1 / k_i`` (a uniform guess's expected accuracy, acc and acc_norm
+alike). A task config is code here as in lm-eval (``!function`` hooks are imported, templates
+rendered): only list configs you trust in a manifest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from tinyllm import metrics
+from tinyllm.baselines import Baseline
+from tinyllm.eval.kinds.common import Scored, proportion_scored
+from tinyllm.eval.text import model_tokenizer
+from tinyllm.models import FAMILIES
+from tinyllm.report import Entry
+
+KIND = "lmeval"
+METRIC = metrics.ACC.name
+DIRECTION = metrics.ACC.direction
+ITEM_SCALE = metrics.ACC.item_scale
+MEAN_OF_ITEMS = metrics.ACC.mean_of_items
+INTERVAL = "wilson"
+ROW_METRICS = (metrics.ACC.name, metrics.ACC_NORM.name, metrics.EXACT_MATCH.name)
+"""The metrics a row can report: proportions, 0/1 per document (paired comparison)."""
+N_BOOT = 1000
+"""Bootstrap resamples behind the intervals of the task's non-0/1 metrics (details)."""
+SEED_DRAW = 2**31 - 1
+
+
+class _TagIgnoringLoader(yaml.SafeLoader):
+    """Reads a task YAML's keys without constructing its ``!function`` tags (they become None)."""
+
+
+_TagIgnoringLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def task_name(yaml_path: Path) -> str:
+    """The ``task:`` of the task YAML at ``yaml_path`` (one name)."""
+    try:
+        doc = yaml.load(yaml_path.read_text(encoding="utf-8"), Loader=_TagIgnoringLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ValueError(f"{yaml_path}: expected an lm-eval task YAML, got {e}") from None
+    name = doc.get("task") if isinstance(doc, dict) else None
+    if not isinstance(name, str) or not name:
+        raise ValueError(
+            f"{yaml_path}: expected a 'task:' name (or options.task naming the task), got {name!r}"
+        )
+    return name
+
+
+def _check_options(entry: Entry) -> None:
+    fam = FAMILIES[entry.family]
+    if fam.KIND != "lm":
+        raise ValueError(
+            f"entry {entry.name!r}: kind lmeval: expected a family of kind lm (gpt, hf, ...), "
+            f"got {entry.family!r} of kind {fam.KIND!r}"
+        )
+    opts = entry.options
+    unused = {k: getattr(opts, k) for k in ("beam", "split") if getattr(opts, k) is not None}
+    if unused:
+        raise ValueError(
+            f"entry {entry.name!r}: expected no {sorted(unused)} options for kind lmeval "
+            f"(options task, include_path, num_fewshot, limit, metric, ctx_len), got {unused}"
+        )
+    if opts.metric is not None and opts.metric not in ROW_METRICS:
+        raise ValueError(
+            f"entry {entry.name!r}: options.metric: expected one of {list(ROW_METRICS)}, "
+            f"got {opts.metric!r}"
+        )
+
+
+def main_metric(metric_keys: list[str], wanted: str | None = None) -> str:
+    """The ``"METRIC,FILTER"`` key a row reports, out of a task's ``metric_keys``: ``wanted``
+    (or each of :data:`ROW_METRICS` in turn) on the ``none`` filter, else on the first filter
+    that has it.
+
+    Example: ``main_metric(["acc,none", "acc_norm,none"])`` -> ``"acc,none"``;
+    ``main_metric(["exact_match,strict-match"])`` -> ``"exact_match,strict-match"``.
+    """
+    for m in (wanted,) if wanted else ROW_METRICS:
+        keys = [k for k in metric_keys if k.partition(",")[0] == m]
+        if keys:
+            return next((k for k in keys if k == f"{m},none"), keys[0])
+    want = [wanted] if wanted else list(ROW_METRICS)
+    raise ValueError(f"expected the task to report one of {want}, got metrics {metric_keys}")
+
+
+def _capture(samples: dict):
+    """``lm_eval.simple_evaluate`` that keeps the run's logged samples in ``samples`` (the
+    number of choices of each document, for the chance baseline)."""
+    import lm_eval  # optional dependency: only when an lmeval entry is scored
+
+    def run(**kw):
+        out = lm_eval.simple_evaluate(**kw)
+        samples.update(out.get("samples") or {})
+        return out
+
+    return run
+
+
+def chance_baseline(samples: list[dict], doc_ids: list[int]) -> Baseline | None:
+    """The "chance" baseline of a multiple-choice task: document ``i`` (``doc_ids`` order)
+    with ``k_i`` choices (its logged request arguments) scores ``1 / k_i``; value
+    ``mean(1 / k_i)``, no interval (an expectation). None when a document has no choices
+    (a generation task).
+
+    Example: two documents of 4 choices -> items ``[0.25, 0.25]``, value 0.25.
+    """
+    k = {int(s["doc_id"]): len(s.get("arguments") or ()) for s in samples}
+    counts = np.array([k.get(d, 0) for d in doc_ids], dtype=np.float64)
+    if counts.size == 0 or (counts < 2).any():
+        return None
+    items = 1.0 / counts
+    return Baseline(
+        name="chance",
+        value=float(items.mean()),
+        items=items,
+        details={"choices": sorted({int(c) for c in counts})},
+    )
+
+
+def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+    """The task of the YAML ``data_path`` run through lm-eval on ``model``: the row's metric
+    (:func:`main_metric`) ``value = (1/n) sum_i s_i`` over the ``n`` scored documents, ``s_i``
+    in {0, 1}, with its Wilson 95% interval; the ``s_i`` are the items.
+
+    lm-eval's seeds (few-shot sampling, random, numpy, torch) are one integer drawn from
+    ``rng``. The model is read in its own tokenizer
+    (:func:`tinyllm.eval.text.model_tokenizer`); ``options.ctx_len`` caps the backend's
+    ``max_length`` (default: the model's own context). Details: ``task``, ``metric_key``
+    (``"METRIC,FILTER"``), ``metrics`` (every metric of the task: ``{value, lo, hi, interval,
+    n}``, :func:`tinyllm.lmeval.run.evaluate`), ``doc_ids``, ``num_fewshot``, ``limit``,
+    ``lm_eval_version``, ``tokenizer_class``. Baseline: :func:`chance_baseline`.
+
+    Example: 20 documents of which 9 are right -> value 0.45, interval (0.2582, 0.6579).
+    """
+    from tinyllm.lmeval.run import evaluate  # lm-eval and its backend: only for this kind
+
+    _check_options(entry)
+    opts = entry.options
+    task = opts.task or task_name(data_path)
+    include = data_path.parent
+    if opts.include_path is not None:
+        p = Path(opts.include_path)
+        include = p if p.is_absolute() else data_path.parent / p
+    if not include.is_dir():
+        raise FileNotFoundError(f"{include}: options.include_path: expected a folder of task YAMLs")
+    seed = int(rng.integers(0, SEED_DRAW))
+    tok = model_tokenizer(model, entry.family)
+    samples: dict = {}
+    run = evaluate(
+        [task],
+        model,
+        tok,
+        include_path=include,
+        include_defaults=False,
+        num_fewshot=opts.num_fewshot,
+        limit=opts.limit,
+        seed=seed,
+        n_boot=N_BOOT,
+        backend={"max_length": opts.ctx_len} if opts.ctx_len is not None else {},
+        simple_evaluate=_capture(samples),
+    )
+    if set(run["tasks"]) != {task}:
+        raise ValueError(
+            f"{data_path}: expected task {task!r} to run alone, got tasks {sorted(run['tasks'])}"
+        )
+    res = run["tasks"][task]
+    key = main_metric(list(res["metrics"]), opts.metric)
+    details = {
+        "task": task,
+        "metric_key": key,
+        "metrics": res["metrics"],
+        "doc_ids": res["doc_ids"],
+        "num_fewshot": opts.num_fewshot,
+        "limit": opts.limit,
+        "seed": seed,
+        "lm_eval_version": run["lm_eval_version"],
+        "tokenizer_class": type(tok).__name__,  # documents pair across tokenizers
+    }
+    baseline = chance_baseline(samples.get(task, []), res["doc_ids"])
+    scored = proportion_scored(key.partition(",")[0], res["per_item"][key], details, baseline)
+    lm_value = res["metrics"][key]["value"]
+    assert abs(scored.interval.value - lm_value) < 1e-9, (scored.interval.value, lm_value)
+    return scored
