@@ -415,7 +415,7 @@ def cldr_names_pairs() -> list[tuple[str, str]]:
 
 
 def cldr_dates_pairs() -> list[tuple[str, str]]:
-    """cldr-dates: English full dates into one of eight locales named by a tag in the source:
+    """cldr-dates8: English full dates into one of eight locales named by a tag in the source:
     date ``i`` (every 3rd day from 1990-01-01 to 2019-12-31, :data:`CLDR_DATES`, ``i`` from 0)
     goes to locale ``L = DATE_LOCALES[i % 8]``, as ``"[L] " + format_date(d, "full",
     locale="en")`` -> ``format_date(d, "full", locale=L)``, e.g. ``"[fi] Sunday, September 29,
@@ -447,7 +447,7 @@ def cldr_files(out_dir: str | os.PathLike) -> dict[str, Path]:
     """The cldr corpus: each task's pairs split by :func:`hash_split` of ``src`` (so no source is
     in both splits), written as ``cldr_<task>_<split>.jsonl``; ``train`` is both tasks' train
     pairs together (names first, then dates). Keys: ``train``, ``names_train``, ``names_val``,
-    ``dates_train``, ``dates_val``."""
+    ``dates8_train``, ``dates8_val``."""
     out = Path(out_dir)
     files: dict[str, Path] = {}
     train: list[tuple[str, str]] = []
