@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from tinyllm import safeio
+from tinyllm.pairs import read_pairs
 from tinyllm.tokens import ByteTokenizer, open_regular, read_tokens, write_tokens
 
 LEE_FILE = "lee_background.cor"
@@ -463,8 +464,6 @@ def cldr_files(out_dir: str | os.PathLike) -> dict[str, Path]:
 
 def read_cldr_train(path: str | os.PathLike) -> list[tuple[str, str]]:
     """The (src, tgt) pairs of a seq2seq task file (what a seq2seq family's ``train`` gets)."""
-    from tinyllm.eval.kinds.seq2seq import read_pairs
-
     return read_pairs(path)
 
 
