@@ -225,6 +225,7 @@ def entry_names(history: list[ReleaseView]) -> list[str]:
 
 
 ROW_KEYS = ("name", "family", "kind", "metric", "value", "lo", "hi", "n", "status")
+ROW_KEYS += ("baseline", "beats_baseline")  # None in reports written before rows carried them
 CMP_KEYS = ("name", "verdict", "reason", "metric", "previous_value", "current_value")
 CMP_KEYS += ("delta", "lo", "hi", "p", "n")
 
