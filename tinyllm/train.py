@@ -43,11 +43,16 @@ import torch
 import yaml
 
 from tinyllm.data import CORPORA
+from tinyllm.lmeval import demo_task
 from tinyllm.models import FAMILIES
 
 MANIFEST_NAME = "zoo.yaml"
 LOG_NAME = "train_log.json"
 DATA_DIR = "data"
+
+LMEVAL_TASKS: dict[str, Callable[[Path], Path]] = {"lee_cloze": demo_task.build_lee_cloze}
+"""lm-eval task name -> its builder: ``build(folder) -> the task YAML`` (written under
+``data/<name>/``; lm-eval itself is needed only to score it)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,9 @@ class Recipe:
     first (0: unknown). ``trainer``: a module of ``tinyllm.models`` whose ``Config``, ``train``
     and ``save`` train the model instead of the family's (``hf``, whose models are scored as they
     are, is trained by ``tinyllm.models.hf_train``); None: the family's own.
+    ``lmeval_entries``: more entries of the same checkpoint, of kind ``lmeval`` (an lm-eval
+    task, :mod:`tinyllm.eval.kinds.lmeval`): entry name -> ``{"task": <a key of
+    LMEVAL_TASKS>, "options": {...}}`` (the entry's options, not the recipe's).
     """
 
     config: Mapping = field(default_factory=dict)
@@ -77,6 +85,7 @@ class Recipe:
     init_from: str | None = None
     cost_s: float = 0.0
     trainer: str | None = None
+    lmeval_entries: Mapping[str, Mapping] = field(default_factory=dict)
 
     def family_of(self, name: str) -> str:
         """The family this recipe trains (its own ``family``, else the recipe's name)."""
@@ -98,6 +107,8 @@ def _gpt_recipe() -> Recipe:
         train_config={"batch_size": 32, "lr": 1e-2},
         options={"ctx_len": block, "stride": block // 2},
         cost_s=75,
+        # the lee cloze task (HellaSwag's schema, lm-eval's own config): chance is 1/4
+        lmeval_entries={"gpt-lmeval-cloze": {"task": "lee_cloze", "options": {}}},
     )
 
 
@@ -276,7 +287,13 @@ def _check_recipes(recipes: Mapping[str, Recipe]) -> None:
                 f"recipe {name!r}: expected trainer to name a module of tinyllm.models, "
                 f"got {r.trainer!r}"
             )
-        for entry in r.entries_of(name):
+        for entry, spec in r.lmeval_entries.items():
+            if set(spec) - {"task", "options"} or spec.get("task") not in LMEVAL_TASKS:
+                raise ValueError(
+                    f"recipe {name!r}: lmeval entry {entry!r}: expected {{'task': one of "
+                    f"{sorted(LMEVAL_TASKS)}, 'options': {{...}}}}, got {dict(spec)!r}"
+                )
+        for entry in [*r.entries_of(name), *r.lmeval_entries]:
             if entry in seen:
                 raise ValueError(
                     f"recipe {name!r}: manifest entry {entry!r} is already made by recipe "
@@ -487,6 +504,9 @@ def build_zoo(
                 f"corpus {r.data!r}, got {missing}"
             )
 
+    tasks_needed = {s["task"] for r in recipes.values() for s in r.lmeval_entries.values()}
+    task_yamls = {t: LMEVAL_TASKS[t](out / DATA_DIR / t) for t in sorted(tasks_needed)}
+
     bar = None
     if progress is True:
         # rich only where a bar is shown: the worker processes never import it
@@ -553,6 +573,17 @@ def build_zoo(
                     "checkpoint": path.relative_to(out).as_posix(),
                     "data": Path(files[r.data][key]).relative_to(out).as_posix(),
                     "options": dict(r.options),
+                }
+            )
+        for entry, spec in r.lmeval_entries.items():
+            entries.append(
+                {
+                    "name": entry,
+                    "family": r.family_of(name),
+                    "kind": "lmeval",
+                    "checkpoint": path.relative_to(out).as_posix(),
+                    "data": task_yamls[spec["task"]].relative_to(out).as_posix(),
+                    "options": dict(spec.get("options") or {}),
                 }
             )
         results.append((name, path))

@@ -127,3 +127,33 @@ def test_two_releases_compare_with_a_verdict(zoo, tmp_path):
     a, b = (reports[r].item_scores["cloze"] for r in ("r1", "r2"))
     assert row["delta"] == pytest.approx(float(np.mean(b - a)))
     assert row["n"] == LIMIT
+
+
+def test_the_gpt_recipe_adds_an_lmeval_entry_that_scores(tmp_path):
+    """build_zoo writes the cloze task under data/lee_cloze/ and a kind-lmeval entry of the
+    GPT's checkpoint (the default recipe's lmeval_entries, on a 2-step GPT)."""
+    import dataclasses
+
+    from tinyllm import train
+    from tinyllm.report import load_manifest
+
+    gpt = train.default_recipes()["gpt"]
+    assert gpt.lmeval_entries == {"gpt-lmeval-cloze": {"task": "lee_cloze", "options": {}}}
+    tiny = dataclasses.replace(
+        gpt,
+        config={"block_size": 16, "n_layer": 1, "n_head": 2, "n_embd": 16},
+        steps=2,
+        options={"ctx_len": 16, "stride": 8},
+        lmeval_entries={"gpt-lmeval-cloze": {"task": "lee_cloze", "options": {"limit": 6}}},
+    )
+    train.build_zoo(tmp_path, progress=False, jobs=1, recipes={"gpt": tiny})
+    m = load_manifest(tmp_path / "zoo.yaml")
+    assert [(e.name, e.kind, e.data) for e in m.entries] == [
+        ("gpt", None, "data/lee_val.bin"),
+        ("gpt-lmeval-cloze", "lmeval", "data/lee_cloze/lee_cloze.yaml"),
+    ]
+    row, items = score_entry_items(m.entries[1], base_dir=tmp_path)
+    assert (row["status"], row["family"], row["n"], items.size) == ("ok", "gpt", 6, 6)
+    bad = dataclasses.replace(tiny, lmeval_entries={"x": {"task": "nope"}})
+    with pytest.raises(ValueError, match="lmeval entry 'x'"):
+        train.build_zoo(tmp_path / "bad", progress=False, jobs=1, recipes={"gpt": bad})

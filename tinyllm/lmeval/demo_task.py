@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyllm.data import lee_split
 from tinyllm.lmeval import EXTRA_HINT, MissingLmEvalError
 
 TASK = "lee_cloze"
@@ -32,8 +33,9 @@ TASK = "lee_cloze"
 YAML_NAME = f"{TASK}.yaml"
 BUNDLED_TASK = "hellaswag/hellaswag.yaml"
 """The bundled lm-eval config the task YAML includes (relative to ``lm_eval/tasks``)."""
-CONT_WORDS = 3
-"""Words in each ending."""
+CONT_WORDS = 1
+"""Words in each ending: the sentence's last word (with its punctuation), a cloze in the spirit of
+LAMBADA; the zoo's byte GPT reads at most 32 bytes, so a longer ending leaves it little context."""
 N_CHOICES = 4
 MIN_WORDS = 8
 """Sentences with fewer words are left out (a context of at least 5 words)."""
@@ -66,7 +68,8 @@ def cloze_docs(sents: list[str], seed: int, split: str, k: int = CONT_WORDS) -> 
     sentence's index. Sentences whose ending has no three distinct other endings are skipped.
 
     Example: for ``"The prime minister said on Tuesday he would go."`` with ``k = 3``:
-    ``ctx_a = "The prime minister said on Tuesday"``, the true ending ``"he would go."``.
+    ``ctx_a = "The prime minister said on Tuesday"``, the true ending ``"he would go."``
+    (with ``k = 1``: ``"go."``).
     """
     rng = np.random.default_rng(seed)
     ends = [" ".join(s.split()[-k:]) for s in sents]
@@ -139,3 +142,10 @@ def write_cloze_task(
     path = out / YAML_NAME
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     return path
+
+
+def build_lee_cloze(out_dir: str | os.PathLike) -> Path:
+    """:func:`write_cloze_task` on the lee corpus's own split (:func:`tinyllm.data.lee_split`:
+    the documents the byte models train on, and the held-out val documents)."""
+    train, val = lee_split()
+    return write_cloze_task(out_dir, train, val)
