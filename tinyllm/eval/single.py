@@ -107,10 +107,32 @@ def open_lm(
     kind = getattr(family, "KIND", None)
     if kind != "lm":
         raise ValueError(f"{p}: expected a language model (kind lm), got {arch!r} of kind {kind!r}")
-    m = devices.place(family.load(p), device, dtype)
+    m = place_checkpoint(family.load(p), arch, device, dtype, str(p))
     cfg = getattr(m, "cfg", None)
     ctx = getattr(cfg, "ctx_len", None) or getattr(cfg, "block_size", None)
     return LoadedLM(m, arch, family, getattr(cfg, "vocab_size", None), ctx, tok, str(p))
+
+
+PLACED_ARCHS = ("gpt",)
+"""Our families that run on any device and dtype (:func:`tinyllm.device.place`): those scored
+through the instrument's windows, which move every input to the model's device."""
+
+
+def place_checkpoint(
+    model: Any, arch: str, device: Any = "auto", dtype: Any = "auto", source: str = ""
+) -> Any:
+    """One of our checkpoints on ``device`` in ``dtype``, the rule the zoo follows too: a family
+    of :data:`PLACED_ARCHS` by :func:`tinyllm.device.place` (``"auto"``: cuda when available,
+    else cpu; float32 on CPU); every other family scores on the CPU in its own precision, so it
+    accepts only ``device`` auto / cpu and ``dtype`` auto."""
+    if arch in PLACED_ARCHS:
+        return devices.place(model, device, dtype)
+    if device not in ("auto", "cpu", None) or dtype not in ("auto", None):
+        raise ValueError(
+            f"{source}: expected device auto or cpu and dtype auto for {arch} (scored on the "
+            f"CPU in its own precision), got device {device!r}, dtype {dtype!r}"
+        )
+    return model
 
 
 def check_vocab(ids: np.ndarray, vocab_size: int | None, data: str, source: str) -> None:

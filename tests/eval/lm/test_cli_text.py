@@ -171,3 +171,21 @@ def test_against_and_tokenizer_need_a_text(folders, tmp_path):
     for extra in (["--against", folders / "b"], ["--tokenizer", "byte"]):
         r = _invoke(["eval", "ppl", "--hf", folders / "a", "--data", tok, *extra])
         assert r.exit_code == 2 and "expected --text FILE" in r.output, r.output
+
+
+def test_a_family_scored_by_its_own_nlls_stays_on_the_cpu(folders, tmp_path):
+    from tinyllm.eval.lm import summarize_nlls
+    from tinyllm.models import ngram
+
+    model = ngram.train(ngram.Config(order=3), ByteTokenizer().encode(TEXT), seed=0)
+    path = ngram.save(model, tmp_path / "ngram.safetensors")
+    args = ["eval", "ppl", "--model", path, "--text", folders / "val.txt"]
+    got = _json([*args, "--device", "cpu"])
+    tokens = read_lm_tokens(folders / "val.txt", ByteTokenizer())
+    want = summarize_nlls(ngram.token_nlls(ngram.load(path), tokens.ids), tokens.n_scored_bytes)
+    assert got["bpb"] == pytest.approx(want["bpb"], rel=1e-12)
+    assert got["n_bytes"] == len(TEXT.encode()) - 1
+    for extra in (["--device", "cuda"], ["--dtype", "float16"]):
+        r = _invoke([*args, *extra])
+        assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+        assert "expected device auto or cpu and dtype auto for ngram" in r.output
