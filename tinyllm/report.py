@@ -83,6 +83,19 @@ class EntryOptions(BaseModel):
     split: str | None = Field(
         default=None, min_length=1, description="Which split of the task rows to score."
     )
+    device: str | None = Field(
+        default=None,
+        pattern=r"^(auto|cpu|cuda|cuda:\d+|mps)$",
+        description="Where the model runs (tinyllm.device): auto (cuda when available, else "
+        "cpu), cpu, cuda, cuda:N, mps; gpt and hf only, other families stay on the CPU. "
+        "Default (unset): auto.",
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] | None = Field(
+        default=None,
+        description="The weights' dtype (tinyllm.device): auto (float32 on CPU, on an "
+        "accelerator the checkpoint's bfloat16/float16, else float32); gpt and hf only. "
+        "Default (unset): auto.",
+    )
     task: str | None = Field(
         default=None,
         min_length=1,

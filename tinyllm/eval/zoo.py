@@ -47,6 +47,7 @@ from tinyllm.checkpoint import read_config as read_checkpoint_config
 from tinyllm.eval.kinds import METRIC_OF_KIND, SCORERS, Scored
 from tinyllm.eval.kinds.lm import BYTE_CHECK_CHUNK, lm_token_nlls
 from tinyllm.eval.kinds.lm import score as score_lm
+from tinyllm.eval.single import place_checkpoint
 from tinyllm.models import FAMILIES, hf
 from tinyllm.models.word2vec import save_word2vec
 from tinyllm.report import (
@@ -138,17 +139,14 @@ def _kind_of_family(family: str) -> str:
     return _family_module(family).KIND
 
 
-def load_model(path: str | os.PathLike):
-    """Load the checkpoint at ``path`` with its family's own loader.
-
-    Dispatch: :func:`read_config` gives ``tl_arch`` (from ``config.json``, or from the metadata of
-    a one-file ``.safetensors`` checkpoint; ``"hf"`` for a Hugging Face folder) and
-    ``FAMILIES[tl_arch].load(path)`` reads it (``"hf"``: :func:`tinyllm.models.hf.load`, float32,
-    safetensors only: never ``pytorch_model.bin``).
-    """
-    p = Path(path)
-    config = read_config(p)
-    return _family_module(config["tl_arch"]).load(p)
+def load_model(path: str | os.PathLike, *, device: Any = None, dtype: Any = None):
+    """``FAMILIES[tl_arch].load(path)``, ``tl_arch`` from :func:`read_config` (``"hf"``: a Hugging
+    Face folder, :func:`tinyllm.models.hf.load`, safetensors only), on ``device`` in ``dtype``
+    (None: ``"auto"``) by the CLI's rule (:func:`tinyllm.eval.single.place_checkpoint`)."""
+    p, arch, dev, dt = Path(path), read_config(path)["tl_arch"], device or "auto", dtype or "auto"
+    if arch == hf.ARCH:
+        return hf.load(p, device=dev, dtype=dt)
+    return place_checkpoint(_family_module(arch).load(p), arch, dev, dt, str(p))
 
 
 # ---- kinds: one scorer per kind in tinyllm/eval/kinds/ (SCORERS, score_lm re-exported) ----
@@ -347,7 +345,7 @@ def score_entry_arrays(
                 f"entry {entry.name!r}: expected a {entry.family!r} checkpoint, got tl_arch "
                 f"{config['tl_arch']!r} in {ckpt}"
             )
-        model = load_model(ckpt)
+        model = load_model(ckpt, device=entry.options.device, dtype=entry.options.dtype)
         scored = SCORERS[row["kind"]](entry, model, data, rng)
         base_row, verdict, base_items = baselines.row_fields(scored, entry.name, rng)
     except Exception as exc:  # every failure is a row; the rest of the zoo is still scored

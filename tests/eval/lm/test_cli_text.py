@@ -189,3 +189,26 @@ def test_a_family_scored_by_its_own_nlls_stays_on_the_cpu(folders, tmp_path):
         r = _invoke([*args, *extra])
         assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
         assert "expected device auto or cpu and dtype auto for ngram" in r.output
+
+
+def test_manifest_device_and_dtype_follow_the_cli(folders, tmp_path):
+    from tinyllm.models import ngram
+    from tinyllm.report import ManifestError, parse_manifest
+
+    entry = {"name": "bf", "family": "hf", "checkpoint": str(folders / "bf16")}
+    entry["data"] = str(folders / "val.txt")
+    opts = {"ctx_len": 32, "stride": 16, "device": "cpu", "dtype": "bfloat16"}
+    row = zoo.score_entry({**entry, "options": opts})
+    got = _json(["eval", "ppl", "--hf", folders / "bf16", "--text", folders / "val.txt",
+                 "--ctx-len", 32, "--device", "cpu", "--dtype", "bfloat16"])  # fmt: skip
+    assert row["status"] == "ok" and row["value"] == pytest.approx(got["bpb"]["value"], rel=1e-12)
+    assert (row["options"]["device"], row["options"]["dtype"]) == ("cpu", "bfloat16")
+    with pytest.raises(ManifestError, match="device"):
+        parse_manifest({"entries": [{**entry, "options": {"device": "tpu"}}]})
+    with pytest.raises(ManifestError, match="dtype"):
+        parse_manifest({"entries": [{**entry, "options": {"dtype": "float64"}}]})
+    model = ngram.train(ngram.Config(order=2), ByteTokenizer().encode(TEXT), seed=0)
+    path = ngram.save(model, tmp_path / "ngram.safetensors")
+    bad = {"name": "ng", "family": "ngram", "checkpoint": str(path), "data": entry["data"]}
+    row = zoo.score_entry({**bad, "options": {"device": "cuda"}})
+    assert row["status"] == "error" and "dtype auto for ngram" in row["error"]["message"]
