@@ -45,6 +45,8 @@ STORE_TESTS = [
     "tests/test_store_faults.py",
     "tests/test_publish.py",
     "tests/test_publish_order.py",
+    "tests/test_publish_error_rows.py",
+    "tests/test_publish_retry_memory.py",
 ]
 ZOO_TESTS = [
     f"tests/eval/test_zoo_{t}.py" for t in ("lm", "dispatch", "report", "cli", "rows", "workflow")
