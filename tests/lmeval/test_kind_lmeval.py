@@ -157,3 +157,20 @@ def test_the_gpt_recipe_adds_an_lmeval_entry_that_scores(tmp_path):
     bad = dataclasses.replace(tiny, lmeval_entries={"x": {"task": "nope"}})
     with pytest.raises(ValueError, match="lmeval entry 'x'"):
         train.build_zoo(tmp_path / "bad", progress=False, jobs=1, recipes={"gpt": bad})
+
+
+def test_without_lm_eval_the_task_builds_and_its_row_names_the_extra(zoo, tmp_path, monkeypatch):
+    import importlib.util
+    import sys
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "lm_eval" else real(n, *a)
+    )
+    train, val = lee_split()
+    y = demo_task.write_cloze_task(tmp_path / "task", train[:1], val[:2])
+    assert json.loads(y.read_text())["include"] == demo_task.BUNDLED_TASK
+    monkeypatch.setitem(sys.modules, "lm_eval", None)  # import lm_eval now fails
+    row, _ = score_entry_items(entry(), base_dir=zoo)
+    assert (row["status"], row["error"]["type"]) == ("error", "MissingLmEvalError"), row["error"]
+    assert "tinyllm[lmeval]" in row["error"]["message"]

@@ -106,9 +106,11 @@ def main_metric(metric_keys: list[str], wanted: str | None = None) -> str:
 def _capture(samples: dict):
     """``lm_eval.simple_evaluate`` that keeps the run's logged samples in ``samples`` (the
     number of choices of each document, for the chance baseline)."""
-    import lm_eval  # optional dependency: only when an lmeval entry is scored
 
     def run(**kw):
+        # optional dependency, imported once evaluate has checked it is there (naming the extra)
+        import lm_eval
+
         out = lm_eval.simple_evaluate(**kw)
         samples.update(out.get("samples") or {})
         return out
