@@ -174,3 +174,20 @@ def test_without_lm_eval_the_task_builds_and_its_row_names_the_extra(zoo, tmp_pa
     row, _ = score_entry_items(entry(), base_dir=zoo)
     assert (row["status"], row["error"]["type"]) == ("error", "MissingLmEvalError"), row["error"]
     assert "tinyllm[lmeval]" in row["error"]["message"]
+
+
+def test_published_releases_show_the_row_and_its_verdict_on_the_dashboard(zoo, tmp_path):
+    from tinyllm import dashboard
+    from tinyllm.publish import publish_run
+    from tinyllm.store import open_store
+
+    st = open_store(tmp_path / "store")
+    for r, c in (("r1", "a"), ("r2", "b")):
+        rep = run_zoo({"suite": "zoo", "entries": [entry(ckpt=c)]}, seed=0, release=r, base_dir=zoo)
+        publish_run(st, r, rep.to_json(), dict(rep.item_scores), seed=0)
+    (row,) = st.read_compare("r2")["rows"]
+    assert row["verdict"] in ("improved", "regressed", "unchanged")
+    files = dashboard.build_site(st)
+    assert "entry/cloze.html" in files
+    page = files["index.html"].decode()
+    assert "cloze" in page and "lmeval" in page and row["verdict"] in page
