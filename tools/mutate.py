@@ -47,6 +47,7 @@ STORE_TESTS = [
     "tests/test_publish_order.py",
     "tests/test_publish_error_rows.py",
     "tests/test_publish_retry_memory.py",
+    "tests/test_publish_rows_without_scores.py",
 ]
 ZOO_TESTS = [
     f"tests/eval/test_zoo_{t}.py" for t in ("lm", "dispatch", "report", "cli", "rows", "workflow")
