@@ -124,7 +124,7 @@ def main() -> None:
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
-    from tinyllm.lmeval.backend import TinyLLM
+    from tinyllm.eval.lmeval.backend import TinyLLM
 
     tok = H.bpe_tokenizer()
     import transformers

@@ -31,7 +31,7 @@ The split is ``test_split``, else ``validation_split``, else ``train_split``.
 Nothing is ever downloaded; hub datasets, ``!function`` hooks, ``process_docs``, few-shot
 settings, ``description`` and multiple-input tasks are refused with an error naming the key and
 the file that set it. For what this converter refuses, ``tinyllm eval lmeval``
-(:mod:`tinyllm.lmeval`) runs the task in lm-eval itself, on our engine.
+(:mod:`tinyllm.eval.lmeval`) runs the task in lm-eval itself, on our engine.
 
 Inputs are untrusted: a YAML file is read as a regular file of at most
 :data:`MAX_CONFIG_BYTES` through :func:`tinyllm.safeio.load_yaml` (an alias bomb is refused), an

@@ -43,7 +43,7 @@ import torch
 import yaml
 
 from tinyllm.data import CORPORA
-from tinyllm.lmeval import demo_task
+from tinyllm.eval.lmeval import demo_task
 from tinyllm.models import FAMILIES
 
 MANIFEST_NAME = "zoo.yaml"

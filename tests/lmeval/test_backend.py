@@ -17,7 +17,7 @@ import pytest
 from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
-from tinyllm.lmeval.backend import TinyLLM
+from tinyllm.eval.lmeval.backend import TinyLLM
 
 ZERO_SHOT = ["arc_easy", "hellaswag", "winogrande", "copa", "lambada_openai", "wikitext"]
 # logged samples per task: 4 documents; wikitext has 3; gsm8k 2 documents x 2 filters

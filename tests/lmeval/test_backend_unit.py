@@ -11,8 +11,8 @@ from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
 
 from tinyllm.eval import lm
-from tinyllm.lmeval.backend import TinyLLM
-from tinyllm.lmeval.generate import batches, greedy_tokens
+from tinyllm.eval.lmeval.backend import TinyLLM
+from tinyllm.eval.lmeval.generate import batches, greedy_tokens
 
 
 def _reqs(kind, args):

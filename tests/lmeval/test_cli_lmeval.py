@@ -1,4 +1,4 @@
-"""`tinyllm eval lmeval` through the real CLI: its JSON is tinyllm.lmeval.run.evaluate's on the
+"""`tinyllm eval lmeval` through the real CLI: its JSON is tinyllm.eval.lmeval.run.evaluate's on the
 same folder, its table shows every metric with its interval and n, its errors are one line."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tinyllm.cli import app
-from tinyllm.lmeval import run
+from tinyllm.eval.lmeval import run
 from tinyllm.models import hf as hf_family
 
 

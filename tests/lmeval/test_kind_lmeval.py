@@ -13,9 +13,9 @@ import pytest
 from tinyllm import stats
 from tinyllm.compare import compare_reports
 from tinyllm.data import lee_split
+from tinyllm.eval.lmeval import demo_task
+from tinyllm.eval.lmeval.run import evaluate, load
 from tinyllm.eval.zoo import entry_rng, run_zoo, score_entry_items
-from tinyllm.lmeval import demo_task
-from tinyllm.lmeval.run import evaluate, load
 
 LIMIT = 12
 

@@ -11,7 +11,7 @@ from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 from lmeval_helpers import BUNDLED, arc_docs
 
-from tinyllm.lmeval.backend import TinyLLM
+from tinyllm.eval.lmeval.backend import TinyLLM
 
 WORDS = ["café crème", "naïve", "über", "日本語の文", "plain", "smörgåsbord", "€ 5", "ok"]
 

@@ -1,4 +1,4 @@
-"""tinyllm.lmeval.run: lm-eval's metrics with our intervals and per-document scores."""
+"""tinyllm.eval.lmeval.run: lm-eval's metrics with our intervals and per-document scores."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tinyllm import stats
-from tinyllm.lmeval import MissingLmEvalError, require_lm_eval
-from tinyllm.lmeval.run import CORPUS, evaluate, summarize
+from tinyllm.eval.lmeval import MissingLmEvalError, require_lm_eval
+from tinyllm.eval.lmeval.run import CORPUS, evaluate, summarize
 
 
 def test_summarize_wilson_for_zero_one_scores():

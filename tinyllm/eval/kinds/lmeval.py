@@ -5,7 +5,7 @@ the lm-eval backend's model API: ``gpt``, ``hf``) and, as its ``data``, a local 
 (lm-eval's format; it may ``include`` one of lm-eval's bundled configs). The task is built by
 lm-eval's TaskManager over ``options.include_path`` (relative to the YAML's folder; default
 that folder) WITHOUT indexing lm-eval's 13k bundled configs (that alone takes about a minute),
-and scored by :func:`tinyllm.lmeval.run.evaluate` with ``options.num_fewshot`` and
+and scored by :func:`tinyllm.eval.lmeval.run.evaluate` with ``options.num_fewshot`` and
 ``options.limit``; lm-eval's few-shot and random seeds are drawn from the entry's rng.
 
 The row's metric is the task's main metric (``options.metric``; default the first of ``acc``,
@@ -149,12 +149,12 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     (:func:`tinyllm.eval.text.model_tokenizer`); ``options.ctx_len`` caps the backend's
     ``max_length`` (default: the model's own context). Details: ``task``, ``metric_key``
     (``"METRIC,FILTER"``), ``metrics`` (every metric of the task: ``{value, lo, hi, interval,
-    n}``, :func:`tinyllm.lmeval.run.evaluate`), ``doc_ids``, ``num_fewshot``, ``limit``,
+    n}``, :func:`tinyllm.eval.lmeval.run.evaluate`), ``doc_ids``, ``num_fewshot``, ``limit``,
     ``lm_eval_version``, ``tokenizer_class``. Baseline: :func:`chance_baseline`.
 
     Example: 20 documents of which 9 are right -> value 0.45, interval (0.2582, 0.6579).
     """
-    from tinyllm.lmeval.run import evaluate  # lm-eval and its backend: only for this kind
+    from tinyllm.eval.lmeval.run import evaluate  # lm-eval and its backend: only for this kind
 
     _check_options(entry)
     opts = entry.options

@@ -11,7 +11,7 @@ tokens split off; an empty context is the prefix token), truncated by its rule (
   position: it is computed (with the log-likelihood, from one full pass) for every request whose
   context has one continuation (``output_type: loglikelihood`` tasks such as LAMBADA), and for
   all requests with ``greedy="all"`` (a multiple-choice task whose metrics include
-  ``exact_match``: :func:`tinyllm.lmeval.run.evaluate` sets it for such tasks). Elsewhere it is
+  ``exact_match``: :func:`tinyllm.eval.lmeval.run.evaluate` sets it for such tasks). Elsewhere it is
   False without being computed (lm-eval's multiple-choice ``process_results`` reads
   ``is_greedy[gold]`` for every document, but reports it only as ``exact_match``).
 * ``loglikelihood_rolling``: ``rolling="lmeval"`` (default) scores lm-eval's own disjoint
@@ -19,7 +19,7 @@ tokens split off; an empty context is the prefix token), truncated by its rule (
   published ones; ``rolling="strided"`` scores the prefix token + text with our strided windows
   (SPEC.md section 2: every token after the first window has at least ``L - stride`` tokens of
   context), the fairer number.
-* ``generate_until``: greedy from the model's KV cache (:mod:`tinyllm.lmeval.generate`), the
+* ``generate_until``: greedy from the model's KV cache (:mod:`tinyllm.eval.lmeval.generate`), the
   context left-truncated to ``L - max_gen_toks``, stopping at the ``until`` strings (and the
   end-of-sequence token), the text cut at the first stop string, as ``HFLM`` does.
 """
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tinyllm.lmeval import require_lm_eval
+from tinyllm.eval.lmeval import require_lm_eval
 
 require_lm_eval()
 
@@ -49,7 +49,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # noq
 from tinyllm.eval import lm  # noqa: E402
 from tinyllm.eval.lm.kvcache import cache_engine  # noqa: E402
 from tinyllm.eval.lm.scoring import Req, budget_batches, cached_lls, pad, plain_lls  # noqa: E402
-from tinyllm.lmeval.generate import greedy_tokens  # noqa: E402
+from tinyllm.eval.lmeval.generate import greedy_tokens  # noqa: E402
 from tinyllm.logits import call_logits, eval_mode  # noqa: E402
 from tinyllm.tokens import ByteTokenizer, prefix_token_id  # noqa: E402
 

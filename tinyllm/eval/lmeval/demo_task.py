@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyllm.data import lee_split
-from tinyllm.lmeval import EXTRA_HINT, MissingLmEvalError
+from tinyllm.eval.lmeval import EXTRA_HINT, MissingLmEvalError
 
 TASK = "lee_cloze"
 """The task's name (its YAML's ``task:``)."""

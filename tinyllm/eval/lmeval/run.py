@@ -2,7 +2,7 @@
 
 :func:`evaluate` builds the tasks with lm-eval's TaskManager (so ``process_docs``,
 ``!function`` hooks, ``include``, ``description``, few-shot, multiple-input tasks and filters
-are lm-eval's own), runs ``lm_eval.simple_evaluate`` on :class:`~tinyllm.lmeval.backend.TinyLLM`
+are lm-eval's own), runs ``lm_eval.simple_evaluate`` on :class:`~tinyllm.eval.lmeval.backend.TinyLLM`
 and reads the per-document scores back from its samples. A task config is code here, as in
 lm-eval: it imports ``!function`` hooks and renders Jinja templates unsandboxed, so only run
 configs you trust.
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from tinyllm import stats
-from tinyllm.lmeval import require_lm_eval
+from tinyllm.eval.lmeval import require_lm_eval
 
 CORPUS = {
     # lm-eval's corpus-level aggregations of per-document (LL, weight) pairs, vectorized over
@@ -57,10 +57,10 @@ def load(hf: str | os.PathLike | None = None, ckpt: str | os.PathLike | None = N
         from tinyllm.models import hf as hf_family  # transformers: only for HF folders
 
         return hf_family.load(hf, quiet=True), hf_family.load_tokenizer(hf)
-    from tinyllm.eval.zoo import load_model  # the zoo's loader: only for our checkpoints
+    from tinyllm.eval.single import open_lm  # our checkpoints: the CLI's and the zoo's rule
     from tinyllm.tokens import ByteTokenizer
 
-    return load_model(ckpt), ByteTokenizer()
+    return open_lm(model=str(ckpt)).model, ByteTokenizer()
 
 
 def evaluate(
@@ -84,7 +84,7 @@ def evaluate(
     of them takes about a minute). ``num_fewshot``, ``limit`` (documents per task) and ``seed``
     (lm-eval's few-shot and random seeds, and the bootstrap's) as in
     ``lm_eval.simple_evaluate``. ``backend``: keyword arguments of
-    :class:`~tinyllm.lmeval.backend.TinyLLM` (``rolling``, ``stride``, ``max_length``, ...).
+    :class:`~tinyllm.eval.lmeval.backend.TinyLLM` (``rolling``, ``stride``, ``max_length``, ...).
 
     Returns ``{"lm_eval_version", "seed", "num_fewshot", "limit", "n_boot", "tasks": {task:
     {"n", "doc_ids", "metrics": {"METRIC,FILTER": {"value", "lo", "hi", "interval", "n"}},
@@ -100,7 +100,7 @@ def evaluate(
     import lm_eval  # optional dependency: the lmeval extra
     from lm_eval.tasks import TaskManager, get_task_dict
 
-    from tinyllm.lmeval.backend import TinyLLM
+    from tinyllm.eval.lmeval.backend import TinyLLM
 
     names = _check_tasks(tasks)
     if include_path is not None and not os.path.isdir(include_path):

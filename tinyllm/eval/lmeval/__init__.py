@@ -1,11 +1,11 @@
 """tinyllm as an lm-evaluation-harness backend (issue 23).
 
-* :mod:`~tinyllm.lmeval.backend` -- :class:`~tinyllm.lmeval.backend.TinyLLM`, an
+* :mod:`~tinyllm.eval.lmeval.backend` -- :class:`~tinyllm.eval.lmeval.backend.TinyLLM`, an
   ``lm_eval.api.model.LM`` registered as ``tinyllm``: lm-eval's requests scored by our engine
   (``loglikelihood`` from the KV-cached multiple-choice path, ``loglikelihood_rolling`` on
   lm-eval's own windows or our strided ones, ``generate_until`` greedy from a KV cache);
-* :mod:`~tinyllm.lmeval.generate` -- batched greedy generation with stop strings;
-* :mod:`~tinyllm.lmeval.run` -- :func:`~tinyllm.lmeval.run.evaluate`: tasks from lm-eval's
+* :mod:`~tinyllm.eval.lmeval.generate` -- batched greedy generation with stop strings;
+* :mod:`~tinyllm.eval.lmeval.run` -- :func:`~tinyllm.eval.lmeval.run.evaluate`: tasks from lm-eval's
   TaskManager, every metric with its 95% interval and n, per-document scores kept.
 
 lm-eval is an optional dependency (the ``lmeval`` extra): importing this package does not import
