@@ -16,9 +16,9 @@ export OMP_WAIT_POLICY ?= PASSIVE
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-# reinstall only when pyproject.toml changes
+# reinstall only when pyproject.toml changes; the demo zoo has an lm-eval entry (the lmeval extra)
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -e . 2> >(grep -v 'is ignored: it is neither' >&2)
+	$(PIP) install -e '.[lmeval]' 2> >(grep -v 'is ignored: it is neither' >&2)
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
