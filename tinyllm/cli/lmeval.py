@@ -1,15 +1,16 @@
 """`tinyllm eval lmeval`: lm-evaluation-harness tasks scored by our engine, every metric with its
-95% interval and n (:mod:`tinyllm.lmeval.run`)."""
+95% interval and n (:mod:`tinyllm.eval.lmeval.run`)."""
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from tinyllm.cli.app import console, eval_app
+from tinyllm.cli.app import DEBUG, console, eval_app
 from tinyllm.cli.common import fail
 from tinyllm.cli.lm import HF, Model
 
@@ -66,10 +67,11 @@ def eval_lmeval_cmd(
 
     Metrics under lm-eval's names (acc_norm by characters, acc_bytes by bytes); Wilson intervals for 0/1 scores, else the bootstrap over documents. Data from local files or the datasets cache only.
     """
-    from tinyllm.lmeval import MissingLmEvalError, run  # torch and lm-eval: not for --help
+    from tinyllm.eval.lmeval import MissingLmEvalError, run  # torch and lm-eval: not for --help
 
     if (model is None) == (hf is None):
         raise fail("expected exactly one of --model DIR or --hf DIR")
+    quiet_lm_eval()
     opts = dict(include_path=include_path, include_defaults=not no_bundled, limit=limit)
     opts |= dict(num_fewshot=num_fewshot, seed=seed, n_boot=n_boot)
     backend = {"rolling": rolling, "stride": stride, "max_length": max_length}
@@ -83,6 +85,20 @@ def eval_lmeval_cmd(
         return
     for name, task in out["tasks"].items():
         console.print(task_table(name, task, out))
+
+
+def quiet_lm_eval() -> None:
+    """lm-eval's and datasets' INFO / WARNING log lines and datasets' progress bars off, so the
+    output is the tables (``--debug`` keeps them: they say how lm-eval built each task)."""
+    if DEBUG["on"]:
+        return
+    logging.getLogger("lm_eval").setLevel(logging.ERROR)
+    try:
+        from datasets.utils import logging as ds_logging  # lm-eval's dependency, when present
+    except ImportError:
+        return
+    ds_logging.set_verbosity_error()
+    ds_logging.disable_progress_bar()
 
 
 def task_table(name: str, task: dict, out: dict) -> Table:
