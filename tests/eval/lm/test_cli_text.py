@@ -212,3 +212,18 @@ def test_manifest_device_and_dtype_follow_the_cli(folders, tmp_path):
     bad = {"name": "ng", "family": "ngram", "checkpoint": str(path), "data": entry["data"]}
     row = zoo.score_entry({**bad, "options": {"device": "cuda"}})
     assert row["status"] == "error" and "dtype auto for ngram" in row["error"]["message"]
+
+
+def test_against_our_checkpoint_and_a_byte_level_hf_folder(folders, tmp_path):
+    """OTHER may be one of our checkpoints; C defaults to the shorter of the two contexts."""
+    torch.manual_seed(0)
+    ck = gpt.save(
+        gpt.Model(gpt.Config(block_size=32, n_layer=1, n_head=2, n_embd=16)), tmp_path / "g"
+    )
+    got = _json(["eval", "ppl", "--hf", folders / "bytes", "--text", folders / "val.txt",
+                 "--against", ck])  # fmt: skip
+    a = hf_family.load(folders / "bytes")
+    tokens = read_lm_tokens(folders / "val.txt", ByteTokenizer())
+    want = compare_on_text(a, tokens, gpt.load(ck), tokens, 32, 16, rng=np.random.default_rng(0))
+    assert (got["ctx_len"], got["stride"], got["against"]) == (32, 16, str(ck))
+    assert got["delta"] == pytest.approx(want["delta"], rel=1e-12) and got["p"] == want["p"]
