@@ -6,6 +6,8 @@
     out["bpb"]   # {"value", "lo", "hi"} in bits per byte
     out = score_task("arc.jsonl", hf="path/to/hf-model", metric="acc_norm")
     out["value"], out["per_item"]
+    out = score_text("val.txt", hf="path/to/hf-model")         # the folder's own tokenizer
+    out = compare_text("val.txt", "other-model", hf="path/to/hf-model")   # out["delta"], out["p"]
 
 The model is a tinyllm lm checkpoint (``model``: a folder, or a one-file n-gram) or a local
 Hugging Face causal LM folder (``hf``, safetensors only), opened by :func:`open_lm`. Our gpt and
