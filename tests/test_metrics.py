@@ -56,6 +56,7 @@ def test_the_kinds_tables_are_the_zoos_and_the_reports():
         "mlm": "acc",
         "rtd": "acc",
         "embeddings": "spearman",
+        "lmeval": "acc",  # an lm-eval task's main metric; acc_norm or exact_match by option
     }
     assert tuple(m.KIND for m in KIND_MODULES) == report.KINDS
     assert {m.KIND: m.INTERVAL for m in KIND_MODULES} == {
@@ -65,6 +66,7 @@ def test_the_kinds_tables_are_the_zoos_and_the_reports():
         "mlm": "wilson",
         "rtd": "wilson",
         "embeddings": "fisher_z",
+        "lmeval": "wilson",
     }
     assert proportion_scored("acc", [1, 0, 1]).method == KIND_MODULES[2].INTERVAL == "wilson"
 

@@ -39,7 +39,7 @@ MANIFEST_SCHEMA_PATH = schemas.schema_file(schemas.MANIFEST)
 REPORT_SCHEMA_PATH = schemas.schema_file(schemas.REPORT)
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
-KINDS = ("lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings")
+KINDS = ("lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings", "lmeval")
 METRICS = metrics.NAMES
 INTERVALS = metrics.INTERVALS
 STATUSES = ("ok", "error", "skipped")

@@ -78,7 +78,9 @@ def check_window_args(n: int, ctx_len: int, stride: int) -> None:
 def context_limit(model: Any) -> tuple[str, int] | None:
     """The longest input ``model`` reads, as ``(config field, tokens)``, or None when it
     declares none: ``model.cfg.block_size`` (our GPT), else the first of :data:`CTX_KEYS` in
-    ``model.config`` (a Hugging Face model) that is an int ``>= 1``.
+    ``model.config`` (a Hugging Face model) that is an int ``>= 2`` (a window holds two tokens
+    at least; a smaller field is skipped as the default context length skips it,
+    :func:`tinyllm.models.hf.context_length` with ``at_least=2``).
 
     Example: a ``LlamaConfig(max_position_embeddings=128)`` model ->
     ``("max_position_embeddings", 128)``.
@@ -89,7 +91,7 @@ def context_limit(model: Any) -> tuple[str, int] | None:
     hc = getattr(model, "config", None)
     for key in CTX_KEYS:
         v = getattr(hc, key, None)
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 2:
             return key, v
     return None
 

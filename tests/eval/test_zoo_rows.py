@@ -75,6 +75,10 @@ def test_uniform_bigram_row_carries_every_field_of_the_row(tmp_path):
             "sum_nll": pytest.approx(18 * ln256, rel=1e-12),
             "nll": {k: pytest.approx(ln256, rel=1e-12) for k in ("value", "lo", "hi")},
             "ppl": {k: pytest.approx(256.0, rel=1e-12) for k in ("value", "lo", "hi")},
+            "tokenizer": "byte",
+            "n_text_tokens": 19,
+            "text_bytes": 19,
+            "prefix": False,
         },
         "baseline": row["baseline"],  # by hand in tests/eval/test_row_baselines.py
         "beats_baseline": row["beats_baseline"],

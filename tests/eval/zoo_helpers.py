@@ -77,7 +77,10 @@ def hf_gpt2(path, vocab=256, n_positions=64):
     return model
 
 
-NO_OPTIONS = {"ctx_len": None, "stride": None, "beam": None, "split": None}
+NO_OPTIONS = {
+    "ctx_len": None, "stride": None, "beam": None, "split": None, "device": None, "dtype": None,
+    "task": None, "include_path": None, "num_fewshot": None, "limit": None, "metric": None,
+}  # fmt: skip
 
 
 def uniform_bigram(d) -> dict:
