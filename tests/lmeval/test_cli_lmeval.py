@@ -110,3 +110,17 @@ def test_without_lm_eval_the_extra_is_named(folder, task_dir, monkeypatch):
     r = _invoke(["eval", "lmeval", "--tasks", "arc_easy", "--hf", folder])
     assert r.exit_code == 2 and "tinyllm[lmeval]" in r.output
     assert len(r.output.strip().splitlines()) == 1
+
+
+def test_device_and_dtype_follow_the_one_rule(folder, task_dir):
+    args = ["eval", "lmeval", "--tasks", "arc_easy", "--hf", folder, "--include-path", task_dir,
+            "--no-bundled", "--limit", 3, "--n-boot", 50, "--json"]  # fmt: skip
+    auto = _invoke(args)
+    cpu32 = _invoke([*args, "--device", "cpu", "--dtype", "float32"])
+    assert auto.exit_code == 0 and cpu32.exit_code == 0, auto.output + cpu32.output
+    assert json.loads(auto.stdout) == json.loads(cpu32.stdout)  # auto on this CPU box: cpu, fp32
+    lm, _ = run.load(hf=folder, dtype="bfloat16")
+    assert next(lm.parameters()).dtype.is_floating_point and str(lm.dtype) == "torch.bfloat16"
+    bad = _invoke([*args, "--dtype", "float8"])
+    assert bad.exit_code != 0 and len(bad.output.strip().splitlines()) == 1, bad.output
+    assert "float8" in bad.output

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from tinyllm.cli.app import DEBUG, console, eval_app
 from tinyllm.cli.common import fail
-from tinyllm.cli.lm import HF, Model
+from tinyllm.cli.lm import HF, Device, Dtype, Model
 
 Tasks = Annotated[str, typer.Option("--tasks", help="Comma-separated lm-eval task names.")]
 IncludePath = Annotated[
@@ -39,6 +39,9 @@ Stride = Annotated[
     int | None,
     typer.Option("--stride", min=1, help="Stride of --rolling strided (default C // 2)."),
 ]
+Seed = Annotated[int, typer.Option("--seed", help="lm-eval's seeds and the bootstrap's.")]
+NBoot = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON (with per-document scores).")]
 MaxLength = Annotated[
     int | None,
     typer.Option("--max-length", min=1, help="Tokens the model reads (default: its context)."),
@@ -54,14 +57,14 @@ def eval_lmeval_cmd(
     no_bundled: NoBundled = False,
     num_fewshot: FewShot = None,
     limit: Limit = None,
-    seed: Annotated[int, typer.Option("--seed", help="lm-eval's seeds and the bootstrap's.")] = 0,
-    n_boot: Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples.")] = 1000,
+    seed: Seed = 0,
+    n_boot: NBoot = 1000,
     rolling: Rolling = "lmeval",
     stride: Stride = None,
     max_length: MaxLength = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print JSON (with per-document scores).")
-    ] = False,
+    device: Device = "auto",
+    dtype: Dtype = "auto",
+    as_json: AsJson = False,
 ) -> None:
     """lm-eval tasks (lm-eval's own configs: a task config is code) scored by our engine, 95% intervals.
 
@@ -76,7 +79,7 @@ def eval_lmeval_cmd(
     opts |= dict(num_fewshot=num_fewshot, seed=seed, n_boot=n_boot)
     backend = {"rolling": rolling, "stride": stride, "max_length": max_length}
     try:
-        lm, tok = run.load(hf=hf, ckpt=model)
+        lm, tok = run.load(hf=hf, ckpt=model, device=device, dtype=dtype)
         out = run.evaluate(tasks, lm, tok, **opts, backend=backend)
     except (OSError, ValueError, MissingLmEvalError) as e:
         raise fail(str(e)) from None

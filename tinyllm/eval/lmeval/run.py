@@ -46,9 +46,17 @@ def _check_tasks(tasks: Any) -> list[str]:
     return list(tasks)
 
 
-def load(hf: str | os.PathLike | None = None, ckpt: str | os.PathLike | None = None):
+def load(
+    hf: str | os.PathLike | None = None,
+    ckpt: str | os.PathLike | None = None,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+):
     """``(model, tokenizer)`` of a local Hugging Face folder (``hf``, its own tokenizer) or of
-    one of our lm checkpoints (``ckpt``, byte tokens). Exactly one of the two."""
+    one of our lm checkpoints (``ckpt``, byte tokens), exactly one of the two, on ``device`` in
+    ``dtype`` by the rule of :mod:`tinyllm.device` the CLI and the zoo follow (``"auto"``: cuda
+    when available, else cpu; float32 on CPU)."""
     if (hf is None) == (ckpt is None):
         raise ValueError(
             f"expected exactly one of hf=DIR or ckpt=DIR, got hf={hf!r}, ckpt={ckpt!r}"
@@ -56,11 +64,12 @@ def load(hf: str | os.PathLike | None = None, ckpt: str | os.PathLike | None = N
     if hf is not None:
         from tinyllm.models import hf as hf_family  # transformers: only for HF folders
 
-        return hf_family.load(hf, quiet=True), hf_family.load_tokenizer(hf)
+        model = hf_family.load(hf, device=device, dtype=dtype, quiet=True)
+        return model, hf_family.load_tokenizer(hf)
     from tinyllm.eval.single import open_lm  # our checkpoints: the CLI's and the zoo's rule
     from tinyllm.tokens import ByteTokenizer
 
-    return open_lm(model=str(ckpt)).model, ByteTokenizer()
+    return open_lm(model=str(ckpt), device=device, dtype=dtype).model, ByteTokenizer()
 
 
 def evaluate(
