@@ -50,7 +50,7 @@ def test_per_call_overhead_picks_the_budgets_batch():
 
 
 def test_a_cost_growing_with_the_batch_picks_one_window_per_pass_and_remembers_it():
-    m = Timed(per_call=0.0, per_row2=0.0005)
+    m = Timed(per_call=0.0, per_row2=0.002)  # 64 ms a window at 32 a pass, 2 ms at 1
     got = lm.token_nlls(m, IDS, C, S)
     assert windows.measured_batches(m) == {(C, S): 1}
     np.testing.assert_allclose(got, _oracle(m), rtol=0, atol=1e-6)
