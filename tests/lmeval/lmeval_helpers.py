@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 
 import lm_eval
-import torch
 import transformers
 from gensim.test.utils import datapath
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from tests.eval.lm.lm_helpers import tiny_gpt2 as lm_tiny_gpt2
 
 EOT = "<|endoftext|>"
 BUNDLED = Path(lm_eval.__file__).parent / "tasks"
@@ -39,24 +40,9 @@ def bpe_tokenizer(vocab: int = 400):
 
 
 def tiny_gpt2(vocab: int, eot: int, n_positions: int = 1024, seed: int = 0):
-    """GPT2LMHeadModel, hidden 32, 2 layers, random weights (scaled so context matters)."""
-    cfg = transformers.GPT2Config(
-        vocab_size=vocab,
-        n_positions=n_positions,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        bos_token_id=eot,
-        eos_token_id=eot,
-    )
-    torch.manual_seed(seed)
-    m = transformers.GPT2LMHeadModel(cfg)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in m.parameters():
-            if p.ndim >= 2:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
-    return m.eval()
+    """GPT2LMHeadModel, hidden 32, 2 layers, random weights (scaled so context matters): the
+    instrument tests' model (tests/eval/lm/lm_helpers.py) with ``eot`` as bos and eos."""
+    return lm_tiny_gpt2(vocab=vocab, n_positions=n_positions, seed=seed, eot=eot)
 
 
 # ------------------------------------------------------------------ documents, one schema each

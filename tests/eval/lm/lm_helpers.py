@@ -170,8 +170,11 @@ def write_task(path, items) -> str:
 # ------------------------ random-weight models (no download) and the one-choice-at-a-time oracle
 
 
-def tiny_gpt2(vocab: int = 97, n_positions: int = 64, seed: int = 0, dropout: float = 0.0):
-    """A small GPT2LMHeadModel with random weights large enough that context matters."""
+def tiny_gpt2(
+    vocab: int = 97, n_positions: int = 64, seed: int = 0, dropout: float = 0.0, eot: int = 0
+):
+    """A small GPT2LMHeadModel (hidden 32, 2 layers) with random weights large enough that
+    context matters; ``eot`` is its bos and eos id."""
     _need_transformers()
     cfg = transformers.GPT2Config(
         vocab_size=vocab,
@@ -179,8 +182,8 @@ def tiny_gpt2(vocab: int = 97, n_positions: int = 64, seed: int = 0, dropout: fl
         n_embd=32,
         n_layer=2,
         n_head=2,
-        bos_token_id=0,
-        eos_token_id=0,
+        bos_token_id=eot,
+        eos_token_id=eot,
         resid_pdrop=dropout,
         embd_pdrop=dropout,
         attn_pdrop=dropout,
