@@ -56,7 +56,7 @@ def test_rtd_row_stores_the_baseline_items_and_the_paired_verdict(tmp_path, monk
     correct = [1.0] * 40
     correct[0] = correct[1] = 0.0
     monkeypatch.setattr(electra, "rtd_accuracy", _detection(correct, replaced, [1] * 40, [0] * 40))
-    monkeypatch.setattr(zoo, "load_model", lambda p: None)
+    monkeypatch.setattr(zoo, "load_model", lambda p, **kw: None)
     monkeypatch.setattr(zoo, "read_config", lambda p: {"tl_arch": "electra"})
     _, path = _rows_entry(tmp_path, ROWS, "electra")
     (tmp_path / "el").mkdir()
