@@ -32,7 +32,7 @@ class KillInLoad(WorkerPlugin):
         real = getattr(zoo.load_model, "__wrapped_real__", zoo.load_model)
         target, marker, once = self.target, self.marker, self.once
 
-        def load_model(path):
+        def load_model(path, **kw):
             if Path(path).name == target:
                 try:
                     fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -43,7 +43,7 @@ class KillInLoad(WorkerPlugin):
                         os.write(fd, str(os.getpid()).encode())
                         os.close(fd)
                     os.kill(os.getpid(), 9)
-            return real(path)
+            return real(path, **kw)
 
         load_model.__wrapped_real__ = real
         zoo.load_model = load_model
