@@ -14,6 +14,7 @@ the speed-up, and per-document agreement (acc / acc_norm / exact_match and gener
     python bench/bench_lmeval.py            # writes its section of docs/benchmarks.md
     python bench/bench_lmeval.py --quick    # few documents, prints, writes nothing
     python bench/bench_lmeval.py --no-write # all documents, prints, writes nothing
+    python bench/bench_lmeval.py --tasks gsm8k  # those tasks only, prints, writes nothing
 
 Needs the ``bench`` extra (lm_eval[hf]); never part of make test.
 """
@@ -117,6 +118,9 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=40)
     ap.add_argument("--gen-docs", type=int, default=8)
     ap.add_argument("--no-write", action="store_true", help="print the table only")
+    ap.add_argument(
+        "--tasks", default="", help="comma-separated task names (default: all); implies no write"
+    )
     args = ap.parse_args()
     n, n_gen = (6, 2) if args.quick else (args.docs, args.gen_docs)
     torch.set_num_threads(1)
@@ -143,6 +147,12 @@ def main() -> None:
     params = sum(p.numel() for p in model.parameters()) / 1e6
     d = Path(tempfile.mkdtemp(prefix="tl-bench-tasks-"))
     tasks = tasks_of(n, n_gen)
+    if args.tasks:
+        want = args.tasks.split(",")
+        unknown = [t for t in want if t not in tasks]
+        if unknown:
+            raise SystemExit(f"--tasks: expected names from {list(tasks)}, got {unknown}")
+        tasks = {t: tasks[t] for t in want}
     H.write_tasks(d, tasks=tasks)
     tm = TaskManager(include_path=str(d), include_defaults=False)
     load0 = os.getloadavg()[0]
@@ -201,7 +211,7 @@ def main() -> None:
     lines.append("")
     text = "\n".join(lines)
     print(text)
-    if not (args.quick or args.no_write):
+    if not (args.quick or args.no_write or args.tasks):
         path = ROOT / "docs" / "benchmarks.md"
         doc = path.read_text(encoding="utf-8")
         start = doc.find(SECTION)
