@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from tinyllm.compare import RowItemsMismatchError, compare_reports, row_items_problem
 from tinyllm.report import validate_report
 from tinyllm.store import (
@@ -131,6 +133,7 @@ def publish_run(
     run_report: dict,
     items: dict[str, Any],
     *,
+    baseline_items: dict[str, Any] | None = None,
     order: Sequence[str] | None = None,
     previous: str | None = None,
     seed: int = 0,
@@ -140,10 +143,14 @@ def publish_run(
 
     0. every ``status: "ok"`` row with per-item scores is checked against them
        (:func:`tinyllm.compare.row_items_problem`: ``n`` is their count, and ``value`` their
-       mean in the metric's units for the mean metrics); a row that disagrees becomes an error
-       row saying why, and its scores are not stored;
+       mean in the metric's units for the mean metrics), and against its baseline's per-item
+       scores in ``baseline_items`` (:func:`baseline_items_problem`); a row that disagrees with
+       either becomes an error row saying why, and neither of its arrays is stored;
     1. each entry's per-item scores under a content-addressed name (:meth:`Store.write_items_ref`),
-       and each row's ``items`` set to that name (a row without scores gets ``null``);
+       and each row's ``items`` set to that name (a row without scores gets ``null``); its
+       baseline's scores likewise, as entry ``<name>.baseline`` (``items/<name>.baseline-<h>.npy``,
+       a name no entry can have: entry names have no dot), in ``baseline.items`` (``null``
+       without them);
     2. the run's raw report at ``runs/<run-id>.json`` (never overwritten);
     3. the baseline: ``previous``, or :meth:`Store.baseline_release` (decided before this
        release is visible, so the release never counts as its own predecessor);
@@ -167,7 +174,9 @@ def publish_run(
     attempt = (store.uri, release, run_id) if run_id else None
     run_id = run_id or new_run_id()
     try:
-        out = _publish(store, release, run_report, items, order, previous, seed, run_id)
+        out = _publish(
+            store, release, run_report, items, baseline_items or {}, order, previous, seed, run_id
+        )
     except Exception as e:
         first = _FIRST_FAILURES.get(attempt) if attempt else None
         if attempt is None or first is None or first is e:
@@ -199,27 +208,88 @@ def _mismatch_row(row: dict, problem: str) -> dict:
     return out
 
 
+def baseline_items_problem(row: dict, items: Any, own: Any = None) -> str | None:
+    """Why an ok row disagrees with its baseline's per-item scores ``items``, or None when it
+    agrees (or has no result to check: a row that is not ``status: "ok"``).
+
+    The baseline is scored on the row's very items, in the row's units, so its scores are
+    checked as :func:`tinyllm.compare.row_items_problem` checks the row's own, with the
+    baseline's value in place of the row's: a ``baseline`` field to hold them; one score per
+    item of the row's own scores ``own`` (when given); ``n`` equal to their count (that are not
+    NaN, for the embeddings kinds); for the mean metrics ``baseline.value`` equal to their mean
+    times the row's item scale (bpb: ``sum(items) / (n_bytes ln 2)``).
+
+    Example: an ``exact_match`` row with n 4 and baseline "copy" of value 0.25 agrees with
+    items [0, 1, 0, 0]; with [0, 1, 1, 0] it does not ("row 'c': baseline 'copy': expected
+    exact_match value 0.5 (the mean of its 4 per-item scores), got 0.25").
+    """
+    if not isinstance(row, dict) or row.get("status") != "ok":
+        return None
+    name, base = row.get("name"), row.get("baseline")
+    if not isinstance(base, dict):
+        return (
+            f"row {name!r}: expected a baseline field to name its baseline's scores, got {base!r}"
+        )
+    a = np.asarray(items)
+    if own is not None and a.shape != np.shape(own):
+        return (
+            f"row {name!r}: baseline {base.get('name')!r}: expected one per-item score per item "
+            f"of the row's own (shape {np.shape(own)}), got shape {a.shape}"
+        )
+    problem = row_items_problem(dict(row, value=base.get("value")), a)
+    if problem is None:
+        return None
+    return f"row {name!r}: baseline {base.get('name')!r}: " + problem.removeprefix(
+        f"row {name!r}: "
+    )
+
+
+def baseline_items_name(name: str) -> str:
+    """The store entry name of row ``name``'s baseline scores: ``<name>.baseline``
+    (:meth:`Store.write_items_ref` makes it ``items/<name>.baseline-<h>.npy``)."""
+    return f"{name}.baseline"
+
+
+def _with_refs(row: dict, refs: dict[str, str], base_refs: dict[str, str]) -> dict:
+    """``row`` naming its stored scores: ``items`` and ``baseline.items`` (null without them)."""
+    out = dict(row, items=refs.get(row["name"]))
+    if isinstance(out.get("baseline"), dict):
+        out["baseline"] = dict(out["baseline"], items=base_refs.get(row["name"]))
+    return out
+
+
 def _publish(
     store: Store,
     release: str,
     run_report: dict,
     items: dict[str, Any],
+    baseline_items: dict[str, Any],
     order: Sequence[str] | None,
     previous: str | None,
     seed: int,
     run_id: str,
 ) -> dict:
-    rows, arrays = [], dict(items)
+    rows, arrays, base_arrays = [], dict(items), dict(baseline_items)
     for row in run_report["rows"]:
-        arr = items.get(row.get("name")) if isinstance(row, dict) else None
+        name = row.get("name") if isinstance(row, dict) else None
+        arr, base_arr = items.get(name), baseline_items.get(name)
         problem = row_items_problem(row, arr) if arr is not None else None
+        if problem is None and base_arr is not None:
+            problem = baseline_items_problem(row, base_arr, arr)
+            if problem is None and not isinstance(row.get("baseline"), dict):
+                base_arrays.pop(name)  # a row that is not ok and has no baseline to name them
         if problem is not None:
             row = _mismatch_row(row, problem)
-            arrays.pop(row["name"])
+            arrays.pop(name, None)
+            base_arrays.pop(name, None)
         rows.append(row)
     refs = {name: store.write_items_ref(release, name, arr) for name, arr in arrays.items()}
+    base_refs = {
+        name: store.write_items_ref(release, baseline_items_name(name), arr)
+        for name, arr in base_arrays.items()
+    }
     run = dict(run_report)
-    run["rows"] = [dict(r, items=refs.get(r["name"])) for r in rows]
+    run["rows"] = [_with_refs(r, refs, base_refs) for r in rows]
     validate_report(run)
     try:
         store.write_run(release, run_id, run)
