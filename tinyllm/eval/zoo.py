@@ -47,6 +47,7 @@ from tinyllm.checkpoint import read_config as read_checkpoint_config
 from tinyllm.eval.kinds import METRIC_OF_KIND, SCORERS, Scored
 from tinyllm.eval.kinds.lm import BYTE_CHECK_CHUNK, lm_token_nlls
 from tinyllm.eval.kinds.lm import score as score_lm
+from tinyllm.eval.kinds.lmeval import entry_data_sha256
 from tinyllm.eval.single import place_checkpoint
 from tinyllm.models import FAMILIES, hf
 from tinyllm.models.word2vec import save_word2vec
@@ -338,7 +339,7 @@ def score_entry_arrays(
         _check_input(ckpt, "checkpoint", entry.name, folder=True)
         row["checkpoint_sha256"] = sha256_path(ckpt)
         _check_input(data, "data file", entry.name, folder=False)
-        row["data_sha256"] = sha256_path(data)
+        row["data_sha256"] = entry_data_sha256(entry, data)  # lmeval: the task's files
         config = read_config(ckpt)
         if config["tl_arch"] != entry.family:
             raise ValueError(

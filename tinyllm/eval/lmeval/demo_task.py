@@ -11,8 +11,10 @@ names) from the first sentences of the lee training documents (at most :data:`MA
 :func:`write_cloze_task` writes the two JSONL files and a task YAML that ``include``s lm-eval's
 own bundled ``hellaswag/hellaswag.yaml`` (so its ``process_docs``, prompt and metrics are
 lm-eval's) and overrides only ``task``, ``dataset_path: json`` and
-``dataset_kwargs.data_files``. lm-eval is not imported here: its bundled folder is found with
-:func:`importlib.util.find_spec`. Chance is 1/4 on every document.
+``dataset_kwargs.data_files``. Both paths are relative: the data files to the YAML's folder,
+the include to ``lm_eval/tasks`` (:func:`bundled_tasks_dir`), resolved when the task is scored
+(:func:`tinyllm.eval.kinds.lmeval.task_config`), so the folder and the venv can each move.
+lm-eval is not imported here. Chance is 1/4 on every document.
 """
 
 from __future__ import annotations
@@ -119,25 +121,23 @@ def write_cloze_task(
 ) -> Path:
     """Write ``lee_cloze.{train,validation}.jsonl`` (:func:`cloze_docs` of the sentences of
     ``train_docs`` / ``val_docs``) and ``lee_cloze.yaml`` into ``out_dir``; returns the YAML's
-    path. The YAML's ``data_files`` are absolute paths and its ``include`` names lm-eval's
-    bundled HellaSwag config (:func:`bundled_tasks_dir`), so the task is the bundled one on
-    these documents. Without lm-eval installed the include is the bare ``hellaswag/...`` path
-    (the zoo builds; its lmeval row is an error naming the ``lmeval`` extra)."""
+    path. The YAML's ``data_files`` are the two file names (relative to its folder) and its
+    ``include`` is :data:`BUNDLED_TASK`, lm-eval's bundled HellaSwag config by its name under
+    ``lm_eval/tasks``, so the task is the bundled one on these documents wherever the folder
+    and lm-eval are (without lm-eval installed the zoo still builds; its lmeval row is an error
+    naming the ``lmeval`` extra)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    try:
-        include = str(bundled_tasks_dir() / BUNDLED_TASK)
-    except MissingLmEvalError:  # the zoo still builds; scoring the task names the extra
-        include = BUNDLED_TASK
     files = {}
     for split, docs, s in (("train", train_docs, seed), ("validation", val_docs, seed + 1)):
         sents = sentences(docs)
         rows = cloze_docs(sents[:MAX_TRAIN] if split == "train" else sents, s, split)
-        p = out / SPLITS[split]
-        p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        files[split] = str(p.resolve())
+        (out / SPLITS[split]).write_text(
+            "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+        )
+        files[split] = SPLITS[split]
     doc = {
-        "include": include,
+        "include": BUNDLED_TASK,
         "task": TASK,
         "dataset_path": "json",
         "dataset_name": None,

@@ -15,9 +15,13 @@ metrics lm-eval's aggregation of the resampled documents' ``(LL, weight)`` pairs
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import os
-from collections.abc import Callable, Sequence
+import random
+import subprocess
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,11 +42,17 @@ lambada), ``word_perplexity`` / ``byte_perplexity`` = ``exp(-sum LL / sum words|
 ``bits_per_byte`` = ``-sum LL / (sum bytes * ln 2)``; LL in nats."""
 
 
-def _check_tasks(tasks: Any) -> list[str]:
+def _check_tasks(tasks: Any) -> list[str | dict]:
     if isinstance(tasks, str):
         tasks = [t for t in tasks.split(",") if t]
-    if not tasks or not all(isinstance(t, str) and t for t in tasks):
-        raise ValueError(f"tasks: expected a non-empty list of task names, got {tasks!r}")
+    ok = tasks and all(
+        (isinstance(t, str) and t) or (isinstance(t, dict) and isinstance(t.get("task"), str))
+        for t in tasks
+    )
+    if not ok:
+        raise ValueError(
+            f"tasks: expected a non-empty list of task names or task configs, got {tasks!r}"
+        )
     return list(tasks)
 
 
@@ -73,7 +83,7 @@ def load(
 
 
 def evaluate(
-    tasks: Sequence[str] | str,
+    tasks: Sequence[str | dict] | str,
     model: Any,
     tokenizer: Any,
     *,
@@ -85,15 +95,20 @@ def evaluate(
     n_boot: int = 1000,
     backend: dict | None = None,
     simple_evaluate: Callable | None = None,
+    quiet: bool = True,
 ) -> dict:
     """Score lm-eval ``tasks`` with our engine; every metric with its 95% interval and n.
 
+    ``tasks``: task, group or tag names (a comma-separated string or a list), or task configs
+    (dicts with a ``task`` key, as lm-eval's TaskManager takes them). Each is built once by
+    lm-eval's TaskManager and handed to ``lm_eval.simple_evaluate`` built.
     ``include_path``: a folder of task YAMLs (a YAML there may ``include`` a bundled one);
     ``include_defaults``: also index lm-eval's bundled tasks (lm-eval's default; indexing all
     of them takes about a minute). ``num_fewshot``, ``limit`` (documents per task) and ``seed``
     (lm-eval's few-shot and random seeds, and the bootstrap's) as in
     ``lm_eval.simple_evaluate``. ``backend``: keyword arguments of
     :class:`~tinyllm.eval.lmeval.backend.TinyLLM` (``rolling``, ``stride``, ``max_length``, ...).
+    ``quiet``: lm-eval's progress bars and git probe off (:func:`quiet_lm_eval_run`).
 
     Returns ``{"lm_eval_version", "seed", "num_fewshot", "limit", "n_boot", "tasks": {task:
     {"n", "doc_ids", "metrics": {"METRIC,FILTER": {"value", "lo", "hi", "interval", "n"}},
@@ -107,34 +122,43 @@ def evaluate(
     """
     require_lm_eval()
     import lm_eval  # optional dependency: the lmeval extra
-    from lm_eval.tasks import TaskManager, get_task_dict
+    from lm_eval.tasks import TaskManager
+    from lm_eval.utils import set_torch_seed
 
     from tinyllm.eval.lmeval.backend import TinyLLM
 
-    names = _check_tasks(tasks)
+    specs = _check_tasks(tasks)
     if include_path is not None and not os.path.isdir(include_path):
         raise ValueError(f"include_path: expected a folder of task YAMLs, got {include_path!r}")
     tm = TaskManager(
         include_path=None if include_path is None else str(include_path),
         include_defaults=include_defaults,
     )
-    kw = dict(backend or {})
-    if _needs_all_greedy(get_task_dict(names, tm)):
-        kw.setdefault("greedy", "all")
-    lm = TinyLLM(model, tokenizer, **kw)
-    run = (simple_evaluate or lm_eval.simple_evaluate)(
-        model=lm,
-        tasks=names,
-        task_manager=tm,
-        num_fewshot=num_fewshot,
-        limit=limit,
-        log_samples=True,
-        random_seed=seed,
-        numpy_random_seed=seed,
-        torch_random_seed=seed,
-        fewshot_random_seed=seed,
-        bootstrap_iters=0,  # our intervals replace lm-eval's stderr
-    )
+    # lm-eval's own seeding (simple_evaluate's), then each task built once: simple_evaluate
+    # takes the built objects, so it does not seed again (it would reset the state the build
+    # left, which its own seed -> build -> evaluate order never does)
+    random.seed(seed)
+    np.random.seed(seed)
+    set_torch_seed(seed)
+    with quiet_lm_eval_run(quiet):
+        built = [tm.load(s) for s in specs]
+        kw = dict(backend or {})
+        if _needs_all_greedy(t for b in built for t in b["tasks"].values()):
+            kw.setdefault("greedy", "all")
+        lm = TinyLLM(model, tokenizer, **kw)
+        run = (simple_evaluate or lm_eval.simple_evaluate)(
+            model=lm,
+            tasks=[obj for b in built for obj in _top_level(b)],
+            task_manager=tm,
+            num_fewshot=num_fewshot,
+            limit=limit,
+            log_samples=True,
+            random_seed=None,  # seeded above, before the tasks were built
+            numpy_random_seed=None,
+            torch_random_seed=None,
+            fewshot_random_seed=seed,
+            bootstrap_iters=0,  # our intervals replace lm-eval's stderr
+        )
     rng = np.random.default_rng(seed)
     out_tasks = {}
     for task, samples in run["samples"].items():
@@ -149,19 +173,79 @@ def evaluate(
     }
 
 
-def _needs_all_greedy(task_dict: dict) -> bool:
+def _top_level(loaded: dict) -> list:
+    """The groups and tasks of one ``TaskManager.load`` answer that no group there contains
+    (what was asked for: a task, a tag's tasks, a group with its members)."""
+    groups = list(loaded["groups"].values())
+    inner = {id(x) for g in groups for x in (*g.get_all_tasks(), *g.get_all_groups())}
+    return [o for o in (*groups, *loaded["tasks"].values()) if id(o) not in inner]
+
+
+def _needs_all_greedy(tasks: Iterable[Any]) -> bool:
     """True when a multiple-choice task reports ``exact_match`` (lm-eval reads it from
     ``is_greedy``, which the backend then computes for every request)."""
-    for v in task_dict.values():
-        if isinstance(v, dict):
-            if _needs_all_greedy(v):
-                return True
-            continue
-        cfg = getattr(v, "config", None)
+    for t in tasks:
+        cfg = getattr(t, "config", None)
         metrics = [m.get("metric") for m in (getattr(cfg, "metric_list", None) or [])]
         if getattr(cfg, "output_type", None) == "multiple_choice" and "exact_match" in metrics:
             return True
     return False
+
+
+@contextlib.contextmanager
+def quiet_lm_eval_run(quiet: bool = True) -> Iterator[None]:
+    """lm-eval's noise on stderr off for one run: its git-hash probe (``git describe`` in the
+    working directory, whose "fatal: not a git repository" goes straight to fd 2; here it runs
+    with stderr discarded and returns the same hash), its per-document progress bar while it
+    builds requests, and datasets' progress bars. Log records, warnings and exceptions pass
+    as they are. ``quiet=False``: nothing changes (``--debug``)."""
+    if not quiet:
+        yield
+        return
+    # optional dependency: evaluate has checked it is there
+    import lm_eval.api.task
+    import lm_eval.evaluator
+
+    bars_were_on = _datasets_bars(False)
+    real_tqdm = lm_eval.api.task.tqdm
+    real_git_hash = lm_eval.evaluator.get_git_commit_hash
+    lm_eval.api.task.tqdm = functools.partial(real_tqdm, disable=True)
+    lm_eval.evaluator.get_git_commit_hash = _quiet_git_hash
+    try:
+        yield
+    finally:
+        lm_eval.api.task.tqdm = real_tqdm
+        lm_eval.evaluator.get_git_commit_hash = real_git_hash
+        if bars_were_on:
+            _datasets_bars(True)
+
+
+def _quiet_git_hash() -> str | None:
+    """lm-eval's ``get_git_commit_hash`` with git's stderr discarded: ``git describe --always``
+    in the working directory, else the commit lm-eval reads from a ``.git`` folder there."""
+    from lm_eval.loggers.utils import get_commit_from_path  # optional dependency, as above
+
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always"],  # noqa: S607 -- lm-eval's own probe, as it runs it
+            capture_output=True,
+            check=True,
+        )
+        return out.stdout.strip().decode()
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        return get_commit_from_path(os.getcwd())
+
+
+def _datasets_bars(on: bool) -> bool:
+    """Turn datasets' progress bars on or off; returns whether they were on (False without
+    datasets)."""
+    try:
+        import datasets  # lm-eval's dependency, when present
+    except ImportError:
+        return False
+    was = not datasets.are_progress_bars_disabled()
+    (datasets.enable_progress_bars if on else datasets.disable_progress_bars)()
+    return was
 
 
 def summarize(samples: list[dict], results: dict, rng: np.random.Generator, n_boot: int) -> dict:
