@@ -3,8 +3,9 @@
 A request (:class:`Req`) is one choice of one item, tokenized and truncated by lm-eval's rules
 (:func:`make_requests`): the model reads ``ctx + cont[:-1]`` and the choice's log-likelihood is
 read at the position before each of its tokens. :func:`plain_lls` scores requests with full
-forward passes (every distinct ``ctx + cont[:-1]`` once); :func:`cached_lls` runs each distinct
-context once and feeds the choices after its cached keys and values, through a cache engine
+forward passes (every distinct ``ctx + cont[:-1]`` once); :func:`cached_lls` runs each shared
+context prefix once (:func:`prefix_groups`) and feeds the rest of each context and its choice
+after the prefix's cached keys and values, through a cache engine
 (:mod:`tinyllm.eval.lm.kvcache`). Both batch rows of several items, longest first, within a
 token budget (:func:`budget_batches`).
 """
@@ -215,6 +216,46 @@ def plain_lls(
             finished(ks)
 
 
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    """The number of leading tokens ``a`` and ``b`` share.
+
+    Example: ``common_prefix([5, 6, 7], [5, 6, 9, 1])`` -> 2."""
+    n = min(a.size, b.size)
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if diff.size else n
+
+
+def prefix_groups(
+    ctxs: Sequence[np.ndarray], widths: Sequence[Sequence[int]], max_row: int
+) -> list[tuple[int, list[int]]]:
+    """Contexts that share a token prefix, grouped: ``[(prefix length p, [context ids])]``.
+
+    The contexts are sorted by their tokens; a context joins the group before it when it
+    shares ``m >= 1`` tokens with the group's prefix, ``2 m >= p`` (the prefix at most halves)
+    and the group's row stays within ``max_row`` tokens. A group's row holds, for each request
+    of each member, the tokens fed after the prefix: ``len(ctx) - p + len(cont) - 1``
+    (``widths[u]`` lists the continuation lengths of context u's requests). A context alone is
+    a group with ``p = len(ctx)``: nothing but its continuations is fed after it.
+
+    Example: contexts ``[1 2 3 4]``, ``[1 2 3 9]``, ``[7 8]`` with one 2-token continuation
+    each -> ``[(3, [0, 1]), (2, [2])]``.
+    """
+
+    def row(members: list[int], p: int) -> int:
+        return sum(len(ctxs[u]) - p + c - 1 for u in members for c in widths[u])
+
+    groups: list[tuple[int, list[int]]] = []
+    for u in sorted(range(len(ctxs)), key=lambda u: ctxs[u].tolist()):
+        if groups:
+            p, members = groups[-1]
+            m = common_prefix(ctxs[members[0]][:p], ctxs[u])
+            if m >= 1 and 2 * m >= p and row([*members, u], m) <= max_row:
+                groups[-1] = (m, [*members, u])
+                continue
+        groups.append((len(ctxs[u]), [u]))
+    return groups
+
+
 def cached_lls(
     engine: Any,
     reqs: list[Req],
@@ -223,14 +264,19 @@ def cached_lls(
     finished: Callable[[Iterable[int]], None] | None,
     max_pad: float = MAX_PAD,
     max_logits: int = MAX_LOGITS,
+    max_row: int | None = None,
 ) -> None:
-    """Each distinct context runs once (batched across items, longest first); the first choice
-    token is read from the context's last position, the others from ``cont[:-1]`` fed after the
-    context's cached keys and values, the choices of one context packed in one row. ``max_pad``
-    as in :func:`budget_batches` (the cache check passes 1.0: every row of its probe in one
-    padded pass). ``engine`` has ``head``, ``prefill(x, lens)`` and
+    """Each shared context prefix runs once (batched across items, longest first); every
+    request is then fed after its prefix's cached keys and values, the requests of one prefix
+    packed in one row (:func:`prefix_groups`, rows of at most ``max_row`` tokens, default
+    ``budget // 4``). A request whose context is its prefix reads its first choice token from
+    the prefix's last position and feeds ``cont[:-1]``; any other feeds the rest of its context
+    and ``cont[:-1]``, reading every choice token there. Contexts of one item that differ only
+    after a common start (winogrande's options fill a blank; few-shot prompts) thus share it.
+    ``max_pad`` as in :func:`budget_batches` (the cache check passes 1.0: every row of its
+    probe in one padded pass). ``engine`` has ``head``, ``prefill(x, lens)`` and
     ``extend(state, rows, lens, y, pos, new_mask)`` (:mod:`tinyllm.eval.lm.kvcache`). Writes
-    ``ll[k]`` (nats) for every request."""
+    ``ll[k]`` (nats) for every request: ``sum_j ln p(cont_j | ctx, cont_<j)``."""
     ctx_id: dict[bytes, int] = {}
     ctxs: list[np.ndarray] = []
     of_ctx: list[list[int]] = []
@@ -241,70 +287,85 @@ def cached_lls(
             ctxs.append(r.ctx)
             of_ctx.append([])
         of_ctx[ctx_id[key]].append(k)
-    order = sorted(range(len(ctxs)), key=lambda u: -ctxs[u].size)
+    cap = max(1, budget // 4) if max_row is None else max_row
+    groups = prefix_groups(ctxs, [[reqs[k].cont.size for k in ks] for ks in of_ctx], cap)
+    pre = [ctxs[members[0]][:p] for p, members in groups]  # the prefix each group runs once
+    of_pre = [[k for u in members for k in of_ctx[u]] for _, members in groups]
+    order = sorted(range(len(groups)), key=lambda g: -pre[g].size)
     v = out_features(engine.head)
     dev = model_device(engine.head)  # inputs go where the model is; LLs come back to the CPU
-    for sl in budget_batches([ctxs[u].size for u in order], budget, max_pad=max_pad):
+    for sl in budget_batches([pre[g].size for g in order], budget, max_pad=max_pad):
         batch = order[sl]
-        x = pad([ctxs[u] for u in batch]).to(dev)  # [Bc, Lc]
-        lens = torch.tensor([ctxs[u].size for u in batch], device=dev)  # [Bc]
-        h_last, state = engine.prefill(x, lens)  # [Bc, D] at each context's last token
-        ks = [k for u in batch for k in of_ctx[u]]
-        row_of = {u: b for b, u in enumerate(batch)}
-        # the first choice token of every request, read at its context's last position: the
-        # head and log-softmax run once per context, shared by all of its choices
-        rows = torch.tensor([row_of[ctx_id[reqs[k].ctx.tobytes()]] for k in ks], device=dev)
-        tgt = torch.tensor([int(reqs[k].cont[0]) for k in ks], device=dev)  # [R]
-        step = max(1, max_logits // max(v, 1))
-        for lo in range(0, len(batch), step):
-            z = engine.head(h_last[lo : lo + step])  # [rows, V]
-            if int(tgt.max()) >= z.shape[1]:
-                raise ValueError(
-                    f"expected token ids < the model's vocabulary size {z.shape[1]}, "
-                    f"got id {int(tgt.max())}"
-                )
-            lp = torch.log_softmax(z.float(), dim=-1)
-            sel = ((rows >= lo) & (rows < lo + step)).nonzero()[:, 0]
-            got = lp[rows[sel] - lo, tgt[sel]].double()
-            for i, val in zip(sel.tolist(), got.tolist(), strict=True):
-                ll[ks[i]] = val
-        # the rest of each choice, fed after its cached context: the choices of one context
-        # share a row (packed one after another, each attending to the context and causally to
-        # itself only), so the context's keys and values are copied once per context, not per
-        # choice. (One row per choice would attend over fewer masked pairs when the choices are
-        # long, but measured slower on the tiny "sentence" task: bench/bench_mc.py.)
-        groups = [(u, [k for k in of_ctx[u] if reqs[k].cont.size > 1]) for u in batch]
-        groups = [g for g in groups if g[1]]
-        groups.sort(key=lambda g: -sum(reqs[k].cont.size - 1 for k in g[1]))
-        widths = [sum(reqs[k].cont.size - 1 for k in g[1]) for g in groups]
+        x = pad([pre[g] for g in batch]).to(dev)  # [Bc, Lc]
+        lens = torch.tensor([pre[g].size for g in batch], device=dev)  # [Bc]
+        h_last, state = engine.prefill(x, lens)  # [Bc, D] at each prefix's last token
+        ks = [k for g in batch for k in of_pre[g]]
+        row_of = {g: b for b, g in enumerate(batch)}
+        for k in ks:
+            ll[k] = 0.0
+        # the first choice token of every request whose context is its prefix, read at the
+        # prefix's last position: the head and log-softmax run once per prefix
+        first = [
+            (row_of[g], k) for g in batch for k in of_pre[g] if reqs[k].ctx.size == pre[g].size
+        ]
+        if first:
+            rows = torch.tensor([b for b, _ in first], device=dev)
+            tgt = torch.tensor([int(reqs[k].cont[0]) for _, k in first], device=dev)  # [R]
+            step = max(1, max_logits // max(v, 1))
+            for lo in range(0, len(batch), step):
+                z = engine.head(h_last[lo : lo + step])  # [rows, V]
+                if int(tgt.max()) >= z.shape[1]:
+                    raise ValueError(
+                        f"expected token ids < the model's vocabulary size {z.shape[1]}, "
+                        f"got id {int(tgt.max())}"
+                    )
+                lp = torch.log_softmax(z.float(), dim=-1)
+                sel = ((rows >= lo) & (rows < lo + step)).nonzero()[:, 0]
+                got = lp[rows[sel] - lo, tgt[sel]].double()
+                for i, val in zip(sel.tolist(), got.tolist(), strict=True):
+                    ll[first[i][1]] = val
+        # what each request feeds after its prefix: the rest of its context, then cont[:-1]
+        # (never the last token); the requests of one prefix share a row (packed one after
+        # another, each attending to the prefix and causally to itself only), so the prefix's
+        # keys and values are copied once per row, not per request
+        tail = {k: reqs[k].ctx[pre[g].size :] for g in batch for k in of_pre[g]}
+        feed = {k: np.concatenate([tail[k], reqs[k].cont[:-1]]) for k in ks}
+        rows_of = [(g, [k for k in of_pre[g] if feed[k].size]) for g in batch]
+        rows_of = [r for r in rows_of if r[1]]
+        rows_of.sort(key=lambda r: -sum(feed[k].size for k in r[1]))
+        widths = [sum(feed[k].size for k in r[1]) for r in rows_of]
         for sl2 in budget_batches(widths, budget, max_pad=max_pad):
-            part = [g[0] for g in groups[sl2]]  # the context of each row
-            row_reqs = [g[1] for g in groups[sl2]]
+            part = [r[0] for r in rows_of[sl2]]  # the prefix of each row
+            row_reqs = [r[1] for r in rows_of[sl2]]
             tq = widths[sl2.start]
-            y = torch.zeros(len(part), tq, dtype=torch.int64)  # [Bq, Tq] packed choices
+            y = torch.zeros(len(part), tq, dtype=torch.int64)  # [Bq, Tq] packed requests
             pos = torch.zeros(len(part), tq, dtype=torch.int64)
             seg = torch.full((len(part), tq), -1, dtype=torch.int64)  # request id, -1: pad
             r_i, c_i, tg, spans = [], [], [], []
-            for b, u in enumerate(part):
-                at, n_ctx = 0, ctxs[u].size
+            for b, g in enumerate(part):
+                at, n_pre = 0, pre[g].size
                 for k in row_reqs[b]:
-                    q = reqs[k].cont.size - 1  # never the last token
-                    y[b, at : at + q] = torch.from_numpy(reqs[k].cont[:-1])
-                    pos[b, at : at + q] = n_ctx + torch.arange(q)
+                    q, t, cont = feed[k].size, tail[k].size, reqs[k].cont
+                    y[b, at : at + q] = torch.from_numpy(feed[k])
+                    pos[b, at : at + q] = n_pre + torch.arange(q)
                     seg[b, at : at + q] = k
-                    r_i.append(torch.full((q,), b))
-                    c_i.append(torch.arange(at, at + q))
-                    tg.append(torch.from_numpy(reqs[k].cont[1:]))
-                    spans.append((k, q))
+                    # choice token j is read at the fed token before it: index t - 1 + j
+                    # (with no tail, token 0 came from the prefix's last position)
+                    want = cont if t else cont[1:]
+                    lo = at + t - 1 if t else at
+                    r_i.append(torch.full((want.size,), b))
+                    c_i.append(torch.arange(lo, lo + want.size))
+                    tg.append(torch.from_numpy(want))
+                    spans.append((k, want.size))
                     at += q
-                pos[b, at:] = n_ctx  # padding: any valid position, never read
+                pos[b, at:] = n_pre  # padding: any valid position, never read
             j = torch.arange(tq)
             # a token attends to the earlier tokens of its own segment; padding to itself only
             causal = j[None, None, :] <= j[None, :, None]  # [1, Tq, Tq]
             new_mask = ((seg[:, :, None] == seg[:, None, :]) & causal) | torch.eye(
                 tq, dtype=torch.bool
             )
-            crow = torch.tensor([row_of[u] for u in part], device=dev)
+            crow = torch.tensor([row_of[g] for g in part], device=dev)
             y, pos, new_mask = y.to(dev), pos.to(dev), new_mask.to(dev)
             h2 = engine.extend(state, crow, lens[crow], y, pos, new_mask)  # [Bq, Tq, D]
             hs = h2[torch.cat(r_i).to(dev), torch.cat(c_i).to(dev)]  # [M, D]: scored positions
@@ -313,8 +374,8 @@ def cached_lls(
                 lambda lo, hi, hs=hs: engine.head(hs[lo:hi]), hs.shape[0], v, tgt2, max_logits
             )
             at = 0
-            for k, q in spans:
-                ll[k] -= math.fsum(nll[at : at + q])
-                at += q
+            for k, n in spans:
+                ll[k] -= math.fsum(nll[at : at + n])
+                at += n
         if finished is not None:
             finished(ks)

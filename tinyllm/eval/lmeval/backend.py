@@ -5,12 +5,15 @@ whitespace of the context moves to the continuation, the whole is encoded and th
 tokens split off; an empty context is the prefix token), truncated by its rule (the model reads
 ``(ctx + cont)[-(L+1):][:-1]``), then scored by :mod:`tinyllm.eval.lm`:
 
-* ``loglikelihood``: each distinct context runs once, its continuations from its KV cache
-  (:func:`tinyllm.eval.lm.kvcache.cache_engine`, checked against the plain pass), batched
-  across documents by a token budget. ``is_greedy`` needs the argmax at every continuation
-  position: it is computed (with the log-likelihood, from one full pass) for every request whose
-  context has one continuation (``output_type: loglikelihood`` tasks such as LAMBADA), and for
-  all requests with ``greedy="all"`` (a multiple-choice task whose metrics include
+* ``loglikelihood``: each context encoded once per call; each shared context prefix runs once
+  (contexts that differ only after a common start, as winogrande's options filling a blank or
+  few-shot prompts: :func:`tinyllm.eval.lm.scoring.cached_lls`), every request continued from
+  its KV cache (:func:`tinyllm.eval.lm.kvcache.cache_engine`, checked against the plain pass),
+  batched across documents by a token budget. ``is_greedy`` needs the argmax at every
+  continuation position: it is computed (with the log-likelihood, from one full pass) for every
+  request that is its document's only one (``output_type: loglikelihood`` tasks such as
+  LAMBADA; for requests that name no document, those whose context has one continuation), and
+  for all requests with ``greedy="all"`` (a multiple-choice task whose metrics include
   ``exact_match``: :func:`tinyllm.eval.lmeval.run.evaluate` sets it for such tasks). Elsewhere it is
   False without being computed (lm-eval's multiple-choice ``process_results`` reads
   ``is_greedy[gold]`` for every document, but reports it only as ``exact_match``).
@@ -156,10 +159,13 @@ class TinyLLM(LM):
             return self.tokenizer.decode(ids)
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-    def encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    def encode_pair(
+        self, context: str, continuation: str, enc: dict[str, list[int]] | None = None
+    ) -> tuple[list[int], list[int]]:
         """HFLM's request encoding: an empty context is ``[prefix]``; otherwise trailing
         whitespace moves to the continuation and ``enc(ctx + cont)`` is split after
-        ``enc(ctx)``."""
+        ``enc(ctx)``. ``enc``: a cache of ``enc(ctx)`` by context text, filled here (the
+        choices of one document repeat its context)."""
         if context == "":
             if self.prefix is None:
                 raise ValueError(
@@ -170,7 +176,11 @@ class TinyLLM(LM):
         n = len(context) - len(context.rstrip())
         if n:
             continuation, context = context[-n:] + continuation, context[:-n]
-        whole, ctx = self.tok_encode(context + continuation), self.tok_encode(context)
+        if enc is None:
+            ctx = self.tok_encode(context)
+        elif (ctx := enc.get(context)) is None:
+            ctx = enc[context] = self.tok_encode(context)
+        whole = self.tok_encode(context + continuation)
         return ctx, whole[len(ctx) :]
 
     def _req(self, k: int, ctx: list[int], cont: list[int], where: str) -> Req:
@@ -190,26 +200,39 @@ class TinyLLM(LM):
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         """``(LL, is_greedy)`` per request ``(context, continuation)``: ``LL`` in nats."""
+        enc: dict[str, list[int]] = {}  # the contexts of one call, each encoded once
         reqs = [
-            self._req(k, *self.encode_pair(*r.args), where=f"request {k}")
+            self._req(k, *self.encode_pair(*r.args, enc=enc), where=f"request {k}")
             for k, r in enumerate(requests)
         ]
-        return self.score_requests(reqs)
+        return self.score_requests(reqs, alone=_alone_in_doc(requests))
 
-    def score_requests(self, reqs: list[Req]) -> list[tuple[float, bool]]:
-        """``(LL, is_greedy)`` of token-level requests (see the module docstring). Identical
-        requests are scored once and share the result, so equal choices tie exactly (lm-eval
-        then picks the first, as on HFLM) instead of by float rounding."""
+    def score_requests(
+        self, reqs: list[Req], alone: list[bool] | None = None
+    ) -> list[tuple[float, bool]]:
+        """``(LL, is_greedy)`` of token-level requests (see the module docstring). ``alone[k]``:
+        request k is its document's only request (an ``output_type: loglikelihood`` task), so
+        its ``is_greedy`` is computed; None: requests whose context has one continuation.
+        Identical requests are scored once and share the result, so equal choices tie exactly
+        (lm-eval then picks the first, as on HFLM) instead of by float rounding."""
         keys = [(r.ctx.tobytes(), r.cont.tobytes()) for r in reqs]
         once: dict[tuple[bytes, bytes], int] = {}
         for k, key in enumerate(keys):
             once.setdefault(key, k)
         if len(once) < len(reqs):
-            got = self.score_requests([reqs[k] for k in once.values()])
+            sub_alone = None
+            if alone is not None:
+                any_alone: dict[tuple[bytes, bytes], bool] = {}
+                for key, a in zip(keys, alone, strict=True):
+                    any_alone[key] = any_alone.get(key, False) or a
+                sub_alone = [any_alone[key] for key in once]
+            got = self.score_requests([reqs[k] for k in once.values()], sub_alone)
             at = {key: i for i, key in enumerate(once)}
             return [got[at[key]] for key in keys]
-        n_of = Counter(r.ctx.tobytes() for r in reqs)
-        full = [k for k, r in enumerate(reqs) if self.greedy == "all" or n_of[r.ctx.tobytes()] == 1]
+        if alone is None:
+            n_of = Counter(r.ctx.tobytes() for r in reqs)
+            alone = [n_of[r.ctx.tobytes()] == 1 for r in reqs]
+        full = [k for k in range(len(reqs)) if self.greedy == "all" or alone[k]]
         rest = sorted(set(range(len(reqs))) - set(full))
         out: list[tuple[float, bool]] = [(math.nan, False)] * len(reqs)
         with eval_mode(self.model), torch.inference_mode():
@@ -333,6 +356,16 @@ class TinyLLM(LM):
             if isinstance(v, int):
                 return v
         return 0
+
+
+def _alone_in_doc(requests: list) -> list[bool] | None:
+    """Per lm-eval ``Instance``: whether it is the only request of its ``(task_name, doc_id)``;
+    None when some request names no document."""
+    docs = [(getattr(r, "task_name", None), getattr(r, "doc_id", None)) for r in requests]
+    if any(d is None for _, d in docs):
+        return None
+    n = Counter(docs)
+    return [n[d] == 1 for d in docs]
 
 
 def _prefix(tokenizer: Any) -> int | None:
