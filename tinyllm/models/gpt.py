@@ -128,17 +128,49 @@ def _check_keep(keep: slice, n_tok: int) -> tuple[int, int]:
     return lo, hi
 
 
+def _check_capacity(capacity: int | None, past: KVCache | None, T: int) -> None:
+    """``hidden_cached``'s cache capacity: a new one holds ``T`` tokens, a fixed one has room."""
+    if capacity is not None:
+        if past is not None:
+            raise ValueError(
+                f"gpt: expected capacity only for a new cache (past None), got capacity={capacity}"
+                " with a past cache"
+            )
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < T:
+            raise ValueError(
+                f"gpt: expected capacity an int >= the {T} tokens of idx, got {capacity!r}"
+            )
+    elif past is not None and past.filled is not None and past.filled + T > past.capacity:
+        raise ValueError(
+            f"gpt: expected at most {past.capacity - past.filled} new tokens for a fixed-capacity "
+            f"cache of {past.capacity} positions holding {past.filled}, got {T}"
+        )
+
+
 @dataclass(frozen=True)
 class KVCache:
     """Keys and values of the tokens read so far, for incremental decoding
-    (:meth:`Model.hidden_cached`): ``k[l]`` and ``v[l]`` are layer l's ``[B, H, S, Dh]``."""
+    (:meth:`Model.hidden_cached`): ``k[l]`` and ``v[l]`` are layer l's ``[B, H, C, Dh]``.
+
+    ``filled`` None: a growing cache, every one of its ``C = S`` positions read, the keys and
+    values of new tokens appended (a fresh tensor each call). ``filled`` an int: a
+    fixed-capacity cache (``hidden_cached(capacity=C)``), its first ``S = filled`` positions
+    read, new keys and values written in place at ``S .. S + T - 1`` (no copy of the old ones;
+    the cache passed in shares its tensors with the one returned, so only the newest is read on).
+    """
 
     k: list[torch.Tensor]
     v: list[torch.Tensor]
+    filled: int | None = None
 
     @property
     def length(self) -> int:
         """S, the number of cached positions (padding included)."""
+        return int(self.k[0].shape[2]) if self.filled is None else self.filled
+
+    @property
+    def capacity(self) -> int:
+        """C, the positions the cache can hold without a copy (``length`` for a growing one)."""
         return int(self.k[0].shape[2])
 
     @property
@@ -147,10 +179,24 @@ class KVCache:
         return int(self.k[0].shape[0])
 
     def select(self, rows: torch.Tensor) -> KVCache:
-        """The cache of rows ``rows`` (int ``[B']``, repeats allowed): one row per continuation."""
+        """The cache of rows ``rows`` (int ``[B']``, repeats allowed): one row per continuation;
+        a fixed-capacity cache stays one, with its capacity and length."""
         return KVCache(
-            [t.index_select(0, rows) for t in self.k], [t.index_select(0, rows) for t in self.v]
+            [t.index_select(0, rows) for t in self.k],
+            [t.index_select(0, rows) for t in self.v],
+            self.filled,
         )
+
+    def append(self, i: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer ``i``'s keys and values ``[B, H, S + T, Dh]``: the cached ones followed by
+        ``k``, ``v`` ``[B, H, T, Dh]`` (written in place into a fixed-capacity cache, which must
+        have room: :meth:`Model.hidden_cached` checks it before the first layer)."""
+        if self.filled is None:
+            return torch.cat([self.k[i], k], dim=2), torch.cat([self.v[i], v], dim=2)
+        S, T = self.filled, k.shape[2]
+        self.k[i][:, :, S : S + T] = k
+        self.v[i][:, :, S : S + T] = v
+        return self.k[i][:, :, : S + T], self.v[i][:, :, : S + T]
 
 
 class Model(nn.Module):
@@ -252,6 +298,7 @@ class Model(nn.Module):
         past_valid: torch.Tensor | None = None,
         new_mask: torch.Tensor | None = None,
         last: torch.Tensor | None = None,
+        capacity: int | None = None,
     ) -> tuple[torch.Tensor, KVCache]:
         """Incremental decoding: hidden states of ``idx`` read after the tokens cached in ``past``.
 
@@ -274,6 +321,11 @@ class Model(nn.Module):
           follows). The cache still holds every position; in inference the last block computes
           its attention output and MLP at these B rows only (its keys and values come from
           every position), as :meth:`hidden` does with ``keep``.
+        * ``capacity`` C (only without ``past``): return a fixed-capacity cache of C positions
+          (:class:`KVCache` ``filled``), so that each later call writes its keys and values in
+          place, ``[B, H, C, Dh]`` allocated once, and attention reads the first ``S + T``
+          positions: greedy decoding pays no copy of the whole cache per token. A call that
+          would overflow it raises ValueError.
 
         Same weights and the same arithmetic as :meth:`hidden`; only the matrix shapes differ,
         so results agree to float32 rounding (about 1e-6).
@@ -284,14 +336,15 @@ class Model(nn.Module):
         S = 0 if past is None else past.length
         if past is not None and past.batch != B:
             raise ValueError(f"gpt: expected a cache of batch {B}, got {past.batch}")
+        _check_capacity(capacity, past, T)
         if positions is None:
             positions = (S + torch.arange(T, device=idx.device)).expand(B, T)  # [B, T]
         if positions.shape != (B, T):
             raise ValueError(
                 f"gpt: expected positions of shape [{B}, {T}], got {list(positions.shape)}"
             )
-        top = int(positions.max()) if positions.numel() else 0
-        if top >= self.cfg.block_size or (positions.numel() and int(positions.min()) < 0):
+        lo, top = torch.stack(torch.aminmax(positions)).tolist() if positions.numel() else (0, 0)
+        if top >= self.cfg.block_size or lo < 0:  # one host sync for both bounds
             raise ValueError(
                 f"gpt: expected positions in [0, block_size={self.cfg.block_size}), got up to {top}"
             )
@@ -335,10 +388,17 @@ class Model(nn.Module):
             q, k, v = attn.c_attn(block.ln_1(x)).split(D, dim=2)  # 3 x [B, T, D]
             q, k, v = (t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v))  # [B,H,T,Dh]
             if past is not None:
-                k = torch.cat([past.k[i], k], dim=2)  # [B, H, S + T, Dh]
-                v = torch.cat([past.v[i], v], dim=2)
-            ks.append(k)
-            vs.append(v)
+                k, v = past.append(i, k, v)  # [B, H, S + T, Dh]
+                ks.append(k)
+                vs.append(v)
+            elif capacity is not None:  # a fresh fixed-capacity cache, the T tokens at 0 .. T-1
+                ks.append(k.new_zeros(B, H, capacity, D // H))
+                vs.append(v.new_zeros(B, H, capacity, D // H))
+                ks[-1][:, :, :T] = k
+                vs[-1][:, :, :T] = v
+            else:
+                ks.append(k)
+                vs.append(v)
             p = attn.dropout if self.training else 0.0
             if last is not None and infer and i == len(self.h) - 1:  # B query rows only
                 rows = torch.arange(B, device=idx.device)
@@ -366,7 +426,9 @@ class Model(nn.Module):
                 x = x + block.mlp(block.ln_2(x))  # [B, T, D]
         if last is not None and not infer:  # the modules ran every row: pick them here
             x = x[torch.arange(B, device=idx.device), last][:, None]  # [B, 1, D]
-        return self.ln_f(x), KVCache(ks, vs)
+        if past is not None and past.filled is not None:  # the same tensors, S + T filled
+            return self.ln_f(x), KVCache(past.k, past.v, S + T)
+        return self.ln_f(x), KVCache(ks, vs, None if capacity is None else T)
 
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None

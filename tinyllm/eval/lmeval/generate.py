@@ -119,6 +119,38 @@ def _checked_twin(model: Any, ctx: Sequence[int]) -> Any:
     )
 
 
+def stop_strings(until: Sequence[str], decode: Callable[[list[int]], str]) -> Callable:
+    """``stop`` for :func:`greedy_tokens`: true once ``decode(tokens)`` contains a string of
+    ``until``, at a cost per step that does not grow with the tokens generated.
+
+    Each step decodes the last ``w = b + 1`` tokens only, ``b`` the longest stop string's UTF-8
+    bytes, and confirms a hit on the whole text. Why ``b`` tokens hold any newly appeared stop
+    string ``u`` (``b_u <= b`` bytes): decoding is UTF-8 over the tokens' bytes (invalid bytes
+    -> U+FFFD), so every character of ``decode(toks[:-1])`` but a trailing incomplete one is a
+    character of ``decode(toks)`` at the same bytes; a ``u`` absent from the first and present
+    in the second therefore ends in the newest token's bytes, and its ``b_u`` bytes start at most
+    ``b_u - 1`` bytes before them, which at least one byte per token puts in the ``b_u - 1``
+    tokens before the newest. A window that starts inside a multi-byte character decodes its
+    stray bytes to U+FFFD and resynchronises at the next character, so ``u``'s characters (which
+    start on a character) decode as in the whole text. The one extra token covers decoders that
+    alter the window's first token (a SentencePiece decoder strips its leading space). A token
+    of no bytes (a skipped special token) can push ``u`` out of the window: the row then runs
+    on, which changes no result, since the text is cut at its first stop string afterwards; the
+    confirmation on the whole text keeps a window artefact (a U+FFFD in ``u``) from stopping a
+    row early. Example: ``stop_strings(["\n\n"], tok.decode)`` decodes 3 tokens a step.
+    """
+    strs = list(until)
+    w = max((len(u.encode("utf-8")) for u in strs), default=0) + 1
+
+    def stop(toks: list[int]) -> bool:
+        if not strs or not any(u in decode(toks[-w:]) for u in strs):
+            return False
+        text = decode(toks)
+        return any(u in text for u in strs)
+
+    return stop
+
+
 class _Rows:
     """The generated tokens of a batch and which rows are still running."""
 
@@ -127,9 +159,10 @@ class _Rows:
         self.done = [False] * n
         self.stop, self.eos = stop, eos_ids
 
-    def add(self, nxt: torch.Tensor) -> bool:
-        """Append each running row's next id; True when every row has stopped."""
-        for b, t in enumerate(nxt.tolist()):
+    def add(self, nxt: torch.Tensor, live: Sequence[int] | None = None) -> bool:
+        """Append each running row's next id (``nxt[j]`` is row ``live[j]``'s, all rows by
+        default); True when every row has stopped."""
+        for b, t in zip(range(len(self.toks)) if live is None else live, nxt.tolist(), strict=True):
             if self.done[b]:
                 continue
             if t in self.eos:
@@ -171,25 +204,36 @@ def _hf_batch(model, rows, max_new, stop, eos_ids, pad_id) -> list[list[int]]:
 
 
 def _gpt_batch(model, rows, max_new, stop, eos_ids) -> list[list[int]]:
+    """Greedy steps on a fixed-capacity cache (``hidden_cached(capacity=)``: keys and values
+    written in place, none copied per token); a row that stops leaves the batch (its cache rows
+    dropped), so the steps after it compute only the running rows."""
     dev = _device(model)
-    T = max(len(r) for r in rows)
-    x = torch.zeros(len(rows), T, dtype=torch.long)  # [B, T] right-padded
+    B, T = len(rows), max(len(r) for r in rows)
+    x = torch.zeros(B, T, dtype=torch.long)  # [B, T] right-padded
     for b, r in enumerate(rows):
         x[b, : len(r)] = torch.tensor(r)
     x = x.to(dev)
     lens = torch.tensor([len(r) for r in rows], device=dev)  # [B]
-    h, cache = model.hidden_cached(x, last=lens - 1)  # [B, 1, D] at each row's last token
-    state = _Rows(len(rows), stop, eos_ids)
     # learned positions end at block_size: row b's step-th new token sits at lens[b] + step
-    n = min(max_new, model.cfg.block_size - int(lens.max()) + 1)
-    valid = torch.arange(T, device=dev)[None, :] < lens[:, None]  # [B, T]: padding never read
+    n = min(max_new, model.cfg.block_size - T + 1)
+    cap = T + n - 1  # the context and every token fed back (the last one generated is not)
+    h, cache = model.hidden_cached(x, last=lens - 1, capacity=cap)  # h [B, 1, D] at lens - 1
+    valid = torch.ones(B, cap, dtype=torch.bool, device=dev)  # [B, C]: padding never read
+    valid[:, :T] = torch.arange(T, device=dev)[None, :] < lens[:, None]
+    state = _Rows(B, stop, eos_ids)
+    live = list(range(B))  # the batch row of each cache row
     for step in range(n):
-        nxt = model.lm_head(h[:, -1]).argmax(-1)  # [B]
-        if state.add(nxt) or step == n - 1:
+        nxt = model.lm_head(h[:, -1]).argmax(-1)  # [B']
+        if state.add(nxt, live) or step == n - 1:
             break
-        valid = torch.cat([valid, torch.ones_like(valid[:, :1])], dim=1)  # [B, S + 1]
-        pos = (lens + step)[:, None]  # [B, 1]
-        h, cache = model.hidden_cached(nxt[:, None], cache, positions=pos, past_valid=valid[:, :-1])
+        keep = [j for j, b in enumerate(live) if not state.done[b]]
+        if len(keep) < len(live):  # drop the stopped rows: one copy, fewer rows every step on
+            at = torch.tensor(keep, device=dev)
+            cache, valid, lens, nxt = cache.select(at), valid[at], lens[at], nxt[at]
+            live = [live[j] for j in keep]
+        h, cache = model.hidden_cached(
+            nxt[:, None], cache, positions=(lens + step)[:, None], past_valid=valid[:, : T + step]
+        )
     return state.toks
 
 
