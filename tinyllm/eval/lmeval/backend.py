@@ -52,7 +52,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # noq
 from tinyllm.eval import lm  # noqa: E402
 from tinyllm.eval.lm.kvcache import cache_engine  # noqa: E402
 from tinyllm.eval.lm.scoring import Req, budget_batches, cached_lls, pad, plain_lls  # noqa: E402
-from tinyllm.eval.lmeval.generate import greedy_tokens  # noqa: E402
+from tinyllm.eval.lmeval.generate import greedy_tokens, stop_strings  # noqa: E402
 from tinyllm.logits import call_logits, eval_mode  # noqa: E402
 from tinyllm.tokens import ByteTokenizer, prefix_token_id  # noqa: E402
 
@@ -333,10 +333,7 @@ class TinyLLM(LM):
                 )
             ctxs = [self.tok_encode(requests[k].args[0])[-max_ctx:] for k in ks]
 
-            def stop(toks: list[int], until=until) -> bool:
-                text = self.tok_decode(toks)
-                return any(u in text for u in until)
-
+            stop = stop_strings(until, self.tok_decode)  # decodes a tail window per step
             toks = greedy_tokens(
                 self.model, ctxs, max_new, stop, self._eos_ids(), self.batch_size, self._pad()
             )
