@@ -7,7 +7,8 @@
       entries = the manifest, validated (a bad manifest fails before anything runs)
       futures = score_entry_task.map(entries)   # retries transient failures, cached by content
       rows    = [row, or an error row for a task that failed after its retries]
-      publish = write the run + merged release report + per-item scores, compare with previous
+      publish = write the run + merged release report + per-item scores (the rows' and their
+                baselines'), compare with previous
       artifacts: a table of the rows, a markdown summary of the comparison (fixed keys), every
                  user-derived string in them escaped (the UI renders both as markdown)
 
@@ -59,6 +60,7 @@ from tinyllm_suite.eval_tasks import (
     cache_storage,
     is_transient_state,
     publish_dashboard_task,
+    result_arrays,
     score_entry_task,
 )
 from tinyllm_suite.liveness import crash_leftover_task_runs, heartbeats
@@ -239,17 +241,28 @@ def publish_release(
     previous: str | None,
     run_id: str | None = None,
     created_at: str | None = None,
+    baseline_items: dict[str, list[float]] | None = None,
 ) -> dict:
-    """Write the run's raw rows (never overwritten), the per-item scores (content-addressed),
-    the merged release report (compare-and-swap); then compare with the previous release.
-    Returns ``{run_id, report, compare, store}``. A retry after a transient store failure
-    rewrites the same items (same names) and a new run file; scores come from the cache."""
+    """Write the run's raw rows (never overwritten), the per-item scores of the rows and of
+    their baselines (content-addressed), the merged release report (compare-and-swap); then
+    compare with the previous release. Returns ``{run_id, report, compare, store}``. A retry
+    after a transient store failure rewrites the same items (same names) and a new run file;
+    scores come from the cache."""
     st = open_store(store)
     arrays = {k: np.asarray(v, dtype=np.float64) for k, v in items.items()}
+    base = {k: np.asarray(v, dtype=np.float64) for k, v in (baseline_items or {}).items()}
     order = [e.name for e in manifest.entries]
     run = zoo.build_run_report(manifest, rows, seed=seed, release=release, created_at=created_at)
     return publish_run(
-        st, release, run, arrays, order=order, previous=previous, seed=seed, run_id=run_id
+        st,
+        release,
+        run,
+        arrays,
+        baseline_items=base,
+        order=order,
+        previous=previous,
+        seed=seed,
+        run_id=run_id,
     )
 
 
@@ -413,6 +426,7 @@ def _score_and_publish(logger, manifest, release, store, only, previous, seed) -
     wait(futures)
     rows: list[dict] = []
     items: dict[str, list[float]] = {}
+    base_items: dict[str, list[float]] = {}
     for entry, fut in zip(entries, futures, strict=True):
         if not fut.state.is_final():  # the runner lost it (a Dask worker died on each attempt)
             rows.append(zoo.error_row(entry, lost_task(fut)))
@@ -420,8 +434,11 @@ def _score_and_publish(logger, manifest, release, store, only, previous, seed) -
         result = fut.state.result(raise_on_failure=False)
         if fut.state.is_completed() and isinstance(result, dict):
             rows.append(result["row"])
-            if result["items"] is not None:
-                items[entry.name] = result["items"]
+            arr, base_arr = result_arrays(result)
+            if arr is not None:
+                items[entry.name] = arr
+            if base_arr is not None:
+                base_items[entry.name] = base_arr
         else:  # failed after its retries: an error row with the exception's type and message
             exc = result if isinstance(result, BaseException) else RuntimeError(str(fut.state))
             rows.append(zoo.error_row(entry, exc))
@@ -429,7 +446,9 @@ def _score_and_publish(logger, manifest, release, store, only, previous, seed) -
     # fixed before the first attempt: a retried publish writes the very same run file
     run_id = new_run_id()
     created_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    out = publish_release(m, rows, items, release, store, seed, previous, run_id, created_at)
+    out = publish_release(
+        m, rows, items, release, store, seed, previous, run_id, created_at, base_items
+    )
     create_table_artifact(
         key=ROWS_ARTIFACT,
         table=artifact_rows(out["report"]["rows"]),

@@ -1,6 +1,6 @@
 """Thin Prefect tasks around library calls: score one entry, write the release, compare.
 
-Each task is a wrapper: the work is done by ``tinyllm.eval.zoo.score_entry_items`` (the same
+Each task is a wrapper: the work is done by ``tinyllm.eval.zoo.score_entry_arrays`` (the same
 scoring path as ``run_zoo``), ``tinyllm.store`` and ``tinyllm.compare``. What lives here is only
 what Prefect adds: retries of transient failures, the cache key, result persistence as JSON.
 """
@@ -91,13 +91,27 @@ def cache_storage() -> Path:
     result_serializer="json",  # never pickle: cached results are plain JSON
 )
 def score_entry_task(entry: dict, seed: int, base_dir: str) -> dict:
-    """Score one manifest entry: ``{"row": row, "items": [float, ...] | None}``.
+    """Score one manifest entry: ``{"row": row, "items": [float, ...] | None, "baseline_items":
+    [float, ...] | None}`` (the row's per-item scores and its baseline's on the same items,
+    :func:`tinyllm.eval.zoo.score_entry_arrays`; JSON lists, so the cached result is JSON).
 
     Deterministic failures come back as error rows (from the library); transient ones raise so
     that Prefect retries them.
     """
-    row, items = zoo.score_entry_items(entry, seed=seed, base_dir=base_dir, raise_transient=True)
-    return {"row": row, "items": None if items is None else items.tolist()}
+    row, items, base = zoo.score_entry_arrays(
+        entry, seed=seed, base_dir=base_dir, raise_transient=True
+    )
+    return {
+        "row": row,
+        "items": None if items is None else items.tolist(),
+        "baseline_items": None if base is None else base.tolist(),
+    }
+
+
+def result_arrays(result: dict) -> tuple[list | None, list | None]:
+    """``(items, baseline items)`` of a :func:`score_entry_task` result; a result without a
+    ``baseline_items`` key (one cached by a task that did not return it) has none."""
+    return result.get("items"), result.get("baseline_items")
 
 
 @task(

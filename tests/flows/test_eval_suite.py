@@ -6,6 +6,7 @@ import threading
 import numpy as np
 import pytest
 import yaml
+from zoo_rows import assert_flow_rows_equal_run_zoo
 
 from tinyllm.eval import zoo
 from tinyllm.models import bigram, ngram
@@ -50,15 +51,8 @@ HEALTHY = [
 
 
 def strip(rows):
-    """Rows without wall time and items names (the store's are content-addressed; the flow
-    keeps no baseline items, so a baseline's items name is null there)."""
-    out = []
-    for r in rows:
-        r = {k: v for k, v in r.items() if k not in ("seconds", "items")}
-        if isinstance(r.get("baseline"), dict):
-            r["baseline"] = {k: v for k, v in r["baseline"].items() if k != "items"}
-        out.append(r)
-    return out
+    """Rows without wall time (two runs of the flow store the same scores under the same names)."""
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
 
 
 REAL_LOAD_MODEL = zoo.load_model
@@ -105,9 +99,11 @@ def test_fan_out_with_broken_entry_gives_error_row_and_scores_the_rest(zoo_dir, 
 def test_flow_rows_equal_run_zoo_rows(zoo_dir, tmp_path):
     m = write_manifest(zoo_dir, HEALTHY)
     out = eval_suite(manifest=m, release="r1", store=str(tmp_path / "store"), seed=3)
-    ref = zoo.run_zoo(m, seed=3).to_json()
-    assert strip(out["report"]["rows"]) == strip(ref["rows"])
-    assert out["report"]["manifest_sha256"] == ref["manifest_sha256"]
+    ref = zoo.run_zoo(m, seed=3)
+    st = open_store(tmp_path / "store")
+    # every row, its items and its baseline's (the unigram's per-token NLLs) as run_zoo has them
+    assert assert_flow_rows_equal_run_zoo(out["report"]["rows"], ref, st, "r1") == 3
+    assert out["report"]["manifest_sha256"] == ref.manifest_sha256
 
 
 def test_transient_oserror_is_retried_and_scored(zoo_dir, tmp_path, monkeypatch):
@@ -188,6 +184,11 @@ def test_only_replaces_one_row_and_keeps_the_old_run(zoo_dir, tmp_path):
     assert len(runs) == 2 and first["run_id"] in runs and second["run_id"] in runs
     assert st.read_run("r1", first["run_id"])["rows"] == first["report"]["rows"]
     assert [r["name"] for r in st.read_run("r1", second["run_id"])["rows"]] == ["bigram2"]
+    for r in report["rows"]:  # every row's baseline scores resolve from the merged report
+        assert st.read_items("r1", r["name"], r["baseline"]["items"]).size == r["n"]
+    # the unigram is fit on the scored tokens: the retrained bigram2 has the same baseline file
+    old_ref = first["report"]["rows"][1]["baseline"]["items"]
+    assert report["rows"][1]["baseline"]["items"] == old_ref
     with pytest.raises(Exception, match="expected entry names"):
         eval_suite(manifest=m, release="r1", store=store, only=["nope"])
 
@@ -213,6 +214,10 @@ def test_comparison_flags_planted_regression_and_unchanged(zoo_dir, tmp_path):
     st = open_store(store)
     assert st.read_compare("r3") == worse["compare"]
     assert st.releases() == ["r1", "r2", "r3"]
+    for release in ("r1", "r3"):  # the compared releases' baseline scores resolve too
+        for r in st.read_report(release)["rows"]:
+            base = st.read_items(release, r["name"], r["baseline"]["items"])
+            assert base.size == r["n"] and np.all(base > 0)  # unigram NLLs: -ln(c / n) > 0
 
 
 def test_bad_manifest_fails_before_anything_runs(zoo_dir, tmp_path, monkeypatch):
@@ -286,6 +291,14 @@ def test_retry_condition_retries_transient_failures_only():
     assert is_transient_state(None, None, failed(TimeoutError("slow"))) is True
     assert is_transient_state(None, None, failed(ValueError("bad weights"))) is False
     assert is_transient_state(None, None, failed(FileNotFoundError("gone"))) is False
+
+
+def test_a_task_result_cached_without_baseline_items_has_none():
+    from tinyllm_suite.eval_tasks import result_arrays
+
+    assert result_arrays({"row": {}, "items": [0.5, 1.5]}) == ([0.5, 1.5], None)
+    both = {"row": {}, "items": [0.5], "baseline_items": [2.0]}
+    assert result_arrays(both) == ([0.5], [2.0])
 
 
 # --- issue 12 ------------------------------------------------------------------------------------

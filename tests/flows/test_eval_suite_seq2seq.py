@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from zoo_rows import assert_flow_rows_equal_run_zoo
 
 from tinyllm import stats
 from tinyllm.eval import zoo
@@ -79,18 +80,10 @@ def test_flow_scores_seq2seq_rows_and_stores_their_items(s2s_dir, tmp_path):
         assert st.items_loader("r1")(name).tolist() == want
     assert rows["s2s-val"]["details"]["beam"] == 4  # the default
     assert rows["copy-val"]["details"]["beam"] == 2  # from the entry's options
-
-    def strip(rs):
-        # items are content-addressed in the store, a fixed name in run_zoo's report (the flow
-        # keeps no baseline items: its baseline's items name is null)
-        return [
-            {k: v for k, v in r.items() if k not in ("seconds", "items")}
-            | ({"baseline": {k: v for k, v in r["baseline"].items() if k != "items"}}
-               if isinstance(r.get("baseline"), dict) else {})
-            for r in rs
-        ]  # fmt: skip
-
-    assert strip(out["report"]["rows"]) == strip(zoo.run_zoo(m).to_json()["rows"])
+    # the copy baseline's 0/1 per pair stored for both rows, equal to run_zoo's
+    assert assert_flow_rows_equal_run_zoo(out["report"]["rows"], zoo.run_zoo(m), st, "r1") == 2
+    for name in rows:  # copying the source is right where the target is spelled alike
+        assert st.read_items("r1", name, rows[name]["baseline"]["items"]).tolist() == SAME
 
 
 def test_compare_flags_a_regressed_exact_match_row_and_keeps_the_unchanged_one(s2s_dir, tmp_path):
