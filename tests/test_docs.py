@@ -157,17 +157,26 @@ def _flow_equivalent(manifest, release, store, only, previous, seed, *_display):
 
     m = load_manifest(manifest)
     names = [e.name for e in m.entries if not only or e.name in only]
-    rows, items = [], {}
+    rows, items, base_items = [], {}, {}
     for e in m.entries:
         if e.name in names:
-            row, arr = zoo.score_entry_items(e, seed=seed, base_dir=Path(manifest).parent)
+            row, arr, base = zoo.score_entry_arrays(e, seed=seed, base_dir=Path(manifest).parent)
             rows.append(row)
             if arr is not None:
                 items[e.name] = arr
+            if base is not None:
+                base_items[e.name] = base
     run = zoo.build_run_report(m, rows, seed=seed, release=release)
     order = [e.name for e in m.entries]
     return publish_run(
-        open_store(store), release, run, items, order=order, previous=previous, seed=seed
+        open_store(store),
+        release,
+        run,
+        items,
+        order=order,
+        previous=previous,
+        seed=seed,
+        baseline_items=base_items,
     )
 
 

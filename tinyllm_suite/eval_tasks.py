@@ -38,12 +38,13 @@ def is_transient_state(task, task_run, state) -> bool:
 
 
 def _code_version() -> str:
-    """sha256 over the library's source files: a code change invalidates every cached score."""
-    root = Path(zoo.__file__).resolve().parents[1]
+    """sha256 over the source files of the library and of this package (the task's result
+    shape lives here): a code change invalidates every cached score."""
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*.py")):
-        h.update(str(p.relative_to(root)).encode())
-        h.update(p.read_bytes())
+    for root in (Path(zoo.__file__).resolve().parents[1], Path(__file__).resolve().parent):
+        for p in sorted(root.rglob("*.py")):
+            h.update(f"{root.name}/{p.relative_to(root)}".encode())
+            h.update(p.read_bytes())
     return h.hexdigest()
 
 
