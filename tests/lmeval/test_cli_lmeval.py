@@ -124,3 +124,23 @@ def test_device_and_dtype_follow_the_one_rule(folder, task_dir):
     bad = _invoke([*args, "--dtype", "float8"])
     assert bad.exit_code != 0 and len(bad.output.strip().splitlines()) == 1, bad.output
     assert "float8" in bad.output
+
+
+def test_a_run_prints_no_lm_eval_noise_and_still_its_errors(folder, task_dir, tmp_path,
+                                                            monkeypatch, capfd):  # fmt: skip
+    """Outside a git checkout lm-eval's git probe says "fatal: not a git repository" and its
+    request bar draws on stderr: neither shows; a run that fails still says why, in one line."""
+    monkeypatch.chdir(tmp_path)
+    args = ["eval", "lmeval", "--tasks", "arc_easy", "--hf", folder, "--no-bundled", "--limit", 2]
+    r = _invoke([*args, "--include-path", task_dir])
+    assert r.exit_code == 0, r.output
+    err = capfd.readouterr().err
+    assert "fatal: not a git repository" not in err and "it/s]" not in err, err
+    broken = tmp_path / "tasks"
+    broken.mkdir()
+    y = json.loads((task_dir / "arc_easy.yaml").read_text())
+    y["dataset_kwargs"]["data_files"]["test"] = str(broken / "gone.jsonl")
+    (broken / "arc_easy.yaml").write_text(json.dumps(y))
+    r = _invoke([*args, "--include-path", broken])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert r.output.startswith("error:") and "gone.jsonl" in r.output

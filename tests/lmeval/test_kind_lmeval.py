@@ -13,6 +13,7 @@ import pytest
 from tinyllm import stats
 from tinyllm.compare import compare_reports
 from tinyllm.data import lee_split
+from tinyllm.eval.kinds.lmeval import task_config
 from tinyllm.eval.lmeval import demo_task
 from tinyllm.eval.lmeval.run import evaluate, load
 from tinyllm.eval.zoo import entry_rng, run_zoo, score_entry_items
@@ -66,11 +67,11 @@ def test_row_equals_run_evaluate_on_the_same_inputs(zoo):
     # the same seed the kind draws from the entry's rng, the same model, task and options
     seed = int(entry_rng(3, "cloze").integers(0, 2**31 - 1))
     model, tok = load(hf=zoo / "a")
+    # the task YAML's config, its relative paths resolved against its folder
     ref = evaluate(
-        ["lee_cloze"],
+        [task_config(zoo / "task" / "lee_cloze.yaml")],
         model,
         tok,
-        include_path=zoo / "task",
         include_defaults=False,
         limit=LIMIT,
         seed=seed,

@@ -85,3 +85,83 @@ def test_missing_lm_eval_names_the_extra(monkeypatch):
     monkeypatch.setattr(importlib, "import_module", fake)
     with pytest.raises(MissingLmEvalError, match=r"tinyllm\[lmeval\]"):
         require_lm_eval()
+
+
+def test_each_task_is_built_once_with_the_results_of_simple_evaluate_by_name(
+    gpt2, tok, task_dir, monkeypatch
+):
+    """evaluate hands lm-eval the tasks it built (one build each); the samples are those of
+    lm_eval.simple_evaluate building the same tasks by name, with the same seeds."""
+    import lm_eval
+    from lm_eval.api.task import ConfigurableTask
+    from lm_eval.tasks import TaskManager
+
+    from tinyllm.eval.lmeval.backend import TinyLLM
+
+    builds = []
+    real_init = ConfigurableTask.__init__
+
+    def counting_init(self, *a, **k):
+        builds.append(1)
+        real_init(self, *a, **k)
+
+    got_samples: dict = {}
+
+    def capture(**kw):
+        out = lm_eval.simple_evaluate(**kw)
+        got_samples.update(out["samples"])
+        return out
+
+    names = ["arc_easy", "winogrande"]
+    monkeypatch.setattr(ConfigurableTask, "__init__", counting_init)
+    got = evaluate(names, gpt2, tok, include_path=task_dir, include_defaults=False,
+                   num_fewshot=1, limit=3, seed=5, simple_evaluate=capture)  # fmt: skip
+    assert len(builds) == len(names)
+    monkeypatch.setattr(ConfigurableTask, "__init__", real_init)
+    want = lm_eval.simple_evaluate(
+        model=TinyLLM(gpt2, tok),
+        tasks=names,
+        task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
+        num_fewshot=1,
+        limit=3,
+        random_seed=5,
+        numpy_random_seed=5,
+        torch_random_seed=5,
+        fewshot_random_seed=5,
+        bootstrap_iters=0,
+    )
+
+    def per_doc(samples):
+        keep = ("doc_id", "arguments", "resps", "filtered_resps", "acc", "acc_norm")
+        return {t: [{k: s.get(k) for k in keep} for s in v] for t, v in samples.items()}
+
+    assert per_doc(got_samples) == per_doc(want["samples"])
+    for t in names:
+        for key, m in got["tasks"][t]["metrics"].items():
+            assert m["value"] == want["results"][t][key]
+
+
+def test_a_run_leaves_no_git_probe_or_progress_bar_on_stderr(gpt2, tok, task_dir, tmp_path,
+                                                             monkeypatch, capfd, caplog):  # fmt: skip
+    """lm-eval's git probe ("fatal: not a git repository" outside a repo) and its request bar
+    are gone; what a run really writes to stderr (a log record, a hook's message) stays."""
+    import logging
+    import sys
+
+    from tinyllm.eval.lmeval.run import quiet_lm_eval_run
+
+    monkeypatch.chdir(tmp_path)  # not a git checkout: git describe fails here
+    evaluate(["arc_easy"], gpt2, tok, include_path=task_dir, include_defaults=False, limit=2)
+    err = capfd.readouterr().err
+    assert "fatal: not a git repository" not in err and "it/s]" not in err, err
+    with quiet_lm_eval_run():
+        print("a hook's error message", file=sys.stderr)
+        logging.getLogger("lm_eval").error("an lm-eval error record")
+    err = capfd.readouterr().err
+    assert "a hook's error message" in err
+    assert "an lm-eval error record" in caplog.messages  # log records pass as they are
+    loud = evaluate(["arc_easy"], gpt2, tok, include_path=task_dir, include_defaults=False,
+                    limit=2, quiet=False)  # fmt: skip
+    err = capfd.readouterr().err
+    assert "fatal: not a git repository" in err and "it/s]" in err  # what quiet turns off
+    assert loud["tasks"]["arc_easy"]["per_item"]  # the same run otherwise

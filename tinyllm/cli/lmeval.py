@@ -76,7 +76,7 @@ def eval_lmeval_cmd(
         raise fail("expected exactly one of --model DIR or --hf DIR")
     quiet_lm_eval()
     opts = dict(include_path=include_path, include_defaults=not no_bundled, limit=limit)
-    opts |= dict(num_fewshot=num_fewshot, seed=seed, n_boot=n_boot)
+    opts |= dict(num_fewshot=num_fewshot, seed=seed, n_boot=n_boot, quiet=not DEBUG["on"])
     backend = {"rolling": rolling, "stride": stride, "max_length": max_length}
     try:
         lm, tok = run.load(hf=hf, ckpt=model, device=device, dtype=dtype)
@@ -92,7 +92,8 @@ def eval_lmeval_cmd(
 
 def quiet_lm_eval() -> None:
     """lm-eval's and datasets' INFO / WARNING log lines and datasets' progress bars off, so the
-    output is the tables (``--debug`` keeps them: they say how lm-eval built each task)."""
+    output is the tables (``--debug`` keeps them: they say how lm-eval built each task); lm-eval's
+    git probe and request bar are off for the run itself (``run.evaluate(quiet=...)``)."""
     if DEBUG["on"]:
         return
     logging.getLogger("lm_eval").setLevel(logging.ERROR)
