@@ -76,6 +76,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_compare.py",
         "tests/test_compare_spearman.py",
         "tests/test_compare_tokenizers.py",
+        "tests/test_compare_row_checks.py",
     ],
     "tinyllm/compare_render.py": ["tests/test_compare_render.py"],
     # the instrument, whole or one module at a time, against all of its tests (tests/eval/lm/
