@@ -38,7 +38,8 @@ def _cached(model, reqs: list[Req], budget: int = 4096, max_row: int | None = No
         engine = kvcache.cache_engine(model, reqs)
         assert engine is not None
         ll = [math.nan] * len(reqs)
-        scoring.cached_lls(engine, reqs, budget, ll, None, max_row=max_row)
+        kw = {} if max_row is None else {"max_row": max_row}
+        scoring.cached_lls(engine, reqs, budget, ll, None, **kw)
     return ll
 
 
