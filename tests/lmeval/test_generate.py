@@ -4,9 +4,11 @@ id, and the tail-window stop check against decoding the whole text at every step
 
 from __future__ import annotations
 
+import lmeval_helpers
 import pytest
 import torch
 
+from tinyllm.eval.lmeval import generate
 from tinyllm.eval.lmeval.generate import greedy_tokens, stop_strings
 from tinyllm.models import hf
 
@@ -85,3 +87,14 @@ def test_no_stop_string_runs_to_max_new(gpt2, tok, until):
     stop = stop_strings(until, tok.decode)
     got = greedy_tokens(gpt2, [[3, 4, 5]], 9, stop, set())
     assert got == [_hf_greedy(gpt2, [3, 4, 5], 9, None)]
+
+
+def test_a_twin_that_differs_from_the_model_is_refused(gpt2, monkeypatch):
+    """The twin check (first VERIFY_LEN tokens of the first context) catches a twin computing
+    another function: generation then runs on the model's own cache, equal to ``generate``."""
+    other = hf.gpt2_twin(lmeval_helpers.tiny_gpt2(gpt2.config.vocab_size, 0, seed=1))
+    monkeypatch.setattr(generate.hf_family, "gpt2_twin", lambda m: other)
+    ctxs = [[5, 9, 2, 31, 7] * 5, [11, 3, 8]]
+    got = greedy_tokens(gpt2, ctxs, 8, lambda t: False, set())
+    assert got == [_hf_greedy(gpt2, c, 8, None) for c in ctxs]
+    assert got != greedy_tokens(other, ctxs, 8, lambda t: False, set())

@@ -2,17 +2,22 @@
 
 :func:`greedy_tokens` continues token contexts by ``argmax`` one token at a time:
 
-* a model with ``hidden_cached`` + ``lm_head`` (our GPT) runs on its cache: rows of a batch are
-  right-padded, each new token at its own row's next position, the padding's keys never read. A Hugging Face GPT-2 runs this way on its twin
+* a model with ``hidden_cached`` + ``lm_head`` (our GPT) runs on a fixed-capacity cache (keys
+  and values written in place, none copied per token): rows of a batch are right-padded, each
+  new token at its own row's next position, the padding's keys never read, a row that stops
+  dropped from the batch. A Hugging Face GPT-2 runs this way on its twin
   (:func:`tinyllm.models.hf.gpt2_twin`: our GPT on views of its weights) once the twin's logits
-  reproduced the model's own on the first context (:data:`tinyllm.logits.VERIFY_TOL`);
+  reproduced the model's own on the first context's first :data:`tinyllm.logits.VERIFY_LEN`
+  tokens (:data:`tinyllm.logits.VERIFY_TOL`; the twin reads the model's own weight tensors, so
+  a variant it does not implement shows on any prefix);
 * any other Hugging Face causal LM runs on its own cache (``past_key_values``): rows of a batch
   are left-padded, with an attention mask and position ids that skip the padding, as
   ``model.generate`` does;
 * any other model is rerun on the whole sequence at every step (``model(ids) -> logits``).
 
 A row stops at an end-of-sequence id (left out of its tokens), when ``stop(tokens)`` says so, or
-after ``max_new`` tokens; the batch stops when every row has.
+after ``max_new`` tokens; the batch stops when every row has. :func:`stop_strings` makes a
+``stop`` for stop strings whose cost per step does not grow with the generated text.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 
 import torch
 
-from tinyllm.logits import VERIFY_TOL, call_logits, eval_mode
+from tinyllm.logits import VERIFY_LEN, VERIFY_TOL, call_logits, eval_mode
 from tinyllm.models import hf as hf_family
 
 
@@ -107,11 +112,12 @@ def greedy_tokens(
 
 
 def _checked_twin(model: Any, ctx: Sequence[int]) -> Any:
-    """The model's GPT-2 twin when its logits on ``ctx`` match the model's own, else None."""
+    """The model's GPT-2 twin when its logits on the first ``VERIFY_LEN`` tokens of ``ctx``
+    match the model's own, else None (a full context would cost two prefills of one row)."""
     twin = hf_family.gpt2_twin(model)
     if twin is None:
         return None
-    x = torch.tensor([list(ctx)], dtype=torch.long, device=_device(model))
+    x = torch.tensor([list(ctx[:VERIFY_LEN])], dtype=torch.long, device=_device(model))
     want = call_logits(model, x)
     got = twin.lm_head(twin.hidden(x))
     return (
