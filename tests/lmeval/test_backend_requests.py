@@ -85,3 +85,30 @@ def test_shared_prefixes_and_an_empty_context_score_as_on_hflm(gpt2, tok):
     got = TinyLLM(gpt2, tok).loglikelihood(_inst(args, docs))
     ref = HFLM(pretrained=gpt2, tokenizer=tok, batch_size=1).loglikelihood(_inst(args, docs))
     assert [g[0] for g in got] == pytest.approx([r[0] for r in ref], abs=1e-4)
+
+
+def test_a_full_pass_reads_the_head_at_the_continuation_positions_only(tok):
+    from tinyllm.eval.lm.scoring import Req
+    from tinyllm.models import gpt
+
+    torch.manual_seed(0)
+    model = gpt.Model(gpt.Config(vocab_size=len(tok), block_size=64, n_layer=2, n_embd=32))
+    model.eval()
+    ids = tok.encode(SENT + " after a fire in the north")
+    req = Req(0, torch.tensor(ids[:-2]).numpy(), torch.tensor(ids[-2:]).numpy())
+    lm = TinyLLM(model, tok)
+    lm.score_requests([req], alone=[True])  # the head's check against the logits, once
+    rows: list[int] = []
+    hook = model.lm_head.register_forward_hook(
+        lambda m, i, o: rows.append(o.numel() // o.shape[-1])
+    )
+    try:
+        ((ll, greedy),) = lm.score_requests([req], alone=[True])
+    finally:
+        hook.remove()
+    assert rows == [2]  # two continuation tokens, not every position of the input
+    with torch.inference_mode():
+        lp = torch.log_softmax(model(torch.tensor([ids[:-1]]))[0][0].double(), dim=-1)
+    at = torch.arange(len(ids) - 3, len(ids) - 1)
+    assert ll == pytest.approx(float(lp[at, torch.tensor(ids[-2:])].sum()), abs=1e-5)
+    assert greedy == bool((lp[at].argmax(-1) == torch.tensor(ids[-2:])).all())

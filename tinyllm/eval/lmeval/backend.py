@@ -50,10 +50,11 @@ from lm_eval.models.utils import (  # noqa: E402
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window  # noqa: E402
 
 from tinyllm.eval import lm  # noqa: E402
+from tinyllm.eval.lm.heads import views  # noqa: E402
 from tinyllm.eval.lm.kvcache import cache_engine  # noqa: E402
 from tinyllm.eval.lm.scoring import Req, budget_batches, cached_lls, pad, plain_lls  # noqa: E402
 from tinyllm.eval.lmeval.generate import greedy_tokens, stop_strings  # noqa: E402
-from tinyllm.logits import call_logits, eval_mode  # noqa: E402
+from tinyllm.logits import Head, call_logits, eval_mode  # noqa: E402
 from tinyllm.tokens import ByteTokenizer, prefix_token_id  # noqa: E402
 
 ROLLING = ("lmeval", "strided")
@@ -251,22 +252,36 @@ class TinyLLM(LM):
         return out
 
     def _full_pass(self, reqs: list[Req]) -> list[tuple[float, bool]]:
-        """LL and is_greedy from the model's full logits on ``ctx + cont[:-1]``, right-padded,
-        longest first, batched by the token budget."""
+        """LL and is_greedy from one pass of ``ctx + cont[:-1]``, right-padded, longest first,
+        batched by the token budget: the output head at the continuation positions only
+        (:class:`tinyllm.logits.Head`'s hidden states + head, once that view reproduced the
+        model's logits), else the model's full logits."""
         seqs = [np.concatenate([r.ctx, r.cont[:-1]]) for r in reqs]
         order = sorted(range(len(reqs)), key=lambda i: -seqs[i].size)
         out: list[tuple[float, bool]] = [(math.nan, False)] * len(reqs)
         dev = _device(self.model)
+        head: Head | None = None
         for sl in budget_batches([seqs[i].size for i in order], self.token_budget):
             batch = order[sl]
-            logits = call_logits(self.model, pad([seqs[i] for i in batch]).to(dev))
-            for b, i in enumerate(batch):
-                r = reqs[i]
-                at = torch.arange(r.ctx.size - 1, r.ctx.size - 1 + r.cont.size)
-                lp = torch.log_softmax(logits[b, at].float(), dim=-1)  # [n_cont, V]
-                tgt = torch.from_numpy(r.cont).to(lp.device)
-                ll = math.fsum(lp.gather(1, tgt[:, None])[:, 0].double().tolist())
-                out[i] = (ll, bool((lp.argmax(-1) == tgt).all()))
+            x = pad([seqs[i] for i in batch]).to(dev)
+            if head is None:
+                head = Head(self.model, x, views(self.model))
+            at = [torch.arange(reqs[i].ctx.size - 1, seqs[i].size) for i in batch]
+            if head.hidden is not None and head.head is not None:
+                h = head.hidden(x)  # [B, T, D]
+                z = head.head(torch.cat([h[b, a] for b, a in enumerate(at)]))  # [M, V]
+            else:
+                logits = call_logits(self.model, x)  # [B, T, V]
+                z = torch.cat([logits[b, a] for b, a in enumerate(at)])
+            lp = torch.log_softmax(z.float(), dim=-1)  # [M, V]: every continuation position
+            tgt = torch.from_numpy(np.concatenate([reqs[i].cont for i in batch])).to(lp.device)
+            got = lp.gather(1, tgt[:, None])[:, 0].double().tolist()
+            hit = (lp.argmax(-1) == tgt).tolist()
+            lo = 0
+            for i, a in zip(batch, at, strict=True):
+                n = a.numel()
+                out[i] = (math.fsum(got[lo : lo + n]), all(hit[lo : lo + n]))
+                lo += n
         return out
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
