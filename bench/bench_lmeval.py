@@ -259,7 +259,7 @@ def main() -> None:
             f"| {r['hflm_s']:.2f} / {r['tinyllm_s']:.2f} | {r['xs']:.2f}x | {r['fixed_s']:.2f} "
             f"| {r['same']}/{r['samples']} |"
         )
-    lines += ["", NOTES, ""]
+    lines += ["", verdict(rows), "", NOTES, ""]
     text = "\n".join(lines)
     print(text)
     if not (args.quick or args.no_write or args.tasks or args.models):
@@ -272,6 +272,26 @@ def main() -> None:
         else:
             doc = doc.rstrip("\n") + "\n\n" + text
         path.write_text(doc, encoding="utf-8")
+
+
+MC_TASKS = ("arc_easy", "hellaswag", "winogrande", "copa", "mmlu_anatomy")
+"""The multiple-choice tasks of the issue's >= 2x bar (gsm8k's is >= 1.5x)."""
+
+
+def verdict(rows: list[dict]) -> str:
+    """Which rows meet the issue's bars end to end: >= 2x on multiple choice, >= 1.5x on gsm8k."""
+    met, missed = [], []
+    for r in rows:
+        bar = 2.0 if r["task"] in MC_TASKS else 1.5 if r["task"] == "gsm8k" else None
+        if bar is not None:
+            (met if r["x"] >= bar else missed).append(f"{r['model']} {r['task']} {r['x']:.2f}x")
+    return (
+        "The issue's bars end to end (>= 2x docs/s on multiple choice, >= 1.5x on gsm8k): met by "
+        + (", ".join(met) or "none")
+        + "; not met by "
+        + (", ".join(missed) or "none")
+        + "."
+    )
 
 
 NOTES = (
