@@ -88,6 +88,7 @@ MODULES: dict[str, list[str]] = {
         "tests/eval/lm/test_ppl.py",
         "tests/eval/lm/test_measured_batch.py",
         "tests/models/test_hf_arch.py",
+        "tests/test_windows_checks.py",
         *NOT_UNDER_MUTMUT,
     ],
     "tinyllm/logits.py": ["tests/eval/lm/test_heads.py", "tests/eval/lm/test_heads_hf.py"],
