@@ -90,8 +90,9 @@ def test_missing_lm_eval_names_the_extra(monkeypatch):
 def test_each_task_is_built_once_with_the_results_of_simple_evaluate_by_name(
     gpt2, tok, task_dir, monkeypatch
 ):
-    """evaluate hands lm-eval the tasks it built (one build each); the samples are those of
-    lm_eval.simple_evaluate building the same tasks by name, with the same seeds."""
+    """evaluate hands lm-eval the tasks it built (one build each) and skips torch's environment
+    report; the samples are those of lm_eval.simple_evaluate building the same tasks by name,
+    with the same seeds."""
     import lm_eval
     from lm_eval.api.task import ConfigurableTask
     from lm_eval.tasks import TaskManager
@@ -112,11 +113,17 @@ def test_each_task_is_built_once_with_the_results_of_simple_evaluate_by_name(
         got_samples.update(out["samples"])
         return out
 
+    import torch.utils.collect_env
+
+    env_reports = []  # torch's collect_env runs pip list and more: seconds per run
+    monkeypatch.setattr(
+        torch.utils.collect_env, "get_pretty_env_info", lambda: env_reports.append(1) or ""
+    )
     names = ["arc_easy", "winogrande"]
     monkeypatch.setattr(ConfigurableTask, "__init__", counting_init)
     got = evaluate(names, gpt2, tok, include_path=task_dir, include_defaults=False,
                    num_fewshot=1, limit=3, seed=5, simple_evaluate=capture)  # fmt: skip
-    assert len(builds) == len(names)
+    assert len(builds) == len(names) and env_reports == []
     monkeypatch.setattr(ConfigurableTask, "__init__", real_init)
     want = lm_eval.simple_evaluate(
         model=TinyLLM(gpt2, tok),
