@@ -172,3 +172,21 @@ def test_a_run_leaves_no_git_probe_or_progress_bar_on_stderr(gpt2, tok, task_dir
     err = capfd.readouterr().err
     assert "fatal: not a git repository" in err and "it/s]" in err  # what quiet turns off
     assert loud["tasks"]["arc_easy"]["per_item"]  # the same run otherwise
+
+
+def test_overlapping_runs_put_lm_eval_back_as_it_was():
+    """Runs in two threads enter and leave in any order: lm-eval's own functions are back
+    once the last one leaves, never a leftover replacement."""
+    import lm_eval.api.task
+    import lm_eval.evaluator
+
+    from tinyllm.eval.lmeval.run import quiet_lm_eval_run
+
+    real = (lm_eval.api.task.tqdm, lm_eval.evaluator.get_git_commit_hash)
+    a, b = quiet_lm_eval_run(), quiet_lm_eval_run()
+    a.__enter__()
+    b.__enter__()
+    a.__exit__(None, None, None)
+    assert lm_eval.evaluator.get_git_commit_hash is not real[1]  # b is still running
+    b.__exit__(None, None, None)
+    assert (lm_eval.api.task.tqdm, lm_eval.evaluator.get_git_commit_hash) == real

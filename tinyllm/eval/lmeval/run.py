@@ -22,6 +22,7 @@ import math
 import os
 import random
 import subprocess
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -207,18 +208,12 @@ def quiet_lm_eval_run(quiet: bool = True) -> Iterator[None]:
     import lm_eval.api.task
     import lm_eval.evaluator
 
-    bars_were_on = _datasets_bars(False)
-    real_tqdm = lm_eval.api.task.tqdm
-    real_git_hash = lm_eval.evaluator.get_git_commit_hash
-    lm_eval.api.task.tqdm = functools.partial(real_tqdm, disable=True)
-    lm_eval.evaluator.get_git_commit_hash = _quiet_git_hash
-    try:
+    with (
+        _swapped(lm_eval.api.task, "tqdm", lambda real: functools.partial(real, disable=True)),
+        _swapped(lm_eval.evaluator, "get_git_commit_hash", lambda real: _quiet_git_hash),
+        _while_running("datasets-bars", lambda: _datasets_bars(False), _datasets_bars),
+    ):
         yield
-    finally:
-        lm_eval.api.task.tqdm = real_tqdm
-        lm_eval.evaluator.get_git_commit_hash = real_git_hash
-        if bars_were_on:
-            _datasets_bars(True)
 
 
 @contextlib.contextmanager
@@ -229,12 +224,41 @@ def _no_env_report() -> Iterator[None]:
     transformers' versions, ``pretty_env_info`` is None."""
     import lm_eval.evaluator  # optional dependency: evaluate has checked it is there
 
-    real = lm_eval.evaluator.add_env_info
-    lm_eval.evaluator.add_env_info = _versions_only
+    with _swapped(lm_eval.evaluator, "add_env_info", lambda real: _versions_only):
+        yield
+
+
+_SWAP_LOCK = threading.Lock()
+_SWAP_DEPTH: dict[str, int] = {}
+_SWAP_SAVED: dict[str, Any] = {}
+
+
+@contextlib.contextmanager
+def _while_running(key: str, on: Callable[[], Any], off: Callable[[Any], Any]) -> Iterator[None]:
+    """``on()`` when the first run (of any thread) enters, ``off(what on returned)`` when the
+    last one leaves, so runs that overlap in threads restore the true original, once."""
+    with _SWAP_LOCK:
+        if not _SWAP_DEPTH.get(key):
+            _SWAP_SAVED[key] = on()
+        _SWAP_DEPTH[key] = _SWAP_DEPTH.get(key, 0) + 1
     try:
         yield
     finally:
-        lm_eval.evaluator.add_env_info = real
+        with _SWAP_LOCK:
+            _SWAP_DEPTH[key] -= 1
+            if not _SWAP_DEPTH[key]:
+                off(_SWAP_SAVED.pop(key))
+
+
+def _swapped(module: Any, name: str, make: Callable[[Any], Any]):
+    """``module.name`` replaced by ``make(original)`` while a run is inside (:func:`_while_running`)."""
+
+    def on() -> Any:
+        real = getattr(module, name)
+        setattr(module, name, make(real))
+        return real
+
+    return _while_running(f"{module.__name__}.{name}", on, lambda real: setattr(module, name, real))
 
 
 def _versions_only(storage: dict) -> None:
@@ -264,14 +288,15 @@ def _quiet_git_hash() -> str | None:
 
 
 def _datasets_bars(on: bool) -> bool:
-    """Turn datasets' progress bars on or off; returns whether they were on (False without
-    datasets)."""
+    """Turn datasets' progress bars on or off (nothing to do without datasets); returns
+    whether they were on."""
     try:
         import datasets  # lm-eval's dependency, when present
     except ImportError:
         return False
     was = not datasets.are_progress_bars_disabled()
-    (datasets.enable_progress_bars if on else datasets.disable_progress_bars)()
+    if on != was:
+        (datasets.enable_progress_bars if on else datasets.disable_progress_bars)()
     return was
 
 
