@@ -6,7 +6,10 @@
   lm-eval's own windows or our strided ones, ``generate_until`` greedy from a KV cache);
 * :mod:`~tinyllm.eval.lmeval.generate` -- batched greedy generation with stop strings;
 * :mod:`~tinyllm.eval.lmeval.run` -- :func:`~tinyllm.eval.lmeval.run.evaluate`: tasks from lm-eval's
-  TaskManager, every metric with its 95% interval and n, per-document scores kept.
+  TaskManager (each built once, handed to ``simple_evaluate`` built), every metric with its 95%
+  interval and n, per-document scores kept;
+* :mod:`~tinyllm.eval.lmeval.demo_task` -- the demo zoo's cloze task (HellaSwag's schema, the
+  lee text), its paths relative to its folder and to ``lm_eval/tasks``.
 
 lm-eval is an optional dependency (the ``lmeval`` extra): importing this package does not import
 it; the submodules that need it raise :class:`MissingLmEvalError` naming the extra.
