@@ -17,6 +17,7 @@ from prefect import task
 from prefect.context import TaskRunContext
 
 from tinyllm.eval import zoo
+from tinyllm.eval.kinds.lmeval import entry_data_sha256
 from tinyllm.report import Entry, sha256_path
 
 RETRY_DELAYS = [1, 5]
@@ -54,7 +55,9 @@ _CODE_VERSION: str | None = None
 def entry_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str | None:
     """Cache key of one entry's score: its spec, the bytes of its checkpoint and data, the seed
     and the code version. Paths alone are not enough: a checkpoint retrained in place has a new
-    sha256 and is rescored. No key (no caching) when a file is missing: that entry is an error.
+    sha256 and is rescored; an lmeval entry's data counts every file of its task
+    (:func:`tinyllm.eval.kinds.lmeval.entry_data_sha256`). No key (no caching) when a file is
+    missing or a task folder is refused: that entry is an error row.
     """
     global _CODE_VERSION
     if _CODE_VERSION is None:
@@ -67,7 +70,10 @@ def entry_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str 
         p = p if p.is_absolute() else base / p
         if not p.exists():
             return None
-        parts[what] = sha256_path(p)
+        try:  # an lmeval task's data is its YAMLs and data files, not the YAML alone
+            parts[what] = sha256_path(p) if what == "checkpoint" else entry_data_sha256(entry, p)
+        except (OSError, ValueError):  # a refused task folder: no key, the entry is an error row
+            return None
     parts["code"] = _CODE_VERSION
     blob = json.dumps(parts, sort_keys=True).encode()
     return "tinyllm-entry-" + hashlib.sha256(blob).hexdigest()
