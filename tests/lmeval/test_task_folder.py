@@ -87,6 +87,19 @@ def test_data_sha256_follows_every_file_that_defines_the_documents(tmp_path):
     assert entry_data_sha256(e, data) == sha256_path(data)
 
 
+def test_data_sha256_follows_the_hook_files_beside_the_task(tmp_path):
+    d = tmp_path / "task"
+    y = cloze(d)
+    h0 = task_data_sha256(y)
+    (d / "utils.py").write_text("def process_docs(ds):\n    return ds\n")  # a !function hook
+    h1 = task_data_sha256(y)
+    (d / "utils.py").write_text("def process_docs(ds):\n    return ds.select([0])\n")
+    h2 = task_data_sha256(y)
+    assert len({h0, h1, h2}) == 3
+    (d / "utils.py").unlink()
+    assert task_data_sha256(y) == h0
+
+
 def test_the_zoo_row_data_sha256_changes_with_a_data_file(tmp_path):
     """The hash is set before the checkpoint is read: an empty checkpoint folder is an error
     row that still carries it."""

@@ -233,9 +233,10 @@ def task_data_sha256(yaml_path: str | os.PathLike) -> str:
     """sha256 (hex) of what defines the documents of the task YAML ``yaml_path``: the sha256 of
     the text made of one line per file :func:`task_config` reads from the task's folder -- the
     YAML, each YAML it includes from there (``"yaml\\0<relpath>\\0<sha256>"``), each data file
-    (``"data\\0<relpath>\\0<sha256>"``), paths relative to the YAML's folder -- and one line per
-    bundled include (``"bundled\\0<name>\\0lm_eval==<version>"``: lm-eval's own file is fixed by
-    its version). Changing, adding or renaming any of them changes the hash; moving the folder
+    (``"data\\0<relpath>\\0<sha256>"``), each ``.py`` file beside one of those YAMLs (the
+    ``!function`` hooks lm-eval imports from there: ``"hook\\0<relpath>\\0<sha256>"``), paths
+    relative to the YAML's folder -- and one line per bundled include
+    (``"bundled\\0<name>\\0lm_eval==<version>"``: lm-eval's own file is fixed by its version). Changing, adding or renaming any of them changes the hash; moving the folder
     does not. lm-eval is not imported.
     """
     cfg, trail = _walk(Path(yaml_path), _read_yaml, lambda p: {})
@@ -247,6 +248,15 @@ def task_data_sha256(yaml_path: str | os.PathLike) -> str:
     lines = [f"yaml\0{p.relative_to(root).as_posix()}\0{sha256_path(p)}" for p in trail["yamls"]]
     lines += [f"bundled\0{name}\0lm_eval=={version}" for name in trail["bundled"]]
     lines += [f"data\0{p.relative_to(root).as_posix()}\0{sha256_path(p)}" for p in trail["data"]]
+    hooks = sorted(
+        {
+            h
+            for y in trail["yamls"]
+            for h in y.parent.glob("*.py")
+            if h.is_file() and not h.is_symlink()
+        }
+    )
+    lines += [f"hook\0{h.relative_to(root).as_posix()}\0{sha256_path(h)}" for h in hooks]
     return hashlib.sha256("".join(f"{x}\n" for x in lines).encode()).hexdigest()
 
 
