@@ -96,7 +96,9 @@ def test_fixed_cache_overflow_and_bad_capacity_name_themselves():
     _, cache = m.hidden_cached(idx[:, :4], capacity=5)
     with pytest.raises(ValueError, match="at most 1 new tokens .* got 2"):
         m.hidden_cached(idx[:, 4:6], cache)
-    with pytest.raises(ValueError, match=r"capacity an int >= the 4 tokens of idx, got 3"):
+    with pytest.raises(
+        ValueError, match=r"capacity an int >= the 4 tokens of idx, for a new cache only, got 3$"
+    ):
         m.hidden_cached(idx[:, :4], capacity=3)
-    with pytest.raises(ValueError, match="capacity only for a new cache"):
+    with pytest.raises(ValueError, match="for a new cache only, got 8 with a past cache"):
         m.hidden_cached(idx[:, 4:5], cache, capacity=8)

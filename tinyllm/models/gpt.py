@@ -130,17 +130,13 @@ def _check_keep(keep: slice, n_tok: int) -> tuple[int, int]:
 
 def _check_capacity(capacity: int | None, past: KVCache | None, T: int) -> None:
     """``hidden_cached``'s cache capacity: a new one holds ``T`` tokens, a fixed one has room."""
-    if capacity is not None:
-        if past is not None:
-            raise ValueError(
-                f"gpt: expected capacity only for a new cache (past None), got capacity={capacity}"
-                " with a past cache"
-            )
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < T:
-            raise ValueError(
-                f"gpt: expected capacity an int >= the {T} tokens of idx, got {capacity!r}"
-            )
-    elif past is not None and past.filled is not None and past.filled + T > past.capacity:
+    bad = isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < T
+    if capacity is not None and (bad or past is not None):
+        raise ValueError(
+            f"gpt: expected capacity an int >= the {T} tokens of idx, for a new cache only, got "
+            f"{capacity!r}" + (" with a past cache" if past is not None else "")
+        )
+    if past is not None and past.filled is not None and past.filled + T > past.capacity:
         raise ValueError(
             f"gpt: expected at most {past.capacity - past.filled} new tokens for a fixed-capacity "
             f"cache of {past.capacity} positions holding {past.filled}, got {T}"
@@ -152,12 +148,10 @@ class KVCache:
     """Keys and values of the tokens read so far, for incremental decoding
     (:meth:`Model.hidden_cached`): ``k[l]`` and ``v[l]`` are layer l's ``[B, H, C, Dh]``.
 
-    ``filled`` None: a growing cache, every one of its ``C = S`` positions read, the keys and
-    values of new tokens appended (a fresh tensor each call). ``filled`` an int: a
-    fixed-capacity cache (``hidden_cached(capacity=C)``), its first ``S = filled`` positions
-    read, new keys and values written in place at ``S .. S + T - 1`` (no copy of the old ones;
-    the cache passed in shares its tensors with the one returned, so only the newest is read on).
-    """
+    ``filled`` None: a growing cache (``C = S``), new keys and values appended, a fresh tensor
+    each call. ``filled`` an int: a fixed-capacity cache (``hidden_cached(capacity=C)``), its
+    first ``S = filled`` positions read, new ones written in place at ``S .. S + T - 1``: the
+    cache passed in shares its tensors with the one returned, so only the newest is read on."""
 
     k: list[torch.Tensor]
     v: list[torch.Tensor]
@@ -346,7 +340,7 @@ class Model(nn.Module):
         lo, top = torch.stack(torch.aminmax(positions)).tolist() if positions.numel() else (0, 0)
         if top >= self.cfg.block_size or lo < 0:  # one host sync for both bounds
             raise ValueError(
-                f"gpt: expected positions in [0, block_size={self.cfg.block_size}), got up to {top}"
+                f"gpt: expected positions in [0, block_size={self.cfg.block_size}), got [{lo}, {top}]"
             )
         mask = None  # [B, 1, T, S + T] bool, True where attention is allowed
         if past is not None or new_mask is not None:
@@ -391,11 +385,9 @@ class Model(nn.Module):
                 k, v = past.append(i, k, v)  # [B, H, S + T, Dh]
                 ks.append(k)
                 vs.append(v)
-            elif capacity is not None:  # a fresh fixed-capacity cache, the T tokens at 0 .. T-1
-                ks.append(k.new_zeros(B, H, capacity, D // H))
-                vs.append(v.new_zeros(B, H, capacity, D // H))
-                ks[-1][:, :, :T] = k
-                vs[-1][:, :, :T] = v
+            elif capacity is not None:  # a fresh fixed-capacity cache: T tokens, C - T free
+                ks.append(torch.cat([k, k.new_zeros(B, H, capacity - T, D // H)], dim=2))
+                vs.append(torch.cat([v, v.new_zeros(B, H, capacity - T, D // H)], dim=2))
             else:
                 ks.append(k)
                 vs.append(v)

@@ -125,7 +125,9 @@ def _checked_twin(model: Any, ctx: Sequence[int]) -> Any:
     )
 
 
-def stop_strings(until: Sequence[str], decode: Callable[[list[int]], str]) -> Callable:
+def stop_strings(
+    until: Sequence[str], decode: Callable[[list[int]], str]
+) -> Callable[[list[int]], bool]:
     """``stop`` for :func:`greedy_tokens`: true once ``decode(tokens)`` contains a string of
     ``until``, at a cost per step that does not grow with the tokens generated.
 
@@ -143,7 +145,7 @@ def stop_strings(until: Sequence[str], decode: Callable[[list[int]], str]) -> Ca
     of no bytes (a skipped special token) can push ``u`` out of the window: the row then runs
     on, which changes no result, since the text is cut at its first stop string afterwards; the
     confirmation on the whole text keeps a window artefact (a U+FFFD in ``u``) from stopping a
-    row early. Example: ``stop_strings(["\n\n"], tok.decode)`` decodes 3 tokens a step.
+    row early. Example: ``stop_strings(["Question:"], tok.decode)`` decodes 10 tokens a step.
     """
     strs = list(until)
     w = max((len(u.encode("utf-8")) for u in strs), default=0) + 1
@@ -222,7 +224,7 @@ def _gpt_batch(model, rows, max_new, stop, eos_ids) -> list[list[int]]:
     lens = torch.tensor([len(r) for r in rows], device=dev)  # [B]
     # learned positions end at block_size: row b's step-th new token sits at lens[b] + step
     n = min(max_new, model.cfg.block_size - T + 1)
-    cap = T + n - 1  # the context and every token fed back (the last one generated is not)
+    cap = T + max(n, 1) - 1  # the context and each token fed back (not the last generated)
     h, cache = model.hidden_cached(x, last=lens - 1, capacity=cap)  # h [B, 1, D] at lens - 1
     valid = torch.ones(B, cap, dtype=torch.bool, device=dev)  # [B, C]: padding never read
     valid[:, :T] = torch.arange(T, device=dev)[None, :] < lens[:, None]
