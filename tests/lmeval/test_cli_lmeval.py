@@ -144,3 +144,31 @@ def test_a_run_prints_no_lm_eval_noise_and_still_its_errors(folder, task_dir, tm
     r = _invoke([*args, "--include-path", broken])
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
     assert r.output.startswith("error:") and "gone.jsonl" in r.output
+
+
+def test_a_zoo_task_folder_runs_from_any_working_directory(folder, tmp_path, monkeypatch):
+    # the demo zoo's task folder: include and data_files relative to the folder itself
+    from tinyllm.data import lee_split
+    from tinyllm.eval.kinds.lmeval import task_config
+    from tinyllm.eval.lmeval import demo_task
+
+    train, val = lee_split()
+    y = demo_task.write_cloze_task(tmp_path / "zoo" / "lee_cloze", train[:1], val[:2])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    args = ["eval", "lmeval", "--tasks", demo_task.TASK, "--hf", folder, "--include-path",
+            y.parent, "--no-bundled", "--limit", 3, "--n-boot", 200, "--json"]  # fmt: skip
+    r = _invoke(args)
+    assert r.exit_code == 0, r.output
+    want = run.evaluate(
+        [task_config(y)],
+        hf_family.load(folder, quiet=True),
+        hf_family.load_tokenizer(folder),
+        include_path=y.parent,
+        include_defaults=False,
+        limit=3,
+        n_boot=200,
+    )
+    assert json.loads(r.stdout) == json.loads(json.dumps(want))
+    assert json.loads(r.stdout)["tasks"][demo_task.TASK]["n"] == 3

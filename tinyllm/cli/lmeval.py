@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -79,8 +80,9 @@ def eval_lmeval_cmd(
     opts |= dict(num_fewshot=num_fewshot, seed=seed, n_boot=n_boot, quiet=not DEBUG["on"])
     backend = {"rolling": rolling, "stride": stride, "max_length": max_length}
     try:
+        specs = task_specs(tasks, include_path)
         lm, tok = run.load(hf=hf, ckpt=model, device=device, dtype=dtype)
-        out = run.evaluate(tasks, lm, tok, **opts, backend=backend)
+        out = run.evaluate(specs, lm, tok, **opts, backend=backend)
     except (OSError, ValueError, MissingLmEvalError) as e:
         raise fail(str(e)) from None
     if as_json:
@@ -88,6 +90,18 @@ def eval_lmeval_cmd(
         return
     for name, task in out["tasks"].items():
         console.print(task_table(name, task, out))
+
+
+def task_specs(tasks: str, include_path: str | None) -> list[str | dict] | str:
+    """The ``--tasks`` names, each task that a YAML directly in ``--include-path`` names read
+    from that YAML with its paths resolved against the folder
+    (:func:`tinyllm.eval.kinds.lmeval.folder_tasks`: a zoo's task folder runs from anywhere)."""
+    from tinyllm.eval.kinds.lmeval import folder_tasks  # lm-eval and torch: not for --help
+
+    names = [t for t in tasks.split(",") if t]
+    if not names or include_path is None or not Path(include_path).is_dir():
+        return tasks  # run.evaluate says what is wrong with them
+    return folder_tasks(names, include_path)
 
 
 def quiet_lm_eval() -> None:

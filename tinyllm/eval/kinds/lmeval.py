@@ -260,6 +260,34 @@ def task_data_sha256(yaml_path: str | os.PathLike) -> str:
     return hashlib.sha256("".join(f"{x}\n" for x in lines).encode()).hexdigest()
 
 
+MAX_FOLDER_YAMLS = 1000
+"""Task YAMLs :func:`folder_tasks` reads from one folder at most."""
+
+
+def folder_tasks(names: list[str], folder: str | os.PathLike) -> list[str | dict]:
+    """``names`` with each task that a YAML directly in ``folder`` names (its ``task:``) replaced
+    by that YAML's :func:`task_config`: a task folder written for the zoo (``include`` and
+    ``data_files`` relative to the folder, as :mod:`tinyllm.eval.lmeval.demo_task` writes them)
+    then runs from anywhere. Other names stay names, for lm-eval's index of ``folder``.
+
+    Example: ``folder_tasks(["lee_cloze", "arc_easy"], "zoo/data/lee_cloze")`` ->
+    ``[{"task": "lee_cloze", ...}, "arc_easy"]``.
+    """
+    root = Path(folder)
+    yamls = sorted(p for p in root.glob("*.yaml") if p.is_file() and not p.is_symlink())
+    if len(yamls) > MAX_FOLDER_YAMLS:
+        raise ValueError(
+            f"{root}: expected at most {MAX_FOLDER_YAMLS} task YAMLs, got {len(yamls)}"
+        )
+    own = {}
+    for y in yamls:
+        doc = _read_yaml(y)
+        name = doc.get("task") if isinstance(doc, dict) else None
+        if isinstance(name, str) and name in names:
+            own.setdefault(name, y)
+    return [task_config(own[n]) if n in own else n for n in names]
+
+
 def entry_data_sha256(entry: Entry, data_path: str | os.PathLike) -> str:
     """The ``data_sha256`` of a manifest entry's data at ``data_path``: for kind ``lmeval`` its
     task's (:func:`task_data_sha256`), for every other kind the file's
