@@ -45,6 +45,8 @@ STORE_OWN_TESTS = [
     "tests/test_store_items.py",
     "tests/test_store_history.py",
     "tests/test_store_faults.py",
+    "tests/test_store_npy_versions.py",
+    "tests/test_store_local_root.py",
 ]
 STORE_TESTS = [
     *STORE_OWN_TESTS,
