@@ -47,6 +47,7 @@ STORE_OWN_TESTS = [
     "tests/test_store_faults.py",
     "tests/test_store_npy_versions.py",
     "tests/test_store_local_root.py",
+    "tests/test_store_baseline_order.py",
 ]
 STORE_TESTS = [
     *STORE_OWN_TESTS,
@@ -89,6 +90,13 @@ MODULES: dict[str, list[str]] = {
     # the instrument, whole or one module at a time, against all of its tests (tests/eval/lm/
     # mirrors the package; a module is also reached through the tests of the modules above it)
     **{m: ["tests/eval/lm", *NOT_UNDER_MUTMUT] for m in ("tinyllm/eval/lm/*.py", *LM_MODULES)},
+    # perplexity and scoring against their own tests: the stats run of all of tests/eval/lm
+    # takes about 9 minutes
+    "tinyllm/eval/lm/ppl.py": ["tests/eval/lm/test_ppl.py", "tests/eval/lm/test_ppl_arguments.py"],
+    "tinyllm/eval/lm/scoring.py": [
+        "tests/eval/lm/test_scoring.py",
+        "tests/eval/lm/test_prefix_sharing.py",
+    ],
     # the windows and the scoring head sit below the families; the instrument's tests use them
     "tinyllm/windows.py": [
         "tests/eval/lm/test_windowing.py",
