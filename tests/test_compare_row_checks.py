@@ -10,35 +10,17 @@ import math
 import numpy as np
 import pytest
 from scipy import stats as sps
+from store_helpers import acc_row
 
 from tinyllm import compare as cm
 from tinyllm.stats import spearman_difference_ci, spearman_difference_test
 
-SHA = "ef" * 32
-
 
 def row(name: str, metric: str, value: float, n: int, kind: str = "classifier", **kw) -> dict:
-    out = {
-        "name": name,
-        "family": "x",
-        "kind": kind,
-        "metric": metric,
-        "value": value,
-        "lo": None,
-        "hi": None,
-        "interval": None,
-        "n": n,
-        "status": "ok",
-        "error": None,
-        "reason": None,
-        "checkpoint_sha256": SHA,
-        "data_sha256": SHA,
-        "seconds": 0.1,
-        "items": f"items/{name}.npy",
-        "details": None,
-    }
-    out.update(kw)
-    return out
+    """A row of ``metric`` at ``value`` over ``n`` items, no interval (store_helpers.acc_row's
+    fields otherwise)."""
+    base = dict(metric=metric, value=value, kind=kind, family="x", lo=None, hi=None, interval=None)
+    return acc_row(name, np.zeros(n)) | base | kw
 
 
 def rho_row(name: str, cos: np.ndarray, human: np.ndarray, **kw) -> dict:

@@ -7,38 +7,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy import stats as sps
+from store_helpers import acc_row
 
 from tinyllm import compare as cm
 from tinyllm.stats import paired_permutation_test, spearman_difference_ci
 
-SHA = "cd" * 32
-
 
 def rho_row(name: str, cos: np.ndarray, human: np.ndarray, **kw) -> dict:
-    """A Spearman row as the embeddings kind writes it: value = rho of the covered pairs."""
+    """A Spearman row as the embeddings kind writes it: value = rho of the covered pairs, n their
+    count (store_helpers.acc_row's fields otherwise)."""
     cov = ~np.isnan(cos)
     value = float(sps.spearmanr(cos[cov], human[cov]).statistic)
-    row = {
-        "name": name,
-        "family": "word2vec",
-        "kind": "embeddings",
-        "metric": "spearman",
-        "value": value,
-        "lo": max(-1.0, value - 0.1),
-        "hi": min(1.0, value + 0.1),
-        "interval": "fisher_z",
-        "n": int(cov.sum()),
-        "status": "ok",
-        "error": None,
-        "reason": None,
-        "checkpoint_sha256": SHA,
-        "data_sha256": SHA,
-        "seconds": 0.1,
-        "items": f"items/{name}.npy",
-        "details": {"human_scores": human.tolist()},
-    }
-    row.update(kw)
-    return row
+    base = dict(family="word2vec", kind="embeddings", metric="spearman", value=value)
+    base |= dict(lo=max(-1.0, value - 0.1), hi=min(1.0, value + 0.1), interval="fisher_z")
+    base["details"] = {"human_scores": human.tolist()}
+    return acc_row(name, np.zeros(int(cov.sum()))) | base | kw
 
 
 def report(release: str, rows: list[dict]) -> dict:
