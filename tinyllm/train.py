@@ -106,7 +106,7 @@ def _gpt_recipe() -> Recipe:
         steps=4000,
         train_config={"batch_size": 32, "lr": 1e-2},
         options={"ctx_len": block, "stride": block // 2},
-        cost_s=75,
+        cost_s=148,
         # the lee cloze task (HellaSwag's schema, lm-eval's own config): chance is 1/4
         lmeval_entries={"gpt-lmeval-cloze": {"task": "lee_cloze", "options": {}}},
     )
@@ -167,24 +167,25 @@ def _seq2seq_recipe(
 
 
 def default_recipes() -> dict[str, Recipe]:
-    """The zoo's recipes by model name, sized for at most 10 minutes in all on 2 cores (two
-    models side by side, one thread each); docs/zoo.md has the sweeps behind them. ``cost_s``:
-    single-thread CPU seconds measured by ``tinyllm zoo build`` (train_log.json's cpu_seconds),
-    so that the longest start first."""
+    """The zoo's recipes by model name (two models side by side, one thread each: 927 s of
+    training on 2 cores for 1733 CPU s in all, measured in a fresh-clone ``make demo`` on
+    2026-12-02 with nothing else running); docs/zoo.md has the sweeps behind them. ``cost_s``:
+    single-thread CPU seconds measured by that build (train_log.json's cpu_seconds), so that the
+    longest start first."""
     return {
         "bigram": Recipe(config={"k": 0.5}),
-        "ngram": Recipe(config={"order": 5}, cost_s=0.3),
+        "ngram": Recipe(config={"order": 5}, cost_s=0.6),
         "nplm": Recipe(
             config={"context": 8, "emb_dim": 32, "hidden": 384, "direct": True},
             train_config={"lr": 0.01},
             steps=300,
-            cost_s=14,
+            cost_s=25,
         ),
         "rnnlm": Recipe(
             config={"cell": "gru", "emb_dim": 64, "hidden": 384},
             train_config={"bptt": 64, "batch_size": 32, "lr": 0.006},
             steps=600,
-            cost_s=78,
+            cost_s=135,
         ),
         "gpt": _gpt_recipe(),
         # trained on the lee training text as words (corpus wordsim), scored on WordSim-353,
@@ -199,14 +200,14 @@ def default_recipes() -> dict[str, Recipe]:
                 "word2vec-simlex999": "simlex999",
                 "word2vec-analogies": "analogies",
             },
-            cost_s=45.0,
+            cost_s=106.0,
         ),
         "seq2seq": _seq2seq_recipe(
             "seq2seq",
             {"emb_dim": 64, "hidden": 128, "max_len": 64},
             {"batch_size": 64, "lr": 3e-3, "warmup": 50},
             steps=1500,
-            cost_s=145.0,
+            cost_s=261.0,
         ),
         "transformer": _seq2seq_recipe(
             "transformer",
@@ -214,7 +215,7 @@ def default_recipes() -> dict[str, Recipe]:
             | {"max_len": 64},
             {"batch_size": 64, "lr": 2e-3, "warmup": 100},
             steps=1600,
-            cost_s=225.0,
+            cost_s=436.0,
         ),
         "copy": Recipe(  # answers the source; on dates8 only the seq2seq rows' baseline (0)
             config={"max_len": 64},
@@ -223,7 +224,7 @@ def default_recipes() -> dict[str, Recipe]:
             entries={"copy-names": "names_val"},
         ),
         "bert": _encoder_recipe(
-            "bert", _BERT_SHAPE, {"batch_size": 32, "lr": 2e-3}, steps=1500, cost_s=59.0
+            "bert", _BERT_SHAPE, {"batch_size": 32, "lr": 2e-3}, steps=1500, cost_s=111.0
         ),
         "electra": _encoder_recipe(
             "electra",
@@ -231,10 +232,10 @@ def default_recipes() -> dict[str, Recipe]:
             | {"gen_n_layer": 1, "gen_n_embd": 32, "disc_local_bias": 1.0},
             {"batch_size": 32, "lr": 2e-3, "gen_lr": 2e-4},
             steps=4000,
-            cost_s=79.0,
+            cost_s=200.0,
         ),
-        "classifier-polarity": _classifier_recipe("polarity", steps=300, cost_s=75.0, cross_fit=5),
-        "classifier-langid": _classifier_recipe("langid", steps=400, cost_s=11.0),
+        "classifier-polarity": _classifier_recipe("polarity", steps=300, cost_s=148.0, cross_fit=5),
+        "classifier-langid": _classifier_recipe("langid", steps=400, cost_s=23.0),
         # a Hugging Face LlamaForCausalLM with its own byte-level BPE, scored by family hf on
         # the lee val text (the val token file's bytes, read in its own tokenizer)
         "llama": Recipe(
@@ -245,7 +246,7 @@ def default_recipes() -> dict[str, Recipe]:
             options={"ctx_len": 128, "stride": 64},
             family="hf",
             trainer="tinyllm.models.hf_train",
-            cost_s=190.0,
+            cost_s=140.0,
         ),
     }
 
