@@ -7,23 +7,14 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
-from store_helpers import acc_row
+from store_helpers import acc_row, make_report
 
 from tinyllm.publish import publish_run
 from tinyllm.store import open_store
 
 
 def report(release: str, day: int, rows: list[dict]) -> dict:
-    return {
-        "schema_version": 1,
-        "suite": "zoo",
-        "release": release,
-        "created_at": f"2026-11-{day:02d}T18:00:00Z",
-        "seed": 0,
-        "tinyllm_version": "0.1.0",
-        "manifest_sha256": "ab" * 32,
-        "rows": rows,
-    }
+    return make_report(release, f"2026-11-{day:02d}T18:00:00Z", rows)
 
 
 def test_without_its_comparison_a_release_falls_back_to_the_one_before_it(tmp_path):
