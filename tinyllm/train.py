@@ -167,11 +167,9 @@ def _seq2seq_recipe(
 
 
 def default_recipes() -> dict[str, Recipe]:
-    """The zoo's recipes by model name (two models side by side, one thread each: 927 s of
-    training on 2 cores for 1733 CPU s in all, measured in a fresh-clone ``make demo`` on
-    2026-12-02 with nothing else running); docs/zoo.md has the sweeps behind them. ``cost_s``:
-    single-thread CPU seconds measured by that build (train_log.json's cpu_seconds), so that the
-    longest start first."""
+    """The zoo's recipes by model name, two trained side by side, one thread each (docs/zoo.md:
+    the sweeps). ``cost_s``: single-thread CPU seconds (train_log.json's cpu_seconds) of the
+    fresh-clone ``make demo`` of 2026-12-02, alone on 2 cores, so that the longest start first."""
     return {
         "bigram": Recipe(config={"k": 0.5}),
         "ngram": Recipe(config={"order": 5}, cost_s=0.6),
