@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 import webbrowser
 from pathlib import Path
@@ -195,6 +194,8 @@ def dashboard_cmd(
     Every argument is checked before anything is written: the store (a local one must exist),
     --out (a folder or a new path), and --serve (needs --out for an s3:// store; the port is
     bound first, so a busy one is refused before the site is built)."""
+    from tinyllm.dashboard import serve_until_interrupted  # as in site_folder
+
     st = existing_store(store)
     folder = site_folder(st, out)
     server = bind_or_exit(folder, serve_port)
@@ -208,8 +209,7 @@ def dashboard_cmd(
         if server is not None:
             port = server.server_address[1]  # the bound port: the real one for --serve 0
             _print(f"serving {folder} on http://127.0.0.1:{port}/ (Ctrl-C stops)")
-            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how the server is stopped
-                server.serve_forever()
+            serve_until_interrupted(server)  # Ctrl-C is how the server is stopped
     finally:
         if server is not None:
             server.server_close()

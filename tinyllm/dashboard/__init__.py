@@ -63,7 +63,7 @@ from tinyllm.dashboard.plots import (
     overview_svg,
     trend_svg,
 )
-from tinyllm.dashboard.serve import bind, serve
+from tinyllm.dashboard.serve import bind, serve, serve_until_interrupted
 from tinyllm.dashboard.site import (
     CONTENT_TYPES,
     SITE_PREFIX,
@@ -115,6 +115,7 @@ __all__ = [
     "row_reason",
     "row_verdict",
     "serve",
+    "serve_until_interrupted",
     "site_location",
     "slug",
     "trend_svg",

@@ -36,3 +36,23 @@ def serve(folder: str | os.PathLike[str], port: int, *, block: bool = True) -> A
         return server
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+def serve_until_interrupted(server: socketserver.BaseServer) -> None:
+    """Run ``server`` (from :func:`bind`) until Ctrl-C, then shut it down and close it.
+
+    The server loop runs on a daemon thread and this thread only waits for it, so the
+    KeyboardInterrupt of a Ctrl-C is raised here, never inside the server's loop or while it
+    starts a request's thread; ``shutdown()`` is then called from another thread than the
+    loop's, as socketserver requires.
+    """
+    loop = threading.Thread(target=server.serve_forever, daemon=True)
+    loop.start()
+    try:
+        while loop.is_alive():
+            loop.join(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+        server.server_close()
