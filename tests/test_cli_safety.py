@@ -311,6 +311,9 @@ def test_serve_0_prints_the_port_it_is_bound_to(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        # a run started in the background inherits SIGINT ignored, and Python then keeps it so
+        # (no KeyboardInterrupt): the server would never see the Ctrl-C this test sends
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         lines = []
