@@ -4,6 +4,7 @@ stops the server, which then refuses connections; a request served before it is 
 from __future__ import annotations
 
 import _thread
+import signal
 import threading
 import time
 import urllib.error
@@ -14,7 +15,16 @@ import pytest
 from tinyllm.dashboard import bind, serve_until_interrupted
 
 
-def test_ctrl_c_shuts_the_server_down_and_closes_it(tmp_path):
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own SIGINT handler for the test: a suite started from a background shell
+    inherits SIGINT ignored, and ``interrupt_main`` then does nothing (the test would hang)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
+def test_ctrl_c_shuts_the_server_down_and_closes_it(tmp_path, ctrl_c_raises):
     (tmp_path / "index.html").write_text("<h1>Overview</h1>", encoding="utf-8")
     server = bind(tmp_path, 0)
     port = server.server_address[1]
