@@ -4,6 +4,7 @@
     .venv/bin/python tools/mutate.py --module tinyllm/stats.py  # one module (repeatable)
     .venv/bin/python tools/mutate.py --module 'tinyllm/eval/lm/*.py'  # the instrument, whole
     make mutate MODULE=tinyllm/stats.py                       # the same through make
+    .venv/bin/python tools/mutate.py --resume --module tinyllm/windows.py  # finish a stopped run
 
 Each module is mutated against ONLY its own fast unit tests (MODULES below: no Prefect flow
 tests, no browser tests), so that a mutant's verdict says what those tests catch. mutmut 3 reads
@@ -11,7 +12,9 @@ its settings from [tool.mutmut] in pyproject.toml; this script passes a per-modu
 instead (only_mutate + the test selection) by replacing mutmut's config reader in a child process,
 so pyproject.toml's [tool.mutmut] only holds the shared settings. mutmut copies the tree to
 mutants/ (git-ignored) and runs there; each module starts from a fresh mutants/ and its summary
-(`mutmut results --all true`) is kept in mutants-results/<module>.txt (git-ignored).
+(`mutmut results --all true`) is kept in mutants-results/<module>.txt (git-ignored). With
+--resume the mutants/ of an earlier run of the same module stays: mutmut 3 keeps the verdicts it
+holds and checks only the mutants without one (and those of functions changed since).
 
 Needs the `mutation` extra: `.venv/bin/pip install -e '.[mutation]'`. Never run by `make test`.
 """
@@ -93,9 +96,13 @@ MODULES: dict[str, list[str]] = {
     # perplexity and scoring against their own tests: the stats run of all of tests/eval/lm
     # takes about 9 minutes
     "tinyllm/eval/lm/ppl.py": ["tests/eval/lm/test_ppl.py", "tests/eval/lm/test_ppl_arguments.py"],
+    # scoring against its own tests and those of the cache engines and the choices, which call
+    # its functions through the cache paths (cached_lls, make_requests)
     "tinyllm/eval/lm/scoring.py": [
         "tests/eval/lm/test_scoring.py",
         "tests/eval/lm/test_prefix_sharing.py",
+        "tests/eval/lm/test_kvcache.py",
+        "tests/eval/lm/test_choices.py",
     ],
     # the windows and the scoring head sit below the families; the instrument's tests use them
     "tinyllm/windows.py": [
@@ -186,6 +193,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--module", action="append", help="a key of MODULES (repeatable); default all")
     ap.add_argument("--max-children", type=int, default=2, help="parallel mutant workers")
+    ap.add_argument(
+        "--resume", action="store_true", help="keep mutants/: check only the unchecked mutants"
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -198,8 +208,11 @@ def main() -> int:
     out_dir.mkdir(exist_ok=True)
     mutmut = [sys.executable, "-m", "mutmut"]
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS="1")
+    if a.resume and len(modules) != 1:
+        sys.exit(f"tools/mutate.py: --resume expected one --module, got {len(modules)}")
     for m in modules:
-        shutil.rmtree(ROOT / "mutants", ignore_errors=True)
+        if not a.resume:
+            shutil.rmtree(ROOT / "mutants", ignore_errors=True)
         print(f"== mutmut on {m} with {' '.join(MODULES[m])}", flush=True)
         rc = subprocess.call(
             [sys.executable, __file__, "--child", m, "--max-children", str(a.max_children)],
