@@ -51,6 +51,7 @@ STORE_OWN_TESTS = [
     "tests/test_store_npy_versions.py",
     "tests/test_store_local_root.py",
     "tests/test_store_baseline_order.py",
+    "tests/test_store_history_reads.py",
 ]
 STORE_TESTS = [
     *STORE_OWN_TESTS,
@@ -59,6 +60,7 @@ STORE_TESTS = [
     "tests/test_publish_error_rows.py",
     "tests/test_publish_retry_memory.py",
     "tests/test_publish_rows_without_scores.py",
+    "tests/test_publish_baseline_items.py",
 ]
 ZOO_TESTS = [
     f"tests/eval/test_zoo_{t}.py" for t in ("lm", "dispatch", "report", "cli", "rows", "workflow")
@@ -103,6 +105,8 @@ MODULES: dict[str, list[str]] = {
         "tests/eval/lm/test_prefix_sharing.py",
         "tests/eval/lm/test_kvcache.py",
         "tests/eval/lm/test_choices.py",
+        "tests/eval/lm/test_scoring_requests.py",
+        "tests/eval/lm/test_scoring_cached.py",
     ],
     # the windows and the scoring head sit below the families; the instrument's tests use them
     "tinyllm/windows.py": [
