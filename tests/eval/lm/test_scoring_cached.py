@@ -4,7 +4,8 @@ prefix_groups' rules at their bounds (a context joins when it shares m >= 1 toke
 2 m >= p and the row stays within max_row, a row being len(ctx) - p + len(cont) - 1 tokens per
 request); a group's shared prefix is fed once only when its row fits max_row (default a
 quarter of the token budget, at least 1); prefixes run longest first, with the padding
-max_pad allows; the first-token reads split into head blocks of max_logits // V rows; a token id
+max_pad allows; the reads split into head blocks of max_logits // V rows (the plain path's as
+well); a token id
 outside the vocabulary is refused with its message; finished() hears every request. The LLs
 are checked against one full pass per request (SPEC.md section 3) every time.
 """
@@ -155,6 +156,11 @@ def test_rows_after_the_prefixes_go_widest_first_with_the_padding_max_pad_allows
         ("prefill", [1, 2]),
         ("extend", [1, 6]),
     ]
+    # two prefixes of one pass (equal lengths) whose rows differ: the widest row's pass first,
+    # whichever prefix sorts first by its tokens
+    reqs = [req(0, [1, 2, 3, 4], [5, 6]), req(1, [40, 41, 42, 43], [1, 2, 3, 4, 5, 6, 7])]
+    rec = cached(model, reqs)
+    assert rec.passes == [("prefill", [2, 4]), ("extend", [1, 6]), ("extend", [1, 1])]
 
 
 def test_first_token_reads_run_in_head_blocks_of_max_logits_over_v_rows():
@@ -165,6 +171,36 @@ def test_first_token_reads_run_in_head_blocks_of_max_logits_over_v_rows():
     assert cached(model, reqs, max_logits=2 * V).head_rows == [2, 2, 1]
     assert cached(model, reqs, max_logits=V).head_rows == [1, 1, 1, 1, 1]
     assert cached(model, reqs, max_logits=1).head_rows == [1, 1, 1, 1, 1]
+
+
+def test_the_reads_after_the_prefix_run_in_head_blocks_of_max_logits_over_v_rows():
+    # two prefixes in one pass; their first choice tokens (one block of 2 rows), then the 2 + 2
+    # tokens read after the fed rest of each choice: blocks of 2 rows
+    model = our_gpt()
+    reqs = [req(0, [1, 2, 3], [4, 5, 6]), req(1, [7, 8, 9], [10, 11, 12])]
+    assert cached(model, reqs, max_logits=2 * V).head_rows == [2, 2, 2]
+    assert cached(model, reqs).head_rows == [2, 4]
+
+
+def test_the_plain_path_reads_the_logits_in_blocks_of_max_logits_over_v_rows():
+    model = our_gpt()
+    reqs = [req(k, [k + 1, k + 2, k + 3], [k + 10, k + 11]) for k in range(3)]
+    want = [oracle(model, r) for r in reqs]
+    rows: list[int] = []
+    with torch.inference_mode():
+        ll = [math.nan] * 3
+        scoring.plain_lls(model, reqs, range(3), 4096, ll, None)  # the head's check first
+        hook = model.lm_head.register_forward_hook(
+            lambda m, i, o: rows.append(i[0].shape[:-1].numel())
+        )
+        try:
+            for max_logits in (2 * V, 1 << 20):
+                ll = [math.nan] * 3
+                scoring.plain_lls(model, reqs, range(3), 4096, ll, None, max_logits=max_logits)
+                assert ll == pytest.approx(want, abs=1e-5)
+        finally:
+            hook.remove()
+    assert rows == [2, 2, 2, 6]  # six choice tokens: blocks of 2, then one block
 
 
 def test_a_first_token_outside_the_vocabulary_is_refused_with_its_message():
