@@ -61,6 +61,7 @@ STORE_TESTS = [
     "tests/test_publish_retry_memory.py",
     "tests/test_publish_rows_without_scores.py",
     "tests/test_publish_baseline_items.py",
+    "tests/test_publish_baseline_error_rows.py",
 ]
 ZOO_TESTS = [
     f"tests/eval/test_zoo_{t}.py" for t in ("lm", "dispatch", "report", "cli", "rows", "workflow")
@@ -115,6 +116,7 @@ MODULES: dict[str, list[str]] = {
         "tests/eval/lm/test_measured_batch.py",
         "tests/models/test_hf_arch.py",
         "tests/test_windows_checks.py",
+        "tests/test_windows_token_dtypes.py",
         *NOT_UNDER_MUTMUT,
     ],
     "tinyllm/logits.py": ["tests/eval/lm/test_heads.py", "tests/eval/lm/test_heads_hf.py"],
