@@ -120,6 +120,19 @@ def tasks_of(docs: dict) -> dict:
     }
 
 
+DOCS_NOTE = (
+    "Documents: lm-eval's bundled task configs over local files in each dataset's schema, "
+    "built from the lee text; winogrande, hellaswag, arc_easy and mmlu_anatomy in their "
+    "datasets' shapes too (bench/bench_docs.py: a WinoGrande sentence of 15 to 30 words with "
+    "the blank at 70% of it, so the part both options share is most of the context and 4 to 9 "
+    "words follow the blank; HellaSwag endings of 8 to 20 words, full clauses; ARC and MMLU "
+    "questions of one sentence), copa, lambada_openai and gsm8k from the tests' builders "
+    "(COPA's proportions; LAMBADA's and GSM8K's texts shorter than the datasets'). HFLM runs "
+    "at batch_size 8, TinyLLM at its defaults (32 rows per generation batch)."
+)
+"""The table's note on the documents (bench_docs.py's docstring has the detail)."""
+
+
 def set_gen_toks(d: Path, n: int) -> None:
     """gsm8k's local YAML with ``generation_kwargs.max_gen_toks: n`` (its other keys as the
     bundled config sets them: the override replaces the whole mapping)."""
@@ -137,17 +150,20 @@ def set_gen_toks(d: Path, n: int) -> None:
 
 
 def timed(lm):
-    """``lm`` with its request methods timed: ``lm.scoring_s`` adds up their wall time."""
-    lm.scoring_s = 0.0
+    """``lm`` with its request methods timed: ``lm.scoring_s`` adds up their wall time,
+    ``lm.scoring_cpu`` their CPU time (``time.process_time``: one torch thread, so the load of
+    other processes on the machine leaves it nearly unchanged)."""
+    lm.scoring_s = lm.scoring_cpu = 0.0
     for name in ("loglikelihood", "loglikelihood_rolling", "generate_until"):
         fn = getattr(lm, name)
 
         def wrap(*a, _fn=fn, **k):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             try:
                 return _fn(*a, **k)
             finally:
                 lm.scoring_s += time.perf_counter() - t
+                lm.scoring_cpu += time.process_time() - c
 
         setattr(lm, name, wrap)
     return lm
@@ -161,7 +177,7 @@ def run(model, tm, task, limit):
     out = lm_eval.simple_evaluate(
         model=model, tasks=[task], task_manager=tm, limit=limit, log_samples=True
     )
-    return time.perf_counter() - t0, out["samples"][task], model.scoring_s
+    return time.perf_counter() - t0, out["samples"][task], model.scoring_s, model.scoring_cpu
 
 
 def agree(a: list[dict], b: list[dict]) -> tuple[int, int]:
@@ -226,10 +242,11 @@ def bench_model(name: str, tok, tm, tasks: dict, docs: dict, tl_kw: dict) -> lis
         }
         row["x"] = row["tinyllm"] / row["hflm"]
         row["xs"] = row["hflm_s"] / row["tinyllm_s"]
+        row["xc"] = got["hflm"][3] / got["tinyllm"][3]
         rows.append(row)
         print(
             f"{name} {task}: HFLM {row['hflm']:.2f} docs/s, tinyllm {row['tinyllm']:.2f} docs/s, "
-            f"{row['x']:.2f}x (scoring {row['xs']:.2f}x, lm-eval's fixed work "
+            f"{row['x']:.2f}x (scoring {row['xs']:.2f}x, CPU {row['xc']:.2f}x, lm-eval's fixed work "
             f"{row['fixed_s']:.2f} s), per-doc same {same}/{total}",
             flush=True,
         )
@@ -306,24 +323,29 @@ def main() -> None:
         "50257, tied (pythia-70m's body; the tokenizer emits only its own ids, the "
         "model scores over all of them). On `tiny` most of each call is lm-eval's own fixed "
         "work, the same on both sides; `gpt2-6x512` is a small LM as people evaluate them, "
-        "where scoring is most of the call. Docs/s is documents over the wall time of the whole "
+        "where scoring is most of the call. " + DOCS_NOTE + " Docs/s is documents over the wall "
+        "time of the whole "
         "`simple_evaluate` call, task building and metrics included; scoring s is the wall time "
         "inside the backend's request methods (loglikelihood, loglikelihood_rolling, "
-        "generate_until) alone; fixed s is HFLM's wall time less its scoring s (task building, "
+        "generate_until) alone, scoring CPU speed-up the ratio of their CPU seconds "
+        "(`time.process_time`, one torch thread: nearly unchanged by the machine's other load, "
+        "where wall times are not); fixed s is HFLM's wall time less its scoring s (task building, "
         "few-shot, `add_env_info`, metrics): "
         f"{fixed[0]:.1f} to {fixed[-1]:.1f} s per call here. Per-doc same: the logged samples "
         "whose acc / acc_norm / exact_match and generations are identical (gsm8k logs each "
         "document once per filter).",
         "",
         "| model | task | docs | HFLM (batch 8) docs/s | tinyllm docs/s | speed-up end to end "
-        "| scoring s HFLM / tinyllm | scoring speed-up | fixed s | per-doc same |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| scoring s HFLM / tinyllm | scoring speed-up | scoring CPU speed-up | fixed s "
+        "| per-doc same |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} ({r['params']:.1f}M, vocab {r['vocab']}) | {r['task']} | {r['docs']} "
             f"| {r['hflm']:.2f} | {r['tinyllm']:.2f} | {r['x']:.2f}x "
-            f"| {r['hflm_s']:.2f} / {r['tinyllm_s']:.2f} | {r['xs']:.2f}x | {r['fixed_s']:.2f} "
+            f"| {r['hflm_s']:.2f} / {r['tinyllm_s']:.2f} | {r['xs']:.2f}x | {r['xc']:.2f}x "
+            f"| {r['fixed_s']:.2f} "
             f"| {r['same']}/{r['samples']} |"
         )
     lines += ["", verdict(rows), "", NOTES, ""]
@@ -346,19 +368,26 @@ MC_TASKS = ("arc_easy", "hellaswag", "winogrande", "copa", "mmlu_anatomy")
 """The multiple-choice tasks of the issue's >= 2x bar (gsm8k's is >= 1.5x)."""
 
 
+BAR_MODEL = "gpt2-6x512"
+"""The configuration the issue's bars are judged on (a small LM as people evaluate them);
+``tiny``'s calls are mostly lm-eval's fixed work, the same on both sides."""
+
+
 def verdict(rows: list[dict]) -> str:
-    """Which rows meet the issue's bars end to end: >= 2x on multiple choice, >= 1.5x on gsm8k."""
+    """Which :data:`BAR_MODEL` rows meet the issue's bars end to end: >= 2x on multiple choice,
+    >= 1.5x on gsm8k."""
     met, missed = [], []
     for r in rows:
         bar = 2.0 if r["task"] in MC_TASKS else 1.5 if r["task"] == "gsm8k" else None
-        if bar is not None:
-            (met if r["x"] >= bar else missed).append(f"{r['model']} {r['task']} {r['x']:.2f}x")
+        if bar is not None and r["model"] == BAR_MODEL:
+            (met if r["x"] >= bar else missed).append(f"{r['task']} {r['x']:.2f}x")
     return (
-        "The issue's bars end to end (>= 2x docs/s on multiple choice, >= 1.5x on gsm8k): met by "
+        f"The issue's bars end to end on {BAR_MODEL} (>= 2x docs/s on multiple choice, >= 1.5x "
+        "on gsm8k): met by "
         + (", ".join(met) or "none")
         + "; not met by "
         + (", ".join(missed) or "none")
-        + "."
+        + ". `tiny` is the case where lm-eval's fixed work per call dominates (not judged)."
     )
 
 
@@ -379,10 +408,12 @@ NOTES = (
     "ours feeds 66.3 (the context once, each continuation but its last token) and computes the "
     "head at 39.2 (the first continuation token of both choices read once at the context's end). "
     "At gpt2-6x512's cost per token (body 6 x 12 x 512^2 = 18.9M multiply-adds, head 512 x 50257 "
-    "= 25.7M) that is 4210M against 2260M per document, a 1.86x bound on scoring, which it "
-    "reaches (1.9x); the two choices share 1.2 leading tokens on average (the continuation's "
-    "leading space and little else), so sharing them (a trie over the continuations) would "
-    "raise the bound to 1.91x: copa stays under 2x on this engine."
+    "= 25.7M) that is 4210M against 2260M per document, 1.86x (scoring measures 1.9x to "
+    "2.1x: HFLM also computes its batches' padding); the two choices share 1.2 leading tokens "
+    "on average (the continuation's leading space and little else), so feeding them once (a "
+    "trie over the continuations) would save 1.2 of the 66.3 tokens and 1.2 of the 39.2 head "
+    "rows, 3% of our multiply-adds (1.91x), short of the 2x end to end, where lm-eval's fixed "
+    "work adds the same 2 to 3 s to both sides."
 )
 
 

@@ -75,8 +75,9 @@ DEFAULT_GEN_BATCH = 32
 """Rows per generation batch by default. A decode step on the CPU is bound by reading the
 weights (and, at a 50k vocabulary, the output head) once per step whatever the rows, so 32 rows
 a step cost far less than 4 steps of 8: on gpt2-6x512 (bench/bench_lmeval.py, gsm8k, 16
-documents, 64 tokens) 32 rows score 2.7x HFLM's batch 8, 8 rows 2.0x. Each row's cache holds
-``2 * n_layer * (T + max_gen_toks) * n_embd`` floats."""
+documents, 64 tokens, two runs at one load) generation took HFLM's batch 8 2.7x our time at
+32 rows and 2.0x at 8 rows. Each row's cache holds ``2 * n_layer * (T + max_gen_toks) * n_embd``
+floats."""
 
 
 def _check_choice(name: str, v: Any, options: tuple) -> str:
