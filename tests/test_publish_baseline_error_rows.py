@@ -1,12 +1,14 @@
 """A failed entry (status "error") keeps its own error when baseline scores come with it:
 publish_run checks baseline scores against ok rows only (baseline_items_problem), and stores
-none for a row without a baseline field to name them."""
+none for a row without a baseline field to name them. An ok row whose baseline scores disagree
+with it is published as an error row, whether or not its own scores came too."""
 
 from __future__ import annotations
 
 import numpy as np
 from store_helpers import acc_row, make_report
 
+from tinyllm import baselines
 from tinyllm.publish import baseline_items_problem, publish_run
 from tinyllm.store import open_store
 
@@ -36,3 +38,20 @@ def test_rows_that_are_not_ok_have_no_baseline_problem():
     assert baseline_items_problem(failed("b"), MAJORITY) is None
     assert baseline_items_problem(failed("b"), MAJORITY[:1], OWN) is None
     assert baseline_items_problem("not a row", MAJORITY) is None
+
+
+def test_disagreeing_baseline_scores_make_an_error_row_without_the_rows_own_scores(tmp_path):
+    store = open_store(tmp_path)
+    b = baselines.proportion_baseline("majority class", MAJORITY)
+    a = dict(acc_row("a", OWN), baseline=baselines.baseline_field(b, baselines.items_ref("a")))
+    run = make_report("r1", "2026-12-01T18:00:00Z", [a])
+    publish_run(store, "r1", run, {}, baseline_items={"a": MAJORITY[:3]})
+    (row,) = store.read_report("r1")["rows"]
+    assert row["status"] == "error" and row["error"] == {
+        "type": "RowItemsMismatchError",
+        "message": "row 'a': baseline 'majority class': expected n = 3 (the number of its "
+        "per-item scores), got 4",
+    }
+    assert not (tmp_path / "releases/r1/items").exists() or not any(
+        (tmp_path / "releases/r1/items").iterdir()
+    )
