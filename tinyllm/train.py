@@ -106,7 +106,7 @@ def _gpt_recipe() -> Recipe:
         steps=1200,
         train_config={"batch_size": 32, "lr": 1e-2},
         options={"ctx_len": block, "stride": block // 2},
-        cost_s=70.4,
+        cost_s=57.5,
         # the lee cloze task (HellaSwag's schema, lm-eval's own config): chance is 1/4
         lmeval_entries={"gpt-lmeval-cloze": {"task": "lee_cloze", "options": {}}},
     )
@@ -168,22 +168,22 @@ def _seq2seq_recipe(
 
 def default_recipes() -> dict[str, Recipe]:
     """The zoo's recipes by model name, two trained side by side, one thread each (docs/zoo.md:
-    the sweeps). ``cost_s``: single-thread CPU seconds (train_log.json's cpu_seconds) of a zoo
-    build on 2 shared cores (docs/zoo.md: the demo budget), so that the longest start first."""
+    the sweeps). ``cost_s``: single-thread CPU seconds (train_log.json) of the fresh-clone
+    ``make demo`` at 76acf50, alone on 2 cores (docs/zoo.md), so that the longest start first."""
     return {
         "bigram": Recipe(config={"k": 0.5}),
-        "ngram": Recipe(config={"order": 5}, cost_s=0.8),
+        "ngram": Recipe(config={"order": 5}, cost_s=0.6),
         "nplm": Recipe(
             config={"context": 8, "emb_dim": 32, "hidden": 384, "direct": True},
             train_config={"lr": 0.01},
             steps=150,
-            cost_s=17.6,
+            cost_s=20.6,
         ),
         "rnnlm": Recipe(
             config={"cell": "gru", "emb_dim": 64, "hidden": 384},
             train_config={"bptt": 64, "batch_size": 32, "lr": 0.006},
             steps=120,
-            cost_s=50.5,
+            cost_s=42.5,
         ),
         "gpt": _gpt_recipe(),
         # trained on the lee training text as words (corpus wordsim), scored on WordSim-353,
@@ -198,14 +198,14 @@ def default_recipes() -> dict[str, Recipe]:
                 "word2vec-simlex999": "simlex999",
                 "word2vec-analogies": "analogies",
             },
-            cost_s=46.9,
+            cost_s=52.2,
         ),
         "seq2seq": _seq2seq_recipe(
             "seq2seq",
             {"emb_dim": 64, "hidden": 128, "max_len": 64},
             {"batch_size": 64, "lr": 3e-3, "warmup": 50},
             steps=1000,
-            cost_s=283.2,
+            cost_s=203.2,
         ),
         "transformer": _seq2seq_recipe(
             "transformer",
@@ -213,7 +213,7 @@ def default_recipes() -> dict[str, Recipe]:
             | {"max_len": 64},
             {"batch_size": 64, "lr": 3e-3, "warmup": 100},
             steps=1400,
-            cost_s=257.4,
+            cost_s=256.5,
         ),
         "copy": Recipe(  # answers the source; on dates8 only the seq2seq rows' baseline (0)
             config={"max_len": 64},
@@ -222,7 +222,7 @@ def default_recipes() -> dict[str, Recipe]:
             entries={"copy-names": "names_val"},
         ),
         "bert": _encoder_recipe(
-            "bert", _BERT_SHAPE, {"batch_size": 32, "lr": 2e-3}, steps=400, cost_s=45.2
+            "bert", _BERT_SHAPE, {"batch_size": 32, "lr": 2e-3}, steps=400, cost_s=42.5
         ),
         "electra": _encoder_recipe(
             "electra",
@@ -230,10 +230,10 @@ def default_recipes() -> dict[str, Recipe]:
             | {"gen_n_layer": 1, "gen_n_embd": 32, "disc_local_bias": 1.0},
             {"batch_size": 32, "lr": 2e-3, "gen_lr": 2e-4},
             steps=1200,
-            cost_s=98.9,
+            cost_s=68.0,
         ),
-        "classifier-polarity": _classifier_recipe("polarity", steps=60, cost_s=43.1, cross_fit=5),
-        "classifier-langid": _classifier_recipe("langid", steps=150, cost_s=13.8),
+        "classifier-polarity": _classifier_recipe("polarity", steps=60, cost_s=40.0, cross_fit=5),
+        "classifier-langid": _classifier_recipe("langid", steps=150, cost_s=17.6),
         # a Hugging Face LlamaForCausalLM with its own byte-level BPE, scored by family hf on
         # the lee val text (the val token file's bytes, read in its own tokenizer)
         "llama": Recipe(
@@ -244,7 +244,7 @@ def default_recipes() -> dict[str, Recipe]:
             options={"ctx_len": 128, "stride": 64},
             family="hf",
             trainer="tinyllm.models.hf_train",
-            cost_s=53.4,
+            cost_s=52.5,
         ),
     }
 
