@@ -16,15 +16,13 @@ export OMP_WAIT_POLICY ?= PASSIVE
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-# reinstall only when pyproject.toml changes; the demo zoo has an lm-eval entry (the lmeval extra).
-# --no-compile: Python compiles each module the first time it is imported, instead of pip
-# compiling every module of ~190 packages up front (most are never imported by the demo)
+# reinstall only when pyproject.toml changes; the demo zoo has an lm-eval entry (the lmeval extra)
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install --no-compile -e '.[lmeval]' 2> >(grep -v 'is ignored: it is neither' >&2)
+	$(PIP) install -e '.[lmeval]' 2> >(grep -v 'is ignored: it is neither' >&2)
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install --no-compile -e '.[dev]' 2> >(grep -v 'is ignored: it is neither' >&2)
+	$(PIP) install -e '.[dev]' 2> >(grep -v 'is ignored: it is neither' >&2)
 	touch $(VENV)/.installed $@
 
 demo: $(VENV)/.installed
