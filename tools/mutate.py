@@ -5,6 +5,7 @@
     .venv/bin/python tools/mutate.py --module 'tinyllm/eval/lm/*.py'  # the instrument, whole
     make mutate MODULE=tinyllm/stats.py                       # the same through make
     .venv/bin/python tools/mutate.py --resume --module tinyllm/windows.py  # finish a stopped run
+    .venv/bin/python tools/mutate.py --module tinyllm/windows.py --mutants '*x_token_nlls__*'
 
 Each module is mutated against ONLY its own fast unit tests (MODULES below: no Prefect flow
 tests, no browser tests), so that a mutant's verdict says what those tests catch. mutmut 3 reads
@@ -148,7 +149,7 @@ MODULES: dict[str, list[str]] = {
 }
 
 
-def _child(module: str, max_children: int) -> int:
+def _child(module: str, max_children: int, mutants: list[str]) -> int:
     """Run mutmut on one module in this process (mutmut forks its workers from here)."""
     import mutmut.configuration as mc
 
@@ -170,7 +171,7 @@ def _child(module: str, max_children: int) -> int:
     mc._config_reader = reader  # mutmut's only entry to its settings (mutmut 3.8)
     from mutmut.__main__ import cli
 
-    args = ["run", "--max-children", str(max_children)]
+    args = ["run", "--max-children", str(max_children), *mutants]
     try:
         cli(args, standalone_mode=False)
     except SystemExit as e:  # click may exit; the results are read by the parent
@@ -202,10 +203,16 @@ def main() -> int:
     ap.add_argument(
         "--resume", action="store_true", help="keep mutants/: check only the unchecked mutants"
     )
+    ap.add_argument(
+        "--mutants",
+        action="append",
+        default=[],
+        help="check only the mutants whose names match this fnmatch pattern (repeatable)",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        return _child(a.child, a.max_children)
+        return _child(a.child, a.max_children, a.mutants)
     modules = a.module or [m for m in MODULES if m not in PACKAGE_MODULES]  # a package once
     for m in modules:
         if m not in MODULES:
@@ -221,7 +228,8 @@ def main() -> int:
             shutil.rmtree(ROOT / "mutants", ignore_errors=True)
         print(f"== mutmut on {m} with {' '.join(MODULES[m])}", flush=True)
         rc = subprocess.call(
-            [sys.executable, __file__, "--child", m, "--max-children", str(a.max_children)],
+            [sys.executable, __file__, "--child", m, "--max-children", str(a.max_children)]
+            + [f"--mutants={p}" for p in a.mutants],
             cwd=ROOT,
             env=env,
         )
