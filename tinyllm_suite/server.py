@@ -91,13 +91,13 @@ def ensure_server(
     )
 
 
-def choose_server(console: Console) -> str:
+def choose_server(console: Console, wait_s: float = SERVER_START_TIMEOUT_S) -> str:
     """THE choice of Prefect server, for `make demo` and `tinyllm eval --suite zoo --release R`.
 
     1. ``$PREFECT_API_URL`` when set (a team server, a deployment's worker);
     2. the server of an active Prefect settings context (a test harness), if prefect is loaded;
     3. the local server (:func:`ensure_server`): the running one when it answers, else started
-       with the project's ``PREFECT_HOME`` and a 60 s start-up timeout.
+       with the project's ``PREFECT_HOME`` and a start-up timeout of ``wait_s`` (60 s).
 
     Never Prefect's temporary per-process server: its runs would not show in the UI
     `make demo` points to. Also exports ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` (default
@@ -114,6 +114,6 @@ def choose_server(console: Console) -> str:
             return api
     prefect_home()  # the client's files too: nothing lands in ~/.prefect
     if not api:
-        api = ensure_server(console)
+        api = ensure_server(console, wait_s=wait_s)
     os.environ["PREFECT_API_URL"] = api  # before prefect is imported: the flow reports here
     return api
