@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
 
 import numpy as np
 import pytest
@@ -86,6 +88,10 @@ def test_side_by_side_workers_give_the_same_checkpoints_as_one_process(tmp_path)
     assert [c[1] for c in calls if c[0] == "gpt"] == [1, 2, 3]
     log = json.loads((par / "train_log.json").read_text())
     assert list(log) == list(recipes) and all(v["threads"] == 1 for v in log.values())
+    # two worker processes for three models, none of them this one; a log per model
+    pids = {v["pid"] for v in log.values()}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert sorted(p.name for p in (par / "logs").iterdir()) == sorted(f"{n}.log" for n in recipes)
 
 
 def test_recipe_entries_family_and_init_from(tmp_path):
@@ -149,6 +155,27 @@ def test_a_failing_worker_fails_the_build_naming_the_model(tmp_path):
     }
     with pytest.raises(RuntimeError, match=r"training 'broken' \(nplm\) failed.*no_such_kwarg"):
         train.build_zoo(tmp_path, progress=False, jobs=2, recipes=recipes)
+    assert not (tmp_path / "zoo.yaml").exists()
+
+
+def test_a_job_failing_in_a_worker_that_trained_another_fails_the_build_naming_it(tmp_path):
+    """Three jobs on two workers: the failing one (started last, the lowest cost) runs in a
+    worker that trained a model before it; the error names it and its own log."""
+    broken = train.Recipe(
+        family="nplm", config={"context": 3, "emb_dim": 8}, steps=2, train_config={"oops": 1}
+    )
+    recipes = {
+        "nplm": dataclasses.replace(TINY["nplm"], cost_s=2.0),
+        "gpt": dataclasses.replace(TINY["gpt"], cost_s=1.0),
+        "broken": broken,
+    }
+    log = tmp_path / "logs" / "broken.log"
+    with pytest.raises(
+        RuntimeError,
+        match=rf"training 'broken' \(nplm\) failed.*oops.*full log: {re.escape(str(log))}",
+    ):
+        train.build_zoo(tmp_path, progress=False, jobs=2, recipes=recipes)
+    assert "Traceback" in log.read_text()
     assert not (tmp_path / "zoo.yaml").exists()
 
 

@@ -14,11 +14,13 @@ corpus it trains on, the manifest entries it is scored as) with the same ``seed`
 Side by side: ``jobs`` models train at once, each in its own process on ``threads`` torch threads
 (default 2 jobs x 1 thread: these models are too small for two threads to help one of them, and
 two single-thread processes keep both cores busy; 2 threads on one of them train it more slowly
-than 1). The longest recipe (its measured ``cost_s``) starts first; a recipe with
-``init_from`` starts after the model it starts from. Worker processes are
-``python -m tinyllm.train --job <json>``: their specification goes in as JSON and their progress
-comes back as JSON lines on stdout (nothing is pickled). ``jobs=1`` trains in this process, one
-model after the other.
+than 1). The longest recipe (its measured ``cost_s``, plus that of the recipes that start from
+it) starts first; a recipe with ``init_from`` starts after the model it starts from. Worker processes are
+``python -m tinyllm.train --serve``, one per job slot, each training one model after the other
+(torch's ~3 s of import paid once per slot, not once per model): each job's specification goes
+in as one JSON line on stdin, its progress and result come back as JSON lines on stdout (nothing
+is pickled), its stderr goes to its own ``logs/<name>.log``. ``jobs=1`` trains in this process,
+one model after the other.
 
 Threads: with more torch (OpenMP) threads than idle cores, GNU OpenMP's default spin-waiting
 makes small ops many times slower. ``tinyllm zoo build`` and the worker processes set
@@ -28,6 +30,7 @@ makes small ops many times slower. ``tinyllm zoo build`` and the worker processe
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -366,36 +369,47 @@ def train_job(spec: Mapping, progress: ProgressFn | None = None) -> dict:
         "last_loss": last["loss"],
         "seed": spec["seed"],
         "threads": spec["threads"],
+        "pid": os.getpid(),  # the process that trained it (a worker trains several, in turn)
     }
 
 
-def _worker_main(spec_json: str) -> int:
-    """``python -m tinyllm.train --job <json>``: one training job on ``threads`` torch threads;
-    progress and the result go to stdout as JSON lines."""
-    spec = json.loads(spec_json)
-    torch.set_num_threads(spec["threads"])
+def _serve() -> int:
+    """``python -m tinyllm.train --serve``: train the jobs that come in on stdin, one JSON line
+    each (a :func:`_job_spec` with ``log``), one after the other on ``threads`` torch threads;
+    progress and results go to stdout as JSON lines, each job's stderr to its ``log``. A failing
+    job ends the process (its traceback in its log)."""
 
     def emit(name, step, total, loss):
         print(_PROGRESS + json.dumps({"step": step, "total": total, "loss": loss}), flush=True)
 
-    result = train_job(spec, emit)
-    print(_DONE + json.dumps(result), flush=True)
+    for line in sys.stdin:
+        spec = json.loads(line)
+        log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(log, 2)  # this job's stderr, the traceback of a failure included
+        os.close(log)
+        torch.set_num_threads(spec["threads"])
+        result = train_job(spec, emit)
+        print(_DONE + json.dumps(result), flush=True)
     return 0
 
 
 class _Worker:
-    """One training subprocess and the thread that reads its progress lines."""
+    """One training subprocess (``--serve``), the job it runs and the thread that reads its
+    progress lines; :meth:`submit` hands it the next job once :meth:`poll` says it is done."""
 
-    def __init__(self, spec: dict, progress: ProgressFn, log_dir: Path) -> None:
-        self.spec, self.result, self.error = spec, None, None
+    def __init__(self, threads: int, progress: ProgressFn, log_dir: Path) -> None:
+        self.spec, self.result, self.error = None, None, None
+        self.log_dir = log_dir
         env = dict(os.environ)
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        env["OMP_NUM_THREADS"] = str(spec["threads"])
-        self.log_path = log_dir / f"{spec['name']}.log"
-        # the worker's stderr, kept for a failure's message; closed in poll() or kill()
-        self._log = open(self.log_path, "wb")  # noqa: SIM115
+        env["OMP_NUM_THREADS"] = str(threads)
+        self._done = threading.Event()
+        # the worker's stderr until its first job (an import failure's message); removed if empty
+        self._start_log = self.log_path = log_dir / f"worker-{os.getpid()}-{id(self):x}.log"
+        self._log = open(self._start_log, "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tinyllm.train", "--job", json.dumps(spec)],
+            [sys.executable, "-m", "tinyllm.train", "--serve"],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
             env=env,
@@ -404,6 +418,14 @@ class _Worker:
         self._reader = threading.Thread(target=self._read, args=(progress,), daemon=True)
         self._reader.start()
 
+    def submit(self, spec: dict) -> None:
+        self.spec, self.result, self.error = spec, None, None
+        self.log_path = self.log_dir / f"{spec['name']}.log"
+        self._done.clear()
+        with contextlib.suppress(BrokenPipeError):  # the worker has ended: poll() reports it
+            self.proc.stdin.write(json.dumps({**spec, "log": str(self.log_path)}) + "\n")
+            self.proc.stdin.flush()
+
     def _read(self, progress: ProgressFn) -> None:
         for line in self.proc.stdout:
             if line.startswith(_PROGRESS):
@@ -411,27 +433,37 @@ class _Worker:
                 progress(self.spec["name"], p["step"], p["total"], p["loss"])
             elif line.startswith(_DONE):
                 self.result = json.loads(line[len(_DONE) :])
+                self._done.set()
+        self._done.set()  # the process ended
 
     def poll(self) -> bool:
-        """True once the process has ended (then ``result`` or ``error`` is set)."""
-        if self.proc.poll() is None:
+        """True once the job submitted last has ended (then ``result`` or ``error`` is set)."""
+        if not self._done.is_set() and self._reader.is_alive():
             return False
-        self._reader.join()
-        self._log.close()
-        if self.proc.returncode != 0 or self.result is None:
+        if self.result is None:
+            self._reader.join()
+            status = self.proc.wait()
+            if not self.log_path.is_file():  # it ended before it read the job
+                self.log_path = self._start_log
             lines = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
             last = next((ln.strip() for ln in reversed(lines) if ln.strip()), "no output")
             self.error = (
                 f"training {self.spec['name']!r} ({self.spec['family']}) failed with exit status "
-                f"{self.proc.returncode}: {last} (full log: {self.log_path})"
+                f"{status}: {last} (full log: {self.log_path})"
             )
         return True
 
-    def kill(self) -> None:
-        if self.proc.poll() is None:
+    def close(self) -> None:
+        """End the process: idle, it exits at the end of its stdin; busy, it is killed."""
+        if self.spec is not None and not self._done.is_set():
             self.proc.kill()
+        with contextlib.suppress(OSError):  # a killed worker's pipe is already broken
+            self.proc.stdin.close()
         self.proc.wait()
+        self._reader.join()
         self._log.close()
+        if self._start_log.stat().st_size == 0:
+            self._start_log.unlink()
 
 
 def _run_parallel(
@@ -441,10 +473,13 @@ def _run_parallel(
     progress: ProgressFn,
     log_dir: Path,
 ) -> dict[str, dict]:
-    """Run the jobs ``jobs`` at a time in worker processes, each after the job it depends on;
+    """Run the jobs on ``jobs`` worker processes, each job after the job it depends on;
     ``specs`` are in start-priority order. Fails (killing the rest) at the first failure."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    pending, running, done = list(specs), [], {}
+    pending, done = list(specs), {}
+    threads = max((s["threads"] for s in specs), default=1)
+    workers = [_Worker(threads, progress, log_dir) for _ in range(min(jobs, len(specs)))]
+    idle, running = list(workers), []
     try:
         while pending or running:
             for w in [w for w in running if w.poll()]:
@@ -452,17 +487,20 @@ def _run_parallel(
                 if w.error is not None:
                     raise RuntimeError(w.error)
                 done[w.spec["name"]] = w.result
+                idle.append(w)
             ready = [s for s in pending if deps[s["name"]] is None or deps[s["name"]] in done]
-            while ready and len(running) < jobs:
+            while ready and idle:
                 spec = ready.pop(0)
                 pending.remove(spec)
-                running.append(_Worker(spec, progress, log_dir))
+                w = idle.pop(0)
+                w.submit(spec)
+                running.append(w)
             if not running and pending:  # cannot happen after _check_recipes; never spin
                 raise RuntimeError(f"unschedulable recipes: {[s['name'] for s in pending]}")
             time.sleep(0.2)
     finally:
-        for w in running:
-            w.kill()
+        for w in workers:
+            w.close()
     return done
 
 
@@ -539,8 +577,13 @@ def build_zoo(
             elif callable(progress):
                 progress(name, step, total, loss)
 
-    # start-priority order: longest measured cost first, then recipe order
-    order = sorted(recipes, key=lambda n: -recipes[n].cost_s)
+    # start-priority order: the longest path first (a recipe's measured cost plus that of the
+    # recipes that start from it, which wait for it), then recipe order
+    path_s = {n: r.cost_s for n, r in recipes.items()}
+    for r in recipes.values():
+        if r.init_from is not None:
+            path_s[r.init_from] += r.cost_s
+    order = sorted(recipes, key=lambda n: -path_s[n])
     specs = [_job_spec(n, recipes, files[recipes[n].data], out, seed, threads) for n in order]
     log: dict[str, dict] = {}
     try:
@@ -594,6 +637,6 @@ def build_zoo(
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] != "--job":
-        sys.exit("usage: python -m tinyllm.train --job <json>  (a worker of build_zoo)")
-    sys.exit(_worker_main(sys.argv[2]))
+    if sys.argv[1:] != ["--serve"]:
+        sys.exit("usage: python -m tinyllm.train --serve  (a worker of build_zoo: jobs on stdin)")
+    sys.exit(_serve())
