@@ -16,21 +16,19 @@ export OMP_WAIT_POLICY ?= PASSIVE
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-# pip writes the installed modules' .pyc one file at a time (about 80 s of a fresh install here);
-# compileall writes the same files on every core. Without them every process compiles what it
-# imports (PYTHONDONTWRITEBYTECODE=1 is set on some machines). A file that does not compile
-# (a package's Python 2 test data) is skipped, as pip skips it: the rc is not a failure.
-COMPILE := $(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true
+# Python writes each module's .pyc when it first imports it (some machines set
+# PYTHONDONTWRITEBYTECODE=1, and then every process compiles all it imports, each time): so the
+# install compiles nothing (pip's one-file-at-a-time compile of every installed module is about
+# 80 s here) and each module the demo or the tests import is compiled once, by its first import
+unexport PYTHONDONTWRITEBYTECODE
 
 # reinstall only when pyproject.toml changes; the demo zoo has an lm-eval entry (the lmeval extra)
 $(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install --no-compile -e '.[lmeval]' 2> >(grep -v 'is ignored: it is neither' >&2)
-	$(COMPILE)
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install --no-compile -e '.[dev]' 2> >(grep -v 'is ignored: it is neither' >&2)
-	$(COMPILE)
 	touch $(VENV)/.installed $@
 
 demo: $(VENV)/.installed
