@@ -117,3 +117,21 @@ def test_a_model_without_weak_references_is_measured_every_time():
     assert windows.measured_batch(model, head, a, C, S, D) == 1
     assert len(head.calls) == 2 * (1 + D)
     assert windows.measured_batches(model) == {}
+
+
+class _Uniform(nn.Module):
+    """Logits of zeros over 16 ids: every scored token costs ln 16."""
+
+    def forward(self, x):
+        return torch.zeros(*x.shape, 16)
+
+
+def test_a_negative_id_after_the_first_window_is_refused_with_its_value():
+    """The first window is checked before the head is built, each later batch when it is read
+    (a memmapped text is never scanned whole): -3 at position 6 is found in the second window."""
+    ids = np.array([0, 1, 2, 3, 4, 5, -3, 7])
+    with pytest.raises(ValueError) as e:
+        windows.token_nlls(_Uniform(), ids, 4, 2, batch_size=1)
+    assert str(e.value) == "ids: expected non-negative token ids, got -3"
+    ok = windows.token_nlls(_Uniform(), np.arange(8) % 16, 4, 2, batch_size=1)
+    np.testing.assert_allclose(ok, np.full(7, np.log(16)), rtol=1e-6)  # fp32 logits
