@@ -135,3 +135,24 @@ def test_a_negative_id_after_the_first_window_is_refused_with_its_value():
     assert str(e.value) == "ids: expected non-negative token ids, got -3"
     ok = windows.token_nlls(_Uniform(), np.arange(8) % 16, 4, 2, batch_size=1)
     np.testing.assert_allclose(ok, np.full(7, np.log(16)), rtol=1e-6)  # fp32 logits
+
+
+@pytest.mark.parametrize(
+    "ctx_len, stride, n, measured",
+    [
+        # default batch 2048 // 1024 = 2: measured from 6 * 2 = 12 windows, 1 + ceil((n - 1024) / 512)
+        (1024, 512, 1024 + 11 * 512, True),  # 12 windows exactly
+        (1024, 512, 1024 + 10 * 512 + 1, True),  # 12 windows, the last one partial
+        (1024, 512, 1024 + 10 * 512, False),  # 11 windows
+        # default batch 1: one window a pass already, never measured however long the text
+        (2048, 1024, 2048 + 20 * 1024, False),
+    ],
+)
+def test_the_default_batch_is_measured_from_six_batches_of_windows(ctx_len, stride, n, measured):
+    model = _Uniform()
+    ids = np.arange(n) % 16
+    got = windows.token_nlls(model, ids, ctx_len, stride, batch_size=None)
+    np.testing.assert_allclose(got, np.full(n - 1, np.log(16)), rtol=1e-6)  # fp32 logits
+    picked = windows.measured_batches(model)
+    assert (list(picked) == [(ctx_len, stride)]) is measured, picked
+    assert not measured or picked[(ctx_len, stride)] in (1, 2)
