@@ -15,9 +15,9 @@ Side by side: ``jobs`` models train at once, each in its own process on ``thread
 (default 2 jobs x 1 thread: these models are too small for two threads to help one of them, and
 two single-thread processes keep both cores busy; 2 threads on one of them train it more slowly
 than 1). The longest recipe (its measured ``cost_s``, plus that of the recipes that start from
-it) starts first; a recipe with ``init_from`` starts after the model it starts from. The worker processes, one per job slot,
-are :mod:`tinyllm.train_jobs`'s (nothing is pickled). ``jobs=1`` trains in this process, one
-model after the other.
+it) starts first; a recipe with ``init_from`` starts after the model it starts from. The worker
+processes, one per job slot, are :mod:`tinyllm.train_jobs`'s (nothing is pickled). ``jobs=1``
+trains in this process, one model after the other.
 
 Threads: with more torch (OpenMP) threads than idle cores, GNU OpenMP's default spin-waiting
 makes small ops many times slower. ``tinyllm zoo build`` and the worker processes set

@@ -32,7 +32,7 @@ _DONE = "TLDONE "
 
 
 def train_job(spec: Mapping, progress: ProgressFn | None = None) -> dict:
-    """Train and save one model from a :func:`_job_spec`; returns its train_log entry (with
+    """Train and save one model from a :func:`tinyllm.train._job_spec`; returns its train_log entry (with
     ``path``). Runs in this process with whatever torch thread count is set."""
     name, fam = spec["name"], FAMILIES[spec["family"]]
     if spec.get("trainer"):  # a family trained by another module of tinyllm.models (hf)
