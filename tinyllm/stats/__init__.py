@@ -1,0 +1,59 @@
+"""Statistics behind every number tinyllm reports (docs/definitions.md, "Intervals" and
+"Paired tests").
+
+Everything here is plain numpy/scipy on float64 arrays; nothing knows about models. One concept
+per module, each importing only those below it (pyproject.toml's ``stats`` contract):
+
+* :mod:`~tinyllm.stats.core` -- :class:`Interval`, ``CONFIDENCE``, ``LN2``, the input checks;
+* :mod:`~tinyllm.stats.intervals` -- :func:`mean_ci` (Student t), :func:`bootstrap_ci`
+  (percentile bootstrap from the caller's rng), :func:`wilson_interval`,
+  :func:`fisher_z_interval` / :func:`spearman_ci`;
+* :mod:`~tinyllm.stats.permutation` -- :func:`paired_permutation_test` and :func:`sign_flip_p`,
+  the sign-flip test of "do paired scores differ?";
+* :mod:`~tinyllm.stats.accumulator` -- :class:`NLLAccumulator`, per-token NLLs streamed in
+  chunks: N, the sum, mean NLL, perplexity, bits per byte, the Student t interval over tokens;
+* :mod:`~tinyllm.stats.spearman` -- two rank correlations on the same items (compare's
+  Spearman rows).
+
+Every name callers use is importable from ``tinyllm.stats`` itself.
+"""
+
+from __future__ import annotations
+
+from tinyllm.stats.accumulator import NLLAccumulator
+from tinyllm.stats.core import ALPHA, CONFIDENCE, LN2, POWER, Interval
+from tinyllm.stats.intervals import (
+    bootstrap_ci,
+    fisher_z_interval,
+    mean_ci,
+    spearman_ci,
+    wilson_interval,
+)
+from tinyllm.stats.permutation import exact_sign_flips, paired_permutation_test, sign_flip_p
+from tinyllm.stats.spearman import (
+    spearman_along,
+    spearman_difference,
+    spearman_difference_ci,
+    spearman_difference_test,
+)
+
+__all__ = [
+    "ALPHA",
+    "CONFIDENCE",
+    "LN2",
+    "POWER",
+    "Interval",
+    "NLLAccumulator",
+    "bootstrap_ci",
+    "exact_sign_flips",
+    "fisher_z_interval",
+    "mean_ci",
+    "paired_permutation_test",
+    "sign_flip_p",
+    "spearman_along",
+    "spearman_ci",
+    "spearman_difference",
+    "spearman_difference_ci",
+    "spearman_difference_test",
+    "wilson_interval",
+]
