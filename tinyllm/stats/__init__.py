@@ -13,7 +13,9 @@ per module, each importing only those below it (pyproject.toml's ``stats`` contr
 * :mod:`~tinyllm.stats.accumulator` -- :class:`NLLAccumulator`, per-token NLLs streamed in
   chunks: N, the sum, mean NLL, perplexity, bits per byte, the Student t interval over tokens;
 * :mod:`~tinyllm.stats.spearman` -- two rank correlations on the same items (compare's
-  Spearman rows).
+  Spearman rows);
+* :mod:`~tinyllm.stats.units` -- :class:`Units`, the sampling unit of each item
+  (:func:`group_units`, :func:`units_from_lengths`, :func:`contiguous_blocks`).
 
 Every name callers use is importable from ``tinyllm.stats`` itself.
 """
@@ -36,14 +38,27 @@ from tinyllm.stats.spearman import (
     spearman_difference_ci,
     spearman_difference_test,
 )
+from tinyllm.stats.units import (
+    MIN_UNITS,
+    Units,
+    as_units,
+    contiguous_blocks,
+    group_units,
+    units_from_lengths,
+)
 
 __all__ = [
     "ALPHA",
     "CONFIDENCE",
     "LN2",
+    "MIN_UNITS",
     "POWER",
     "Interval",
     "NLLAccumulator",
+    "Units",
+    "as_units",
+    "contiguous_blocks",
+    "group_units",
     "bootstrap_ci",
     "exact_sign_flips",
     "fisher_z_interval",
@@ -55,5 +70,6 @@ __all__ = [
     "spearman_difference",
     "spearman_difference_ci",
     "spearman_difference_test",
+    "units_from_lengths",
     "wilson_interval",
 ]
