@@ -214,11 +214,12 @@ def test_a_fifo_a_device_or_a_folder_in_place_of_report_json_is_refused_at_once(
             store.read_report("r4")
         assert str(ei.value) == f"{w}/r4/report.json: expected a file, got a folder"
         entries = store.history_entries()
-        # the folder is not a file, so not listed; the FIFO and the device are, as unreadable
+        # the FIFO, the device and the folder are each listed, as unreadable
         assert [(e.release, e.error) for e in entries] == [
             ("r1", None),
             ("r2", f"{w}/r2/report.json: expected a regular file, got a FIFO"),
             ("r3", f"{w}/r3/report.json: expected a regular file, got a character device"),
+            ("r4", f"{w}/r4/report.json: expected a file, got a folder"),
         ]
         with pytest.warns(UserWarning):
             out = publish(store, "r5", 5, seed=3)

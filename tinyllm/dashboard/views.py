@@ -94,7 +94,10 @@ def load_history(store: Store) -> list[ReleaseView]:
     on the view.
     """
     folders: dict[str, dict[str, list[str]]] = {}
-    for key in store.list("releases/"):
+    keys = store.list("releases/")
+    for name in sorted(store.report_folders(keys)):  # read below: unreadable, not "no report"
+        folders.setdefault(name, {"files": ["report.json"], "runs": [], "compares": []})
+    for key in keys:
         parts = key.split("/")
         if len(parts) < 3 or not parts[1]:
             continue

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -381,29 +381,42 @@ class Store:
                 names.append(parts[1])
         return names
 
+    def report_folders(self, keys: Iterable[str]) -> set[str]:
+        """The release folders whose ``report.json`` is a folder, not a file: a key under
+        ``releases/<release>/report.json/`` in ``keys`` (the listing of ``releases/``; on S3 the
+        only way a "folder" exists). A local store adds empty folders (:class:`LocalStore`)."""
+        folders = set()
+        for key in keys:
+            parts = key.split("/")
+            if len(parts) > 3 and parts[0] == "releases" and parts[2] == "report.json":
+                folders.add(parts[1])
+        return folders
+
     def history_entries(self) -> list[HistoryEntry]:
         """Every release folder with a ``report.json``, readable or not; never raises for a bad
         stored file (only for the backend itself: an unreachable endpoint, a refused listing).
 
         A readable release is ``HistoryEntry(release, created_at, error=None)``; one whose report
         cannot be used (:meth:`read_report` raises a :class:`StoreError`: malformed, not matching
-        its schema, a FIFO, or a folder name that is not a valid release name such as
-        ``v1 copy``) is ``HistoryEntry(release, None, error="<key>: <why>")``. Order: readable
+        its schema, a FIFO, a folder in place of the file (:meth:`report_folders`), or a folder
+        name that is not a valid release name such as ``v1 copy``) is
+        ``HistoryEntry(release, None, error="<key>: <why>")``. Order: readable
         releases by ``created_at``, then name (the history); each unreadable one in its place by
         the time in its first run id (``runs/YYYYMMDDTHHMMSSZ-xxxxxx.json``) when it has one,
         else after all the others, by name. A release folder without a ``report.json`` (a run
         that never finished) is not listed.
         """
-        reports: list[str] = []
+        keys = self.list("releases/")
+        reports: set[str] = set(self.report_folders(keys))
         run_ids: dict[str, list[str]] = {}
-        for key in self.list("releases/"):
+        for key in keys:
             parts = key.split("/")
             if len(parts) == 3 and parts[2] == "report.json":
-                reports.append(parts[1])
+                reports.add(parts[1])
             elif len(parts) == 4 and parts[2] == "runs" and parts[3].endswith(".json"):
                 run_ids.setdefault(parts[1], []).append(parts[3][: -len(".json")])
         placed = []
-        for name in reports:
+        for name in sorted(reports):
             where = self.where(f"releases/{name}/report.json")
             try:
                 check_name(name, f"{where}: release folder")
@@ -488,6 +501,10 @@ class Store:
         try:
             return self.get_json(key, what)
         except StoreKeyError:
+            if self.list(key + "/"):  # S3 keys under "<key>/" (a local folder: get_bytes says it)
+                raise StoreUnreadableError(
+                    f"{self.where(key)}: expected a file, got a folder"
+                ) from None
             if what == "report" or not self.has_report(release):
                 known = ", ".join(self.release_names()) or "none"
                 raise StoreKeyError(

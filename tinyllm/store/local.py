@@ -13,7 +13,7 @@ import contextlib
 import fcntl
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -133,7 +133,10 @@ class LocalStore(Store):
 
     def update_json(self, key: str, update: Callable[[Any], Any], what: str = "JSON") -> Any:
         with naming(self.where(key)), self._locked(key):
-            old = self.get_json(key, what) if self.exists(key) else None
+            try:  # a folder or a FIFO in place of the file is refused, never replaced
+                old = self.get_json(key, what)
+            except StoreKeyError:
+                old = None
             new = update(old)
             self._atomic_write(key, lambda f: dump_json(new, f), True)
         return new
@@ -147,6 +150,15 @@ class LocalStore(Store):
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
+
+    def report_folders(self, keys: Iterable[str]) -> set[str]:
+        # a folder at releases/<r>/report.json, empty or not (a listing has only its files)
+        folders = super().report_folders(keys)
+        with contextlib.suppress(OSError), os.scandir(self.root / "releases") as found:
+            for d in found:
+                if not d.name.startswith(".") and os.path.isdir(Path(d.path) / "report.json"):
+                    folders.add(d.name)
+        return folders
 
     def list(self, prefix: str = "") -> list[str]:
         # walk from the deepest folder the prefix names, then filter by the string prefix

@@ -138,6 +138,10 @@ class S3Store(Store):
             except StoreKeyError as e:
                 if "no such bucket" in str(e):
                     raise
+                if self.list(key + "/"):  # keys under "<key>/": a folder, as a local store says
+                    raise StoreUnreadableError(
+                        f"{self.where(key)}: expected a file, got a folder"
+                    ) from None
                 old, cond = None, {"IfNoneMatch": "*"}
             new = update(old)
             body = json_bytes(new)
