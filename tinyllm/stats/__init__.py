@@ -15,7 +15,12 @@ per module, each importing only those below it (pyproject.toml's ``stats`` contr
 * :mod:`~tinyllm.stats.spearman` -- two rank correlations on the same items (compare's
   Spearman rows);
 * :mod:`~tinyllm.stats.units` -- :class:`Units`, the sampling unit of each item
-  (:func:`group_units`, :func:`units_from_lengths`, :func:`contiguous_blocks`).
+  (:func:`group_units`, :func:`units_from_lengths`, :func:`contiguous_blocks`);
+* :mod:`~tinyllm.stats.cluster` -- intervals over units: :func:`cluster_ratio` (from items) and
+  :func:`ratio_from_sums` (from per-unit sums), :func:`cluster_bootstrap`, and the ends of
+  perplexity and bits per byte (:func:`ppl_interval`, :func:`bpb_interval`);
+* :mod:`~tinyllm.stats.registry` -- :data:`ESTIMATORS`, interval method name (:class:`Method`)
+  -> estimator ``(items, units, rng) -> Interval``, and :func:`estimate`.
 
 Every name callers use is importable from ``tinyllm.stats`` itself.
 """
@@ -23,7 +28,24 @@ Every name callers use is importable from ``tinyllm.stats`` itself.
 from __future__ import annotations
 
 from tinyllm.stats.accumulator import NLLAccumulator
-from tinyllm.stats.core import ALPHA, CONFIDENCE, LN2, POWER, Interval
+from tinyllm.stats.cluster import (
+    bpb_interval,
+    cluster_bootstrap,
+    cluster_ratio,
+    ppl_interval,
+    ratio_from_sums,
+    scale_interval,
+)
+from tinyllm.stats.core import (
+    ALPHA,
+    CONFIDENCE,
+    LEGACY_METHODS,
+    LN2,
+    POWER,
+    Interval,
+    Method,
+    read_method,
+)
 from tinyllm.stats.intervals import (
     bootstrap_ci,
     fisher_z_interval,
@@ -32,6 +54,7 @@ from tinyllm.stats.intervals import (
     wilson_interval,
 )
 from tinyllm.stats.permutation import exact_sign_flips, paired_permutation_test, sign_flip_p
+from tinyllm.stats.registry import ESTIMATORS, Estimator, estimate, fisher_z, iid, wilson
 from tinyllm.stats.spearman import (
     spearman_along,
     spearman_difference,
@@ -50,6 +73,21 @@ from tinyllm.stats.units import (
 __all__ = [
     "ALPHA",
     "CONFIDENCE",
+    "ESTIMATORS",
+    "LEGACY_METHODS",
+    "Estimator",
+    "Method",
+    "bpb_interval",
+    "cluster_bootstrap",
+    "cluster_ratio",
+    "estimate",
+    "fisher_z",
+    "iid",
+    "ppl_interval",
+    "ratio_from_sums",
+    "read_method",
+    "scale_interval",
+    "wilson",
     "LN2",
     "MIN_UNITS",
     "POWER",

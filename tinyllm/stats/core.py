@@ -1,5 +1,5 @@
-"""What every estimator shares: the confidence level, ``ln 2``, :class:`Interval` and the input
-checks (docs/definitions.md, "Intervals").
+"""What every estimator shares: the confidence level, ``ln 2``, the method names
+(:class:`Method`), :class:`Interval` and the input checks (docs/definitions.md, "Intervals").
 
 Imports nothing of the project.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 from scipy import stats as sps
@@ -18,6 +19,61 @@ ALPHA = 0.05
 """The two-sided level of every test: a difference is called at ``p < 0.05``."""
 POWER = 0.80
 """The power at which a row's minimum detectable difference is stated."""
+
+
+class Method(StrEnum):
+    """The name of each interval method, written once: reports, schemas, the CLI and the
+    dashboard read these strings (a member equals its string: ``Method.IID == "iid"``).
+
+    One-sample intervals (the registry, :data:`tinyllm.stats.ESTIMATORS`):
+
+    * ``cluster_ratio`` -- cluster-robust ratio estimator over units, t with G - 1 df (mean
+      NLL, bpb, ppl, accuracy over positions);
+    * ``wilson`` -- Wilson score interval, when every unit is one 0/1 item;
+    * ``cluster_bootstrap`` -- percentile bootstrap resampling units, from the caller's rng;
+    * ``fisher_z`` -- Fisher z interval of a Spearman correlation over pairs;
+    * ``iid`` -- Student t over items as if each were a unit: the token-level reference
+      (``iid_interval``).
+
+    Paired differences (:func:`tinyllm.stats.paired_difference`):
+
+    * ``paired_t`` -- t over unit-level differences (G - 1 df), sign-flip p over units;
+    * ``paired_bootstrap`` -- percentile bootstrap of a paired statistic over units (the
+      difference of two Spearman correlations), swap permutation p over units.
+    """
+
+    CLUSTER_RATIO = "cluster_ratio"
+    WILSON = "wilson"
+    CLUSTER_BOOTSTRAP = "cluster_bootstrap"
+    FISHER_Z = "fisher_z"
+    IID = "iid"
+    PAIRED_T = "paired_t"
+    PAIRED_BOOTSTRAP = "paired_bootstrap"
+
+
+LEGACY_METHODS: dict[str, Method] = {
+    "student_t": Method.IID,
+    "student_t_paired": Method.PAIRED_T,
+    "bootstrap_percentile": Method.CLUSTER_BOOTSTRAP,
+    "bootstrap": Method.CLUSTER_BOOTSTRAP,
+    "wilson": Method.WILSON,
+    "fisher_z": Method.FISHER_Z,
+}
+"""The names reports written before units used, and what each one computed in today's names
+(their intervals were over items: each item its own unit)."""
+
+
+def read_method(name: str) -> Method:
+    """The :class:`Method` a stored name stands for: today's names, or a legacy one
+    (:data:`LEGACY_METHODS`: ``"student_t"`` -> ``Method.IID``). ValueError for anything else.
+    """
+    if name in LEGACY_METHODS:
+        return LEGACY_METHODS[name]
+    try:
+        return Method(name)
+    except ValueError:
+        known = [m.value for m in Method] + sorted(set(LEGACY_METHODS) - set(Method))
+        raise ValueError(f"interval method: expected one of {known}, got {name!r}") from None
 
 
 @dataclass(frozen=True)

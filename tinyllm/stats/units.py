@@ -25,6 +25,13 @@ MIN_UNITS = 10
 """Below this many units an interval over units is unreliable: :attr:`Units.warning` says so."""
 
 
+def few_units_warning(n_units: int) -> str:
+    """``"only G units: ..."`` when ``G < MIN_UNITS``, else ``""``."""
+    if n_units >= MIN_UNITS:
+        return ""
+    return f"only {n_units} units: an interval over fewer than {MIN_UNITS} units is unreliable"
+
+
 @dataclass(frozen=True, eq=False)
 class Units:
     """The unit of each of ``n_items`` items.
@@ -73,12 +80,8 @@ class Units:
                 f"no unit boundaries: {self.n_units} contiguous blocks of {self.block_len} "
                 "items stand in for the units"
             )
-        if self.n_units < MIN_UNITS:
-            parts.append(
-                f"only {self.n_units} units: an interval over fewer than {MIN_UNITS} units is "
-                "unreliable"
-            )
-        return "; ".join(parts)
+        parts.append(few_units_warning(self.n_units))
+        return "; ".join(p for p in parts if p)
 
     def sums(self, x, name: str = "items") -> np.ndarray:
         """``[G]`` per-unit sums ``S_g = sum_{i in g} x_i`` of per-item values ``x`` (float64).
