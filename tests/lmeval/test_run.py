@@ -9,7 +9,8 @@ import pytest
 
 from tinyllm import stats
 from tinyllm.eval.lmeval import MissingLmEvalError, require_lm_eval
-from tinyllm.eval.lmeval.run import CORPUS, evaluate, summarize
+from tinyllm.eval.lmeval.intervals import summarize
+from tinyllm.eval.lmeval.run import evaluate
 
 
 def test_summarize_wilson_for_zero_one_scores():
@@ -44,15 +45,67 @@ def test_summarize_bootstrap_of_corpus_metric_by_its_own_aggregate():
     assert same["metrics"] == got["metrics"]  # drawn from the caller's rng
 
 
-def test_corpus_aggregates_match_lm_eval():
+def _ratio_ends(ll, w, seed, n_boot):
+    """The percentile bootstrap ends of ``sum LL / sum w`` over documents (an independent
+    statement of what the corpus intervals map to their metric)."""
+
+    def ratio(idx, axis=-1):
+        i = idx.astype(np.int64)
+        return np.asarray(ll)[i].sum(axis=-1) / np.asarray(w)[i].sum(axis=-1)
+
+    iv = stats.bootstrap_ci(np.arange(len(ll), dtype=float), np.random.default_rng(seed),
+                            n_boot, ratio)  # fmt: skip
+    return iv.lo, iv.hi
+
+
+def test_each_corpus_metric_is_lm_evals_value_with_an_interval_in_its_own_units():
+    """lm-eval's perplexity (one LL per document, exp(-mean LL)), weighted_perplexity and
+    bits_per_byte ([LL, weight] per document): the value is lm-eval's, the interval is the
+    bootstrap interval of sum LL / sum weight mapped to the metric, ends in increasing order."""
     from lm_eval.api.metrics import bits_per_byte, perplexity, weighted_perplexity
 
-    ll = np.array([-3.0, -7.5, -1.25])
-    w = np.array([2.0, 5.0, 1.0])
-    items = list(zip(ll.tolist(), w.tolist(), strict=True))
-    assert CORPUS["word_perplexity"](ll, w) == pytest.approx(weighted_perplexity(items))
-    assert CORPUS["bits_per_byte"](ll, w) == pytest.approx(bits_per_byte(items))
-    assert CORPUS["perplexity"](ll, w) == pytest.approx(perplexity(ll.tolist()))
+    ll = [-3.0, -7.5, -1.25, -40.0, -12.0]
+    w = [2.0, 5.0, 1.0, 9.0, 4.0]
+    pairs = [list(p) for p in zip(ll, w, strict=True)]
+    cases = {  # metric: (its per-document item, lm-eval's aggregate, the map of the ratio)
+        "perplexity": (ll, perplexity(ll), lambda r: math.exp(-r)),
+        "word_perplexity": (pairs, weighted_perplexity(pairs), lambda r: math.exp(-r)),
+        "byte_perplexity": (pairs, weighted_perplexity(pairs), lambda r: math.exp(-r)),
+        "bits_per_byte": (pairs, bits_per_byte(pairs), lambda r: -r / math.log(2)),
+    }
+    for metric, (items, value, f) in cases.items():
+        samples = [{"doc_id": i, "filter": "none", metric: x} for i, x in enumerate(items)]
+        key = f"{metric},none"
+        m = summarize(samples, {key: value}, np.random.default_rng(3), 300)["metrics"][key]
+        weights = [1.0] * len(ll) if metric == "perplexity" else w
+        lo, hi = sorted(f(r) for r in _ratio_ends(ll, weights, 3, 300))
+        assert (m["value"], m["interval"], m["n"]) == (value, "bootstrap", 5), metric
+        assert m["lo"] == pytest.approx(lo, rel=1e-12) and m["hi"] == pytest.approx(hi, rel=1e-12)
+        assert 0 < m["lo"] < m["value"] < m["hi"], (metric, m)
+
+
+def test_a_metric_named_freely_follows_its_tasks_aggregation():
+    """The interval follows the aggregation the task gives a metric, not its name."""
+    from lm_eval.api.metrics import perplexity
+
+    ll = [-3.0, -7.5, -1.25, -4.0]
+    samples = [{"doc_id": i, "filter": "none", "ppl": x} for i, x in enumerate(ll)]
+    got = summarize(samples, {"ppl,none": perplexity(ll)}, np.random.default_rng(0), 200,
+                    aggregations={"ppl": "perplexity"})["metrics"]["ppl,none"]  # fmt: skip
+    assert 0 < got["lo"] < got["value"] == perplexity(ll) < got["hi"]
+    other = summarize(samples, {"ppl,none": 9.0}, np.random.default_rng(0), 200,
+                      aggregations={"ppl": None})["metrics"]["ppl,none"]  # fmt: skip
+    assert (other["value"], other["lo"], other["hi"], other["interval"]) == (9.0, None, None, None)
+
+
+def test_a_mean_metric_of_scores_other_than_0_and_1_is_bootstrapped():
+    """A mean of scores that are not all 0 or 1 (an F1 per document, say) is not a
+    proportion: its interval is the percentile bootstrap of the mean, recorded as such."""
+    x = [0.5, 1.0, 0.0, 0.25, 0.75, 1.0]
+    samples = [{"doc_id": i, "filter": "none", "f1": v} for i, v in enumerate(x)]
+    m = summarize(samples, {"f1,none": 0.5833}, np.random.default_rng(7), 400)["metrics"]["f1,none"]
+    iv = stats.bootstrap_ci(np.array(x), np.random.default_rng(7), 400)
+    assert (m["interval"], m["lo"], m["hi"], m["n"]) == ("bootstrap", iv.lo, iv.hi, 6)
 
 
 def test_evaluate_arc_easy_and_wikitext(gpt2, tok, task_dir):
@@ -70,6 +123,19 @@ def test_evaluate_arc_easy_and_wikitext(gpt2, tok, task_dir):
     b = wt["bits_per_byte,none"]
     assert b["interval"] == "bootstrap" and b["lo"] <= b["value"] <= b["hi"]
     assert math.isclose(wt["byte_perplexity,none"]["value"], 2 ** b["value"], rel_tol=1e-9)
+
+
+def test_lambada_perplexity_interval_is_in_perplexity(gpt2, tok, task_dir):
+    """lambada_openai's perplexity is exp(-mean LL) over documents: lm-eval's value inside an
+    interval in perplexity (it was the interval of the mean LL, negative)."""
+    from lm_eval.api.metrics import perplexity
+
+    out = evaluate(["lambada_openai"], gpt2, tok, include_path=task_dir, include_defaults=False)
+    task = out["tasks"]["lambada_openai"]
+    m = task["metrics"]["perplexity,none"]
+    assert m["value"] == pytest.approx(perplexity(task["per_item"]["perplexity,none"]), rel=1e-12)
+    assert (m["interval"], m["n"]) == ("bootstrap", 6)
+    assert 0 < m["lo"] < m["value"] < m["hi"]
 
 
 def test_missing_lm_eval_names_the_extra(monkeypatch):

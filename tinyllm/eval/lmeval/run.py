@@ -7,10 +7,13 @@ and reads the per-document scores back from its samples. A task config is code h
 lm-eval: it imports ``!function`` hooks and renders Jinja templates unsandboxed, so only run
 configs you trust.
 
-Intervals (SPEC.md section 4, lm-eval tasks): Wilson for a metric every document scores 0 or 1;
-otherwise the percentile bootstrap over documents, drawn from ``numpy.random.default_rng(seed)``
-(:func:`tinyllm.stats.bootstrap_ci`), of the metric's own aggregate -- the mean, or for corpus
-metrics lm-eval's aggregation of the resampled documents' ``(LL, weight)`` pairs.
+Intervals (SPEC.md section 4, lm-eval tasks; :mod:`tinyllm.eval.lmeval.intervals`): Wilson
+for a mean metric every document scores 0 or 1; otherwise the percentile bootstrap over
+documents of the metric's own aggregate, a corpus metric's interval in its own units (a
+perplexity interval in perplexity); group aggregates weighted as lm-eval weights them. Each
+task's and group's draws come from ``numpy.random.default_rng([seed, hash(name)])``
+(:func:`~tinyllm.eval.lmeval.intervals.task_rng`), so a task's interval does not depend on
+the tasks beside it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.metadata
-import math
 import os
 import random
 import subprocess
@@ -28,20 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyllm import stats
-from tinyllm.eval.lmeval import require_lm_eval
-
-CORPUS = {
-    # lm-eval's corpus-level aggregations of per-document (LL, weight) pairs, vectorized over
-    # bootstrap resamples: ll, w are [..., n]
-    "perplexity": lambda ll, w: np.exp(-ll.mean(axis=-1)),
-    "word_perplexity": lambda ll, w: np.exp(-ll.sum(axis=-1) / w.sum(axis=-1)),
-    "byte_perplexity": lambda ll, w: np.exp(-ll.sum(axis=-1) / w.sum(axis=-1)),
-    "bits_per_byte": lambda ll, w: -ll.sum(axis=-1) / (w.sum(axis=-1) * math.log(2)),
-}
-"""Corpus metrics by lm-eval's name: ``perplexity`` = ``exp(-mean LL)`` (per document LL,
-lambada), ``word_perplexity`` / ``byte_perplexity`` = ``exp(-sum LL / sum words|bytes)``,
-``bits_per_byte`` = ``-sum LL / (sum bytes * ln 2)``; LL in nats."""
+from tinyllm.eval.lmeval import intervals, require_lm_eval
 
 
 def _check_tasks(tasks: Any) -> list[str | dict]:
@@ -115,9 +104,11 @@ def evaluate(
     Returns ``{"lm_eval_version", "seed", "num_fewshot", "limit", "n_boot", "tasks": {task:
     {"n", "doc_ids", "metrics": {"METRIC,FILTER": {"value", "lo", "hi", "interval", "n"}},
     "per_item": {"METRIC,FILTER": [...]}}}}``. ``value`` is lm-eval's own aggregate;
-    ``interval`` is ``"wilson"`` or ``"bootstrap"`` (SPEC.md section 4). ``per_item`` holds
-    each document's score in ``doc_ids`` order (for a corpus metric its ``[LL, weight]``
-    pair), for the paired permutation test between two runs.
+    ``interval`` is ``"wilson"`` or ``"bootstrap"`` (SPEC.md section 4; None, with no ends,
+    for an aggregation other than lm-eval's mean and corpus ones), in the metric's own units
+    (:func:`tinyllm.eval.lmeval.intervals.summarize`). ``per_item`` holds each document's score
+    in ``doc_ids`` order (for a weighted corpus metric its ``[LL, weight]`` pair, for
+    ``perplexity`` its LL), for the paired permutation test between two runs.
 
     Example: ``evaluate(["arc_easy"], model, tok, limit=20)["tasks"]["arc_easy"]["metrics"]
     ["acc,none"]`` -> ``{"value": 0.25, "lo": 0.11, "hi": 0.47, "interval": "wilson", "n": 20}``.
@@ -162,9 +153,12 @@ def evaluate(
             bootstrap_iters=0,  # our intervals replace lm-eval's stderr
         )
     rng = np.random.default_rng(seed)
+    leaves = {t.task_name: t for b in built for t in b["tasks"].values()}
     out_tasks = {}
     for task, samples in run["samples"].items():
-        out_tasks[task] = summarize(samples, run["results"].get(task, {}), rng, n_boot)
+        out_tasks[task] = intervals.summarize(
+            samples, run["results"].get(task, {}), rng, n_boot, _aggregations(leaves.get(task))
+        )
     return {
         "lm_eval_version": getattr(lm_eval, "__version__", None),
         "seed": seed,
@@ -173,6 +167,15 @@ def evaluate(
         "n_boot": n_boot,
         "tasks": out_tasks,
     }
+
+
+def _aggregations(task: Any) -> dict[str, str | None] | None:
+    """The task's aggregation of each metric by lm-eval's name
+    (:func:`~tinyllm.eval.lmeval.intervals.aggregation_name`); None for no task."""
+    agg = getattr(task, "aggregation", None)
+    if agg is None:
+        return None
+    return {m: intervals.aggregation_name(fn) for m, fn in (agg() or {}).items()}
 
 
 def _top_level(loaded: dict) -> list:
@@ -298,60 +301,3 @@ def _datasets_bars(on: bool) -> bool:
     if on != was:
         (datasets.enable_progress_bars if on else datasets.disable_progress_bars)()
     return was
-
-
-def summarize(samples: list[dict], results: dict, rng: np.random.Generator, n_boot: int) -> dict:
-    """One task's metrics from lm-eval's logged samples: for each ``"METRIC,FILTER"`` in
-    ``results`` (lm-eval's aggregates), the per-document scores, n, and the 95% interval
-    (Wilson for 0/1 scores, else the bootstrap of the aggregate over documents).
-
-    Example: samples whose ``acc`` are ``[1, 0, 1, 1]`` -> ``{"value": 0.75, "lo": 0.30,
-    "hi": 0.95, "interval": "wilson", "n": 4}``.
-    """
-    per: dict[str, dict[int, Any]] = {}
-    for s in samples:
-        filt = s.get("filter", "none")
-        for key in results:
-            metric, _, f = key.partition(",")
-            if f == filt and metric in s:
-                per.setdefault(key, {})[int(s["doc_id"])] = s[metric]
-    doc_ids = sorted({int(s["doc_id"]) for s in samples})
-    metrics, per_item = {}, {}
-    for key, by_doc in per.items():
-        metric = key.partition(",")[0]
-        vals = [by_doc[d] for d in sorted(by_doc)]
-        value = results[key]
-        if isinstance(vals[0], list | tuple):
-            pairs = np.asarray(vals, dtype=np.float64).reshape(len(vals), -1)
-            per_item[key] = pairs.tolist()
-            metrics[key] = _corpus_interval(metric, value, pairs, rng, n_boot)
-        else:
-            x = np.asarray(vals, dtype=np.float64)
-            per_item[key] = x.tolist()
-            metrics[key] = _mean_interval(value, x, rng, n_boot)
-    return {"n": len(doc_ids), "doc_ids": doc_ids, "metrics": metrics, "per_item": per_item}
-
-
-def _mean_interval(value: Any, x: np.ndarray, rng: np.random.Generator, n_boot: int) -> dict:
-    if np.isin(x, (0.0, 1.0)).all():
-        iv = stats.wilson_interval(int(x.sum()), x.size)
-        kind = "wilson"
-    else:
-        iv = stats.bootstrap_ci(x, rng, n_boot)
-        kind = "bootstrap"
-    return {"value": float(value), "lo": iv.lo, "hi": iv.hi, "interval": kind, "n": int(x.size)}
-
-
-def _corpus_interval(metric: str, value: Any, pairs: np.ndarray, rng, n_boot: int) -> dict:
-    agg = CORPUS.get(metric)
-    if agg is None:  # an aggregation we do not know: lm-eval's value, no interval
-        return {"value": float(value), "lo": None, "hi": None, "interval": None, "n": len(pairs)}
-    ll = pairs[:, 0]
-    w = pairs[:, 1] if pairs.shape[1] > 1 else np.ones_like(ll)
-
-    def statistic(idx: np.ndarray, axis: int = -1) -> np.ndarray:
-        i = idx.astype(np.int64)
-        return agg(ll[i], w[i])
-
-    iv = stats.bootstrap_ci(np.arange(len(ll), dtype=np.float64), rng, n_boot, statistic)
-    return {"value": float(value), "lo": iv.lo, "hi": iv.hi, "interval": "bootstrap", "n": len(ll)}
