@@ -20,7 +20,10 @@ per module, each importing only those below it (pyproject.toml's ``stats`` contr
   :func:`ratio_from_sums` (from per-unit sums), :func:`cluster_bootstrap`, and the ends of
   perplexity and bits per byte (:func:`ppl_interval`, :func:`bpb_interval`);
 * :mod:`~tinyllm.stats.registry` -- :data:`ESTIMATORS`, interval method name (:class:`Method`)
-  -> estimator ``(items, units, rng) -> Interval``, and :func:`estimate`.
+  -> estimator ``(items, units, rng) -> Interval``, and :func:`estimate`;
+* :mod:`~tinyllm.stats.paired` -- :func:`paired_difference`, the one paired comparison over
+  units (delta, interval, permutation p, se, mde): :class:`PairedDifference`;
+* :mod:`~tinyllm.stats.planning` -- :func:`mde`, the minimum detectable difference.
 
 Every name callers use is importable from ``tinyllm.stats`` itself.
 """
@@ -53,7 +56,10 @@ from tinyllm.stats.intervals import (
     spearman_ci,
     wilson_interval,
 )
+from tinyllm.stats.paired import KINDS as PAIRED_KINDS
+from tinyllm.stats.paired import PairedDifference, paired_difference
 from tinyllm.stats.permutation import exact_sign_flips, paired_permutation_test, sign_flip_p
+from tinyllm.stats.planning import mde, mde_factor
 from tinyllm.stats.registry import ESTIMATORS, Estimator, estimate, fisher_z, iid, wilson
 from tinyllm.stats.spearman import (
     spearman_along,
@@ -89,6 +95,11 @@ __all__ = [
     "scale_interval",
     "wilson",
     "LN2",
+    "PAIRED_KINDS",
+    "PairedDifference",
+    "mde",
+    "mde_factor",
+    "paired_difference",
     "MIN_UNITS",
     "POWER",
     "Interval",

@@ -11,6 +11,7 @@ import numpy as np
 from scipy import stats as sps
 
 from tinyllm.stats.core import CONFIDENCE, Interval, check_1d
+from tinyllm.stats.units import as_units
 
 
 def spearman_along(x, y) -> np.ndarray:
@@ -108,7 +109,7 @@ def spearman_difference_ci(
 
 
 def spearman_difference_test(
-    x, y, h, n_perm: int = 10_000, rng: np.random.Generator | None = None
+    x, y, h, n_perm: int = 10_000, rng: np.random.Generator | None = None, *, units=None
 ) -> float:
     """Two-sided paired permutation test of "x and y correlate equally with h"; the p-value.
 
@@ -121,8 +122,12 @@ def spearman_difference_test(
     sees ranks), item i's two ranks are swapped with probability 1/2, and ``T_s`` is the
     statistic of the swapped rank vectors (re-ranked, ties averaged).
 
-    p-value convention, as :func:`paired_permutation_test`: all ``2**n`` swap patterns when
-    ``2**n <= n_perm`` (n <= 20), ``p = #{T_s >= T} / 2**n``; otherwise ``n_perm`` random
+    ``units`` (:class:`~tinyllm.stats.units.Units` or ids, ``None``: each item its own unit):
+    the swap is drawn per unit, so all items of a unit swap together, over G units instead of n
+    items; with one item per unit the draws and p are those of ``units=None``.
+
+    p-value convention, as :func:`paired_permutation_test`: all ``2**G`` swap patterns when
+    ``2**G <= n_perm`` (G <= 20), ``p = #{T_s >= T} / 2**G``; otherwise ``n_perm`` random
     patterns from ``rng`` and ``p = (1 + #{T_s >= T}) / (n_perm + 1)``. ``T_s >= T`` has a
     tolerance of 1e-9 (floating-point noise decides no tie). Equal rankings give p = 1.
 
@@ -136,29 +141,33 @@ def spearman_difference_test(
         raise ValueError(f"n_perm: expected an integer >= 1, got {n_perm!r}")
     ra, rb = sps.rankdata(a), sps.rankdata(b)  # within-model ranks: the standardized scores
     n = a.size
+    u = None if units is None else as_units(units, n)
+    g = n if u is None else u.n_units
     observed = abs(float(spearman_difference(ra, rb, c)))
     tol = 1e-9
     if np.array_equal(ra, rb) or observed <= tol:
         return 1.0
 
-    def null(swap: np.ndarray) -> np.ndarray:  # swap [m, n] bool -> |T_s| [m]
+    def null(swap: np.ndarray) -> np.ndarray:  # swap [m, G] bool -> |T_s| [m]
+        if u is not None:
+            swap = swap[:, u.index]  # each item swaps with its unit: [m, n]
         xs, ys = np.where(swap, rb, ra), np.where(swap, ra, rb)
         return np.abs(spearman_difference(xs, ys, c))
 
-    if n <= 20 and 2**n <= n_perm:
-        codes = np.arange(2**n, dtype=np.int64)[:, None]
+    if g <= 20 and 2**g <= n_perm:
+        codes = np.arange(2**g, dtype=np.int64)[:, None]
         count = 0
-        for start in range(0, 2**n, 65_536):  # [2**n, n] patterns, 65,536 at a time
-            swap = ((codes[start : start + 65_536] >> np.arange(n)) & 1).astype(bool)
+        for start in range(0, 2**g, 65_536):  # [2**G, G] patterns, 65,536 at a time
+            swap = ((codes[start : start + 65_536] >> np.arange(g)) & 1).astype(bool)
             count += int(np.count_nonzero(null(swap) >= observed - tol))
-        return count / 2**n
+        return count / 2**g
     if rng is None:
         rng = np.random.default_rng()
     count, done = 0, 0
     batch = max(1, min(n_perm, 1_000_000 // n))  # bounds memory at ~100 MB a batch
     while done < n_perm:
         m = min(batch, n_perm - done)
-        swap = rng.random((m, n)) < 0.5
+        swap = rng.random((m, g)) < 0.5
         count += int(np.count_nonzero(null(swap) >= observed - tol))
         done += m
     return (1.0 + count) / (n_perm + 1.0)
