@@ -23,7 +23,9 @@ per module, each importing only those below it (pyproject.toml's ``stats`` contr
   -> estimator ``(items, units, rng) -> Interval``, and :func:`estimate`;
 * :mod:`~tinyllm.stats.paired` -- :func:`paired_difference`, the one paired comparison over
   units (delta, interval, permutation p, se, mde): :class:`PairedDifference`;
-* :mod:`~tinyllm.stats.planning` -- :func:`mde`, the minimum detectable difference.
+* :mod:`~tinyllm.stats.planning` -- :func:`mde`, the minimum detectable difference;
+* :mod:`~tinyllm.stats.holm` -- :func:`holm_adjust` (the rows of one comparison) and
+  :func:`verdict` (the call from an adjusted p).
 
 Every name callers use is importable from ``tinyllm.stats`` itself.
 """
@@ -49,6 +51,7 @@ from tinyllm.stats.core import (
     Method,
     read_method,
 )
+from tinyllm.stats.holm import BASELINE_WORDS, COMPARE_WORDS, holm_adjust, verdict
 from tinyllm.stats.intervals import (
     bootstrap_ci,
     fisher_z_interval,
@@ -78,6 +81,10 @@ from tinyllm.stats.units import (
 
 __all__ = [
     "ALPHA",
+    "BASELINE_WORDS",
+    "COMPARE_WORDS",
+    "holm_adjust",
+    "verdict",
     "CONFIDENCE",
     "ESTIMATORS",
     "LEGACY_METHODS",
