@@ -138,6 +138,29 @@ def test_lambada_perplexity_interval_is_in_perplexity(gpt2, tok, task_dir):
     assert 0 < m["lo"] < m["value"] < m["hi"]
 
 
+def test_a_tasks_intervals_do_not_depend_on_the_tasks_beside_it(gpt2, tok, task_dir):
+    """Each task draws from its own stream of (seed, task): wikitext's bootstrap intervals are
+    the same alone and after lambada (whose perplexity draws from a stream too)."""
+    kw = dict(include_path=task_dir, include_defaults=False, seed=4, n_boot=200)
+    alone = evaluate(["wikitext"], gpt2, tok, **kw)["tasks"]["wikitext"]["metrics"]
+    both = evaluate(["lambada_openai", "wikitext"], gpt2, tok, **kw)["tasks"]
+    assert both["wikitext"]["metrics"] == alone
+    assert both["lambada_openai"]["metrics"]["perplexity,none"]["interval"] == "bootstrap"
+
+
+def test_the_task_stream_is_a_stable_function_of_seed_and_name():
+    import hashlib
+
+    from tinyllm.eval.lmeval.intervals import stable_hash, task_rng
+
+    h = int.from_bytes(hashlib.sha256(b"wikitext").digest()[:8], "big")
+    assert stable_hash("wikitext") == h  # not Python's hash, which changes per process
+    want = np.random.default_rng([4, h]).random(3)
+    assert task_rng(4, "wikitext").random(3).tolist() == want.tolist()
+    assert task_rng(5, "wikitext").random(3).tolist() != want.tolist()
+    assert task_rng(-1, "wikitext").random() == np.random.default_rng([2**64 - 1, h]).random()
+
+
 def test_missing_lm_eval_names_the_extra(monkeypatch):
     import importlib
 

@@ -96,7 +96,8 @@ def evaluate(
     ``include_path``: a folder of task YAMLs (a YAML there may ``include`` a bundled one);
     ``include_defaults``: also index lm-eval's bundled tasks (lm-eval's default; indexing all
     of them takes about a minute). ``num_fewshot``, ``limit`` (documents per task) and ``seed``
-    (lm-eval's few-shot and random seeds, and the bootstrap's) as in
+    (lm-eval's few-shot and random seeds; each task's bootstrap draws from its own stream of
+    ``(seed, task)``, :func:`~tinyllm.eval.lmeval.intervals.task_rng`) as in
     ``lm_eval.simple_evaluate``. ``backend``: keyword arguments of
     :class:`~tinyllm.eval.lmeval.backend.TinyLLM` (``rolling``, ``stride``, ``max_length``, ...).
     ``quiet``: lm-eval's progress bars and git probe off (:func:`quiet_lm_eval_run`).
@@ -152,12 +153,15 @@ def evaluate(
             fewshot_random_seed=seed,
             bootstrap_iters=0,  # our intervals replace lm-eval's stderr
         )
-    rng = np.random.default_rng(seed)
     leaves = {t.task_name: t for b in built for t in b["tasks"].values()}
     out_tasks = {}
     for task, samples in run["samples"].items():
         out_tasks[task] = intervals.summarize(
-            samples, run["results"].get(task, {}), rng, n_boot, _aggregations(leaves.get(task))
+            samples,
+            run["results"].get(task, {}),
+            intervals.task_rng(seed, task),
+            n_boot,
+            _aggregations(leaves.get(task)),
         )
     return {
         "lm_eval_version": getattr(lm_eval, "__version__", None),
