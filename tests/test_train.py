@@ -7,13 +7,14 @@ import dataclasses
 import json
 import os
 import re
+import sys
 
 import numpy as np
 import pytest
 import torch
 import yaml
 
-from tinyllm import train
+from tinyllm import cli, train
 from tinyllm.models import FAMILIES, electra
 from tinyllm.report import load_manifest, sha256_path
 from tinyllm.tokens import read_tokens
@@ -257,3 +258,51 @@ def test_the_polarity_classifier_is_cross_fitted_and_its_row_scores_every_row(tm
     )
     assert lang["details"]["scoring"] == "val" and lang["details"]["n_seen_in_training"] == 0
     assert lang["n"] == sum(r.split == "val" for r in read_rows(tmp_path / "data/langid.jsonl"))
+
+
+def _out_target(tmp_path, kind: str):
+    """``--out`` as a user might get it wrong: (path, kind named in the message)."""
+    if kind == "file":
+        (tmp_path / "zoo").write_text("keep me")
+        return tmp_path / "zoo", "a regular file"
+    if kind == "device":
+        return "/dev/null", "a character device"
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "zoo")
+        return tmp_path / "zoo", "a FIFO"
+    if kind == "link":
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "zoo").symlink_to(tmp_path / "elsewhere")
+        return tmp_path / "zoo", "a symbolic link"
+    (tmp_path / "afile").write_text("keep me")
+    return tmp_path / "afile" / "zoo", f"a path under a regular file {tmp_path / 'afile'}"
+
+
+@pytest.mark.parametrize("kind", ["file", "device", "fifo", "link", "under a file"])
+def test_zoo_build_refuses_an_out_that_is_not_a_folder_before_training(
+    tmp_path, monkeypatch, capsys, kind
+):
+    out, got = _out_target(tmp_path, kind)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    built = []
+    monkeypatch.setattr(train, "build_zoo", lambda *a, **kw: built.append(a))
+    monkeypatch.setattr(sys, "argv", ["tinyllm", "zoo", "build", "--out", str(out)])
+    with pytest.raises(SystemExit) as ex:
+        cli.main()
+    res = capsys.readouterr()
+    assert ex.value.code == 2, res
+    assert res.err == f"error: --out {out}: expected a folder or a new path, got {got}\n"
+    assert res.out == "" and built == []
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written
+    kept = {"file": tmp_path / "zoo", "under a file": tmp_path / "afile"}.get(kind)
+    assert kept is None or kept.read_text() == "keep me"
+
+
+def test_build_zoo_refuses_a_file_for_out_dir_before_building_data(tmp_path, monkeypatch):
+    (tmp_path / "zoo").write_text("keep me")
+    monkeypatch.setattr(train, "default_recipes", lambda: pytest.fail("recipes were read"))
+    with pytest.raises(
+        ValueError, match=r"^out_dir .*/zoo: expected a folder or a new path, got a regular file$"
+    ):
+        train.build_zoo(tmp_path / "zoo")
+    assert os.listdir(tmp_path) == ["zoo"] and (tmp_path / "zoo").read_text() == "keep me"

@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from tinyllm import safeio
 from tinyllm.data import CORPORA
 from tinyllm.eval.lmeval import demo_task
 from tinyllm.models import FAMILIES
@@ -322,6 +323,25 @@ def _job_spec(
     }
 
 
+def check_out_dir(out_dir: str | os.PathLike, what: str = "out_dir") -> Path:
+    """Refuse an output folder that is not a folder or a new path (a file, a device, a FIFO, a
+    symbolic link, or a new path under something that is not a folder), before anything is
+    built: :class:`~tinyllm.safeio.UnsafePathError` naming ``what`` and the path."""
+    out = Path(out_dir)
+    got = safeio.path_kind(out)
+    if got not in (None, "a folder"):
+        raise safeio.UnsafePathError(f"{what} {out}: expected a folder or a new path, got {got}")
+    above = out.parent
+    while got is None and safeio.path_kind(above) is None and above != above.parent:
+        above = above.parent  # the nearest existing folder above a new path
+    if got is None and not above.is_dir():
+        kind = safeio.path_kind(above)
+        raise safeio.UnsafePathError(
+            f"{what} {out}: expected a folder or a new path, got a path under {kind} {above}"
+        )
+    return out
+
+
 def build_zoo(
     out_dir: str | os.PathLike,
     *,
@@ -338,12 +358,13 @@ def build_zoo(
     ``threads`` torch threads; ``jobs=1`` trains them one after the other in this process (its
     torch thread count is set to ``threads`` and restored afterwards). Returns
     ``[(name, checkpoint path)]`` in recipe order; the manifest lists the entries in that order.
+    ``out_dir`` must be a folder or a new path (:func:`check_out_dir`).
     """
     if jobs < 1 or threads < 1:
         raise ValueError(f"expected jobs >= 1 and threads >= 1, got jobs={jobs}, threads={threads}")
+    out = check_out_dir(out_dir)
     recipes = default_recipes() if recipes is None else dict(recipes)
     _check_recipes(recipes)
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {
         c: CORPORA[c].build(out / DATA_DIR) for c in dict.fromkeys(r.data for r in recipes.values())

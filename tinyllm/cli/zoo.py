@@ -9,8 +9,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from tinyllm import safeio
 from tinyllm.cli.app import console, zoo_app
-from tinyllm.cli.common import QUIET_HELP
+from tinyllm.cli.common import QUIET_HELP, store_error
 from tinyllm.console import Progress
 
 
@@ -30,10 +31,14 @@ def zoo_build_cmd(
     # GNU OpenMP spin-waits by default: on a busy machine 2 threads then run many times slower.
     # Must be set before torch is first imported (this command imports it below).
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from tinyllm.train import MANIFEST_NAME, build_zoo  # torch: after OMP_WAIT_POLICY is set
+    from tinyllm.train import MANIFEST_NAME, build_zoo, check_out_dir  # torch: after OMP_...
 
     if threads < 1 or jobs < 1:
         raise typer.BadParameter(f"expected --jobs >= 1 and --threads >= 1, got {jobs}, {threads}")
+    try:  # a file or a device is refused before anything is trained or written
+        check_out_dir(out, "--out")
+    except safeio.UnsafePathError as e:
+        store_error(e)
     t0 = time.perf_counter()
     progress = Progress.training(quiet)
     results = build_zoo(out, seed=seed, progress=progress, threads=threads, jobs=jobs)
