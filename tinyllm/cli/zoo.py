@@ -17,7 +17,12 @@ from tinyllm.console import Progress
 
 @zoo_app.command("build")
 def zoo_build_cmd(
-    out: Annotated[str, typer.Option("--out", help="Folder for checkpoints, data and zoo.yaml.")],
+    out: Annotated[
+        str,
+        typer.Option(
+            "--out", help="Folder for checkpoints, data and zoo.yaml (a folder or a new path)."
+        ),
+    ],
     seed: Annotated[int, typer.Option("--seed", help="Seed of every model's training.")] = 0,
     jobs: Annotated[
         int, typer.Option("--jobs", help="Models trained side by side, one process each.")
