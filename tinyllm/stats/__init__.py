@@ -23,7 +23,8 @@ per module, each importing only those below it (pyproject.toml's ``stats`` contr
   -> estimator ``(items, units, rng) -> Interval``, and :func:`estimate`;
 * :mod:`~tinyllm.stats.paired` -- :func:`paired_difference`, the one paired comparison over
   units (delta, interval, permutation p, se, mde): :class:`PairedDifference`;
-* :mod:`~tinyllm.stats.planning` -- :func:`mde`, the minimum detectable difference;
+* :mod:`~tinyllm.stats.planning` -- :func:`mde`, the minimum detectable difference, and
+  :func:`units_needed` to detect a difference (from :func:`unit_sd` of a stored comparison);
 * :mod:`~tinyllm.stats.holm` -- :func:`holm_adjust` (the rows of one comparison) and
   :func:`verdict` (the call from an adjusted p).
 
@@ -62,7 +63,7 @@ from tinyllm.stats.intervals import (
 from tinyllm.stats.paired import KINDS as PAIRED_KINDS
 from tinyllm.stats.paired import PairedDifference, paired_difference
 from tinyllm.stats.permutation import exact_sign_flips, paired_permutation_test, sign_flip_p
-from tinyllm.stats.planning import mde, mde_factor
+from tinyllm.stats.planning import mde, mde_factor, unit_sd, units_needed
 from tinyllm.stats.registry import ESTIMATORS, Estimator, estimate, fisher_z, iid, wilson
 from tinyllm.stats.spearman import (
     spearman_along,
@@ -107,6 +108,8 @@ __all__ = [
     "mde",
     "mde_factor",
     "paired_difference",
+    "unit_sd",
+    "units_needed",
     "MIN_UNITS",
     "POWER",
     "Interval",
