@@ -3,6 +3,10 @@
 Each task is a wrapper: the work is done by ``tinyllm.eval.zoo.score_entry_arrays`` (the same
 scoring path as ``run_zoo``), ``tinyllm.store`` and ``tinyllm.compare``. What lives here is only
 what Prefect adds: retries of transient failures, the cache key, result persistence as JSON.
+
+The cache holds ok rows only: a task run whose row is an error (or skipped) returns it to the
+flow but writes no cache record (:func:`keep_out_of_cache`), so the next run with the same key
+scores the entry again.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 from prefect import task
 from prefect.context import TaskRunContext
+from prefect.transactions import get_transaction
 
 from tinyllm.eval import zoo
 from tinyllm.eval.kinds.lmeval import entry_data_sha256
@@ -87,6 +92,22 @@ def cache_storage() -> Path:
     return Path(os.environ.get("TINYLLM_CACHE_DIR", default)).resolve()
 
 
+def keep_out_of_cache() -> None:
+    """Inside a task run: its result is returned (to the flow, in memory) but not written under
+    its cache key, so no later run reuses it.
+
+    Prefect runs every task run in a transaction whose key is the cache key; on commit the
+    transaction writes the result record under that key unless its ``write_on_commit`` is off
+    (``prefect.transactions.transaction(write_on_commit=...)``), and a later run with the same
+    key finds the record and ends ``Cached``. Turning it off here, before the task returns,
+    leaves the task run ``Completed`` with its result and the cache without a record. Outside a
+    task run (``score_entry_task.fn``) there is no transaction and nothing to do.
+    """
+    txn = get_transaction()
+    if txn is not None:
+        txn.write_on_commit = False
+
+
 @task(
     name="score-entry",
     task_run_name="score-{entry[name]}",
@@ -103,11 +124,15 @@ def score_entry_task(entry: dict, seed: int, base_dir: str) -> dict:
     :func:`tinyllm.eval.zoo.score_entry_arrays`; JSON lists, so the cached result is JSON).
 
     Deterministic failures come back as error rows (from the library); transient ones raise so
-    that Prefect retries them.
+    that Prefect retries them. Only an ok row is cached: an error or skipped row is returned
+    without a cache record (:func:`keep_out_of_cache`), so the next run scores the entry again
+    (a failure that went away, like a broken install fixed, is not served from the cache).
     """
     row, items, base = zoo.score_entry_arrays(
         entry, seed=seed, base_dir=base_dir, raise_transient=True
     )
+    if row["status"] != "ok":
+        keep_out_of_cache()
     return {
         "row": row,
         "items": None if items is None else items.tolist(),
