@@ -2,10 +2,13 @@
 
 ::
 
-    eval_suite(manifest, release, store="./evalstore", only=None, previous=None, seed=0)
+    eval_suite(manifest, release, store="./evalstore", only=None, previous=None, seed=0,
+               refresh=False)
       release = the name, or a template of the run's scheduled start: "nightly-{scheduled_time}"
       entries = the manifest, validated (a bad manifest fails before anything runs)
-      futures = score_entry_task.map(entries)   # retries transient failures, cached by content
+      futures = score_entry_task.map(entries)   # retries transient failures; an ok row is
+                                                # cached by content, an error row never is;
+                                                # refresh: every entry scored, none read
       rows    = [row, or an error row for a task that failed after its retries]
       publish = write the run + merged release report + per-item scores (the rows' and their
                 baselines'), compare with previous
@@ -394,30 +397,41 @@ def eval_suite(
     only: list[str] | None = None,
     previous: str | None = None,
     seed: int = 0,
+    refresh: bool = False,
 ) -> dict:
     """Score every entry of ``manifest`` (or only the named ones) as release ``release``.
 
     ``release`` is a name or a template of the flow run's scheduled start (UTC): ``{date}``,
     ``{time}``, ``{scheduled_time}`` (:func:`resolve_release`; prefect.yaml's nightly run writes
     ``nightly-{scheduled_time}``). Returns ``{"run_id", "report", "compare", "store",
-    "dashboard"}`` (the report's ``release`` is the resolved name). An entry that fails becomes
-    an error row; the flow itself fails only on a bad manifest or a store it cannot write.
+    "dashboard", "cached"}`` (the report's ``release`` is the resolved name; ``cached``: the
+    names of the entries whose row came from the result cache). An entry that fails becomes an
+    error row; the flow itself fails only on a bad manifest or a store it cannot write.
+
+    Caching: an entry whose spec, checkpoint and data bytes, seed and tinyllm source are those
+    of an earlier ok row gets that row back (its task run ends ``Cached``); error and skipped
+    rows are never cached, so a rerun scores those entries again. ``refresh=True`` scores every
+    entry, reading nothing from the cache (its ok rows replace the cached ones).
     """
     logger = get_run_logger()
     guard_output_streams()  # handlers set up after this module was imported
     release = resolve_release(release)
     with heartbeats(logger, HEARTBEAT_S, ZOMBIE_AFTER_S):
         crash_leftover_task_runs(logger)
-        return _score_and_publish(logger, manifest, release, store, only, previous, seed)
+        return _score_and_publish(logger, manifest, release, store, only, previous, seed, refresh)
 
 
-def _score_and_publish(logger, manifest, release, store, only, previous, seed) -> dict:
+def _score_and_publish(logger, manifest, release, store, only, previous, seed, refresh) -> dict:
     m = load_manifest(manifest)  # ManifestError before anything runs
     entries = select_entries(m, only)
     check_publish_args(store, release, previous)  # bad release / store / previous: before scoring
     base_dir = str(Path(manifest).resolve().parent)
     t0 = time.perf_counter()
-    scorer = score_entry_task.with_options(result_storage=cache_storage())
+    # refresh_cache: the cache key is computed but no record is read; an ok result is written
+    options: dict[str, Any] = {"result_storage": cache_storage()}
+    if refresh:
+        options["refresh_cache"] = True
+    scorer = score_entry_task.with_options(**options)
     futures = scorer.map(
         [e.model_dump(mode="json") for e in entries],
         seed=unmapped(seed),
@@ -427,6 +441,7 @@ def _score_and_publish(logger, manifest, release, store, only, previous, seed) -
     rows: list[dict] = []
     items: dict[str, list[float]] = {}
     base_items: dict[str, list[float]] = {}
+    cached: list[str] = []
     for entry, fut in zip(entries, futures, strict=True):
         if not fut.state.is_final():  # the runner lost it (a Dask worker died on each attempt)
             rows.append(zoo.error_row(entry, lost_task(fut)))
@@ -434,6 +449,8 @@ def _score_and_publish(logger, manifest, release, store, only, previous, seed) -
         result = fut.state.result(raise_on_failure=False)
         if fut.state.is_completed() and isinstance(result, dict):
             rows.append(result["row"])
+            if fut.state.name == "Cached":  # Prefect's name for a result read from the cache
+                cached.append(entry.name)
             arr, base_arr = result_arrays(result)
             if arr is not None:
                 items[entry.name] = arr
@@ -442,13 +459,19 @@ def _score_and_publish(logger, manifest, release, store, only, previous, seed) -
         else:  # failed after its retries: an error row with the exception's type and message
             exc = result if isinstance(result, BaseException) else RuntimeError(str(fut.state))
             rows.append(zoo.error_row(entry, exc))
-    logger.info("scored %d entries in %.1f s", len(rows), time.perf_counter() - t0)
+    logger.info(
+        "scored %d entries in %.1f s, %d of them from the cache",
+        len(rows),
+        time.perf_counter() - t0,
+        len(cached),
+    )
     # fixed before the first attempt: a retried publish writes the very same run file
     run_id = new_run_id()
     created_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     out = publish_release(
         m, rows, items, release, store, seed, previous, run_id, created_at, base_items
     )
+    out["cached"] = cached
     create_table_artifact(
         key=ROWS_ARTIFACT,
         table=artifact_rows(out["report"]["rows"]),

@@ -54,15 +54,17 @@ def run_suite_flow(
     quiet: bool = False,
     runner: tuple[str | None, int | None] = (None, None),
     debug: bool = False,
+    refresh: bool = False,
 ) -> dict:
     """The EvalSuite flow for ``release`` of ``manifest`` into ``store``; returns its result,
-    ``{"run_id", "report", "compare", "store"}``.
+    ``{"run_id", "report", "compare", "store", "dashboard", "cached"}``.
 
     The flow reports to the same Prefect server as `make demo` (:func:`choose_server`: the one
     ``PREFECT_API_URL`` names, else the local server, started if none answers); ``runner`` is
     ``(dask_address, workers)`` (both None: threads); ``only`` rescoring those entries alone,
-    ``previous`` the release to compare with (default: the latest). Progress and warnings go to
-    stderr unless ``quiet``; ``debug`` keeps Prefect's full console log.
+    ``previous`` the release to compare with (default: the latest), ``refresh`` scoring every
+    entry without reading the result cache. Progress and warnings go to stderr unless
+    ``quiet``; ``debug`` keeps Prefect's full console log.
     """
     err = Console(stderr=True, quiet=quiet)
     api = choose_server(err)
@@ -87,5 +89,11 @@ def run_suite_flow(
         except Exception as e:  # noqa: BLE001 - a missing automation must not stop the run
             err.print(f"warning: killed runs will not be marked Crashed: {error_line(e)}")
         return suite_flow(
-            manifest=manifest, release=release, store=store, only=only, previous=previous, seed=seed
+            manifest=manifest,
+            release=release,
+            store=store,
+            only=only,
+            previous=previous,
+            seed=seed,
+            refresh=refresh,
         )

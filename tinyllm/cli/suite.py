@@ -56,21 +56,28 @@ def check_suite_args(
 ) -> Any:
     """Everything about `eval --suite` that can be checked before scoring; the manifest.
 
-    ``a``: ``only``, ``previous``, ``dask_address``, ``workers`` and ``store`` as given. In flow
-    mode (``--release`` without ``--out``) the store must be reachable and writable and
-    ``--previous`` one of its releases."""
+    ``a``: ``only``, ``previous``, ``refresh``, ``dask_address``, ``workers`` and ``store`` as
+    given. ``--release`` (the EvalSuite flow into the store) and ``--out`` (a report file
+    written here) are two modes: both at once is refused. In flow mode the store must be
+    reachable and writable and ``--previous`` one of its releases."""
     from tinyllm.publish import check_publish_args  # the store and numpy: after parsing
     from tinyllm.report import ManifestError, load_manifest
     from tinyllm.store import StoreError
-    from tinyllm.store.keys import check_name
 
     if suite != "zoo":
         raise fail(f"--suite: expected one of ['zoo'], got {suite!r}")
     if manifest is None:
         raise fail("--suite zoo: expected --manifest FILE, got none")
-    flow_mode = release is not None and out is None
+    if release is not None and out is not None:
+        raise fail(
+            f"expected --release (the EvalSuite flow into --store) or --out (a report file, "
+            f"no store), got both (--release {release} --out {out})"
+        )
+    flow_mode = release is not None
     if (a["only"] or a["previous"] is not None) and not flow_mode:
         raise fail("--only and --previous need --release without --out (the EvalSuite flow)")
+    if a["refresh"] and not flow_mode:
+        raise fail("--refresh needs --release (the EvalSuite flow's result cache)")
     runner = (a["dask_address"], a["workers"])
     if runner != (None, None) and not flow_mode:
         raise fail("--dask-address and --workers need --release without --out (the flow)")
@@ -86,16 +93,14 @@ def check_suite_args(
             )
         if flow_mode:
             check_publish_args(a["store"], release, a["previous"])
-        elif release is not None:
-            check_name(release, "release")  # the store's rule, though nothing is stored
     except (ManifestError, StoreError) as e:
         raise fail(str(e)) from None
     return m
 
 
 def run_flow(manifest: str, release: str, a: dict, seed: int, as_json: bool, quiet: bool) -> None:
-    """`eval --suite zoo --release R` without ``--out``: the EvalSuite flow, then its report and
-    comparison (or its result as JSON)."""
+    """`eval --suite zoo --release R`: the EvalSuite flow, then its report and comparison and
+    which rows came from the result cache (or its result as JSON)."""
     from tinyllm_suite.run import run_suite_flow  # prefect, seconds of start-up: only here
 
     runner = (a["dask_address"], a["workers"])
@@ -109,27 +114,34 @@ def run_flow(manifest: str, release: str, a: dict, seed: int, as_json: bool, qui
         quiet,
         runner,
         DEBUG["on"],
+        a["refresh"],
     )
     if as_json:
         typer.echo(json.dumps(out, indent=2))
-    else:
-        print_suite_run(console, out, release)
+        return
+    print_suite_run(console, out, release)
+    cached = out.get("cached") or []
+    if cached:
+        console.print(
+            f"{len(cached)} of {len(out['report']['rows'])} rows from the result cache (scored ok "
+            f"before, nothing changed since): {', '.join(cached)}; --refresh scores them again"
+        )
 
 
 Release = Annotated[
     str | None,
     typer.Option(
         "--release",
-        help="Release label. Without --out: run the EvalSuite flow (Prefect) for this release "
-        "into --store and compare it with the previous release.",
+        help="Run the EvalSuite flow (Prefect) for this release into --store and compare it "
+        "with the previous release. Not with --out.",
     ),
 ]
 Out = Annotated[
     str | None,
     typer.Option(
         "--out",
-        help="Score in this process and write the report here (default report.json when no "
-        "--release is given): a new path or a regular file.",
+        help="Score in this process and write the report here (default report.json): a new "
+        "path or a regular file. Nothing is written to a store; not with --release.",
     ),
 ]
 Manifest = Annotated[
@@ -161,6 +173,15 @@ Workers = Annotated[
     int | None,
     typer.Option("--workers", min=1, help="With --release: a local Dask cluster of N processes."),
 ]
+Refresh = Annotated[
+    bool,
+    typer.Option(
+        "--refresh",
+        help="With --release: score every entry again, reading nothing from the result cache "
+        "(without it an entry scored ok before, with the same files, seed and code, comes from "
+        "the cache; error rows are always scored again).",
+    ),
+]
 
 
 Suite = Annotated[str | None, typer.Option("--suite", help="The suite to run: zoo.")]
@@ -184,8 +205,9 @@ def eval_suite(
     quiet: Quiet = False,
     dask_address: DaskAddress = None,
     workers: Workers = None,
+    refresh: Refresh = False,
 ) -> None:
-    """Score a suite: `tinyllm eval --suite zoo --manifest zoo.yaml` scores every entry and writes the report (plus items/<name>.npy beside it); with `--release R` and no `--out` it runs the EvalSuite flow into the store instead; or use a sub-command.
+    """Score a suite: `tinyllm eval --suite zoo --manifest zoo.yaml` scores every entry and writes the report (plus items/<name>.npy beside it); with `--release R` (not with `--out`) it runs the EvalSuite flow into the store instead; or use a sub-command.
 
     Every argument is checked before anything is scored: the manifest, the release name, --only names, --out, and in flow mode the store (reachable and writable) and --previous (a release in the store).
     """
@@ -195,16 +217,16 @@ def eval_suite(
         console.print(ctx.get_help())
         raise typer.Exit(0)
     a = {"only": only, "previous": previous, "dask_address": dask_address, "workers": workers}
-    a["store"] = store
+    a.update(store=store, refresh=refresh)
     m = check_suite_args(suite, manifest, release, out, a)
-    if release is not None and out is None:
+    if release is not None:
         return run_flow(manifest, release, a, seed, as_json, quiet)
     out = out or "report.json"
     check_out(out)
     from tinyllm.eval.zoo import run_zoo, write_report  # torch and the models: after the checks
 
     rows = Progress.rows(quiet)
-    report = run_zoo(m, seed=seed, release=release, base_dir=Path(manifest).parent, progress=rows)
+    report = run_zoo(m, seed=seed, base_dir=Path(manifest).parent, progress=rows)
     path = write_report(report, out)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
