@@ -12,9 +12,12 @@ from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect_dask import DaskTaskRunner
-from standing import build_zoo, strip
+from standing import ENTRIES, build_zoo, strip
 
 from tinyllm_suite.eval_suite import configured_suite, eval_suite, make_task_runner
+from tinyllm_suite.eval_tasks import entry_cache_key
+
+ENTRIES_BY_NAME = {e["name"]: e for e in ENTRIES}
 
 
 class KillInLoad(WorkerPlugin):
@@ -163,3 +166,31 @@ def test_cli_dask_options_need_the_flow_and_exclude_each_other(manifest):
     assert r.exit_code == 2 and "need --release without --out" in r.output
     r = CliRunner().invoke(app, [*base, "--release", "x", "--workers", "2", "--dask-address", "a"])
     assert r.exit_code == 2 and "expected --dask-address or --workers, got both" in r.output
+
+
+def test_dask_error_row_reaches_the_flow_without_a_cache_record(cluster, tmp_path):
+    """An error row is returned by its task run but not written to the result cache (issue 33):
+    from a Dask worker process it still reaches the flow; only the ok row has a cache record."""
+    cl, _ = cluster
+    wrong = {
+        "name": "wrong",
+        "family": "bigram",
+        "checkpoint": "kn3.safetensors",
+        "data": "val.tok",
+    }
+    m = build_zoo(tmp_path / "zoo", [ENTRIES_BY_NAME["bigram"], wrong])
+    out = configured_suite(dask_address=cl.scheduler_address)(
+        manifest=m, release="r1", store=str(tmp_path / "store")
+    )
+    rows = {r["name"]: r for r in out["report"]["rows"]}
+    assert rows["bigram"]["status"] == "ok" and out["cached"] == []
+    assert rows["wrong"]["status"] == "error" and rows["wrong"]["error"]["type"] == "ValueError"
+    assert (
+        "expected a 'bigram' checkpoint, got tl_arch 'ngram'" in rows["wrong"]["error"]["message"]
+    )
+    keys = {
+        e["name"]: entry_cache_key(None, {"entry": e, "base_dir": str(tmp_path / "zoo"), "seed": 0})
+        for e in (ENTRIES_BY_NAME["bigram"], wrong)
+    }
+    assert None not in keys.values()
+    assert sorted(os.listdir(os.environ["TINYLLM_CACHE_DIR"])) == [keys["bigram"]]
