@@ -99,8 +99,8 @@ def cluster_ratio(
     if weights is None and np.all(x == x[0]):
         v = float(x[0])
         return dataclasses.replace(iv, value=v, lo=v, hi=v, se=0.0)
-    if weights is None:  # the compensated mean of the items themselves
-        v = math.fsum(x) / x.size
+    if weights is None:  # the mean of the items themselves (pairwise summation)
+        v = float(np.mean(x))
         return dataclasses.replace(iv, value=v, lo=iv.lo - iv.value + v, hi=iv.hi - iv.value + v)
     return iv
 
@@ -187,7 +187,7 @@ def cluster_bootstrap(
         if x.ndim != 1:
             raise ValueError(f"items: the mean needs [n] values, got shape {x.shape}")
         S, N = u.sums(x), u.sizes.astype(np.float64)
-        value = math.fsum(x) / x.size
+        value = float(np.mean(x))
         boot = S[draws].sum(axis=1) / N[draws].sum(axis=1)
     else:
         value = float(statistic(x))
