@@ -90,6 +90,8 @@ def eval_lmeval_cmd(
         return
     for name, task in out["tasks"].items():
         console.print(task_table(name, task, out))
+    for name, group in out["groups"].items():
+        console.print(task_table(f"{name} (group of {len(group['tasks'])} tasks)", group, out))
 
 
 def task_specs(tasks: str, include_path: str | None) -> list[str | dict] | str:

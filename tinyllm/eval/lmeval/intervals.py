@@ -78,7 +78,9 @@ def aggregation_name(fn: Any) -> str | None:
     return name if name in _LM_EVAL_AGGREGATIONS else None
 
 
-def _aggregation(metric: str, aggregations: dict[str, str | None] | None) -> str | None:
+def aggregation_of(metric: str, aggregations: dict[str, str | None] | None) -> str | None:
+    """lm-eval's aggregation of ``metric`` by name: ``aggregations[metric]`` (a task's, from
+    :func:`aggregation_name`), else :data:`DEFAULT_AGGREGATION`'s, else ``"mean"``."""
     if aggregations is not None and metric in aggregations:
         return aggregations[metric]
     return DEFAULT_AGGREGATION.get(metric, "mean")
@@ -123,7 +125,7 @@ def summarize(
     for key, by_doc in per.items():
         metric = key.partition(",")[0]
         vals = [by_doc[d] for d in sorted(by_doc)]
-        agg = _aggregation(metric, aggregations)
+        agg = aggregation_of(metric, aggregations)
         value = results[key]
         if isinstance(vals[0], list | tuple):
             pairs = np.asarray(vals, dtype=np.float64).reshape(len(vals), -1)
@@ -210,14 +212,13 @@ def group_keys(agg_list: Iterable[Any], leaf_keys: Iterable[Iterable[str]]) -> l
 
 
 def group_summary(
-    key: str,
     value: Any,
     leaves: list[dict],
     weight_by_size: bool,
     rng: np.random.Generator,
     n_boot: int,
 ) -> dict:
-    """The interval of a group's aggregate of ``key``: lm-eval's ``value`` is
+    """A group's aggregate of one metric with its interval: lm-eval's ``value`` is
     ``sum_t v_t m_t / sum_t v_t`` over its leaf tasks t with the metric (``v_t`` = the task's
     n when ``weight_by_size``, else 1; ``m_t`` its value). ``leaves``: one dict per such task,
     ``{"items": per-document scores, "aggregation": lm-eval's name}``.

@@ -104,7 +104,9 @@ def evaluate(
 
     Returns ``{"lm_eval_version", "seed", "num_fewshot", "limit", "n_boot", "tasks": {task:
     {"n", "doc_ids", "metrics": {"METRIC,FILTER": {"value", "lo", "hi", "interval", "n"}},
-    "per_item": {"METRIC,FILTER": [...]}}}}``. ``value`` is lm-eval's own aggregate;
+    "per_item": {"METRIC,FILTER": [...]}}}, "groups": {group: {"n", "tasks", "metrics"}}}``
+    (a group that aggregates its tasks: its aggregate rows, weighted as lm-eval weights them,
+    with their intervals). ``value`` is lm-eval's own aggregate;
     ``interval`` is ``"wilson"`` or ``"bootstrap"`` (SPEC.md section 4; None, with no ends,
     for an aggregation other than lm-eval's mean and corpus ones), in the metric's own units
     (:func:`tinyllm.eval.lmeval.intervals.summarize`). ``per_item`` holds each document's score
@@ -170,6 +172,7 @@ def evaluate(
         "limit": limit,
         "n_boot": n_boot,
         "tasks": out_tasks,
+        "groups": _groups(built, run["results"], out_tasks, leaves, seed, n_boot),
     }
 
 
@@ -180,6 +183,43 @@ def _aggregations(task: Any) -> dict[str, str | None] | None:
     if agg is None:
         return None
     return {m: intervals.aggregation_name(fn) for m, fn in (agg() or {}).items()}
+
+
+def _groups(
+    built: list[dict], results: dict, tasks: dict, leaves: dict, seed: int, n_boot: int
+) -> dict:
+    """Each group that aggregates (lm-eval's ``aggregate_metric_list``), by name: ``{"n",
+    "tasks" (its leaf tasks), "metrics": {"METRIC,FILTER": {"value", "lo", "hi", "interval",
+    "n"}}}``, the value lm-eval's, the interval
+    :func:`~tinyllm.eval.lmeval.intervals.group_summary`'s from the stream of ``(seed, group)``."""
+    groups: dict[str, Any] = {}
+    for b in built:
+        for g in b["groups"].values():
+            for x in (g, *g.get_all_groups()):
+                groups.setdefault(x.name, x)
+    out = {}
+    for name, g in groups.items():
+        if not g.has_aggregation or name not in results:
+            continue
+        names = [t.task_name for t in g.get_all_tasks() if t.task_name in tasks]
+        keys = intervals.group_keys(g.aggregate_metric_list, (tasks[t]["metrics"] for t in names))
+        rng = intervals.task_rng(seed, name)
+        metrics = {}
+        for key, by_size in keys:
+            have = [t for t in names if key in tasks[t]["per_item"]]
+            if key not in results[name] or not have:
+                continue
+            metric = key.partition(",")[0]
+            parts = [
+                {
+                    "items": tasks[t]["per_item"][key],
+                    "aggregation": intervals.aggregation_of(metric, _aggregations(leaves.get(t))),
+                }
+                for t in have
+            ]
+            metrics[key] = intervals.group_summary(results[name][key], parts, by_size, rng, n_boot)
+        out[name] = {"n": sum(tasks[t]["n"] for t in names), "tasks": names, "metrics": metrics}
+    return out
 
 
 def _top_level(loaded: dict) -> list:
