@@ -114,9 +114,14 @@ def test_local_writes_go_through_a_dot_temp_file_beside_the_target(tmp_path, mon
     assert name.startswith(".report.json.") and name.endswith(".tmp")  # never listed as a key
 
 
-def test_local_errors_carry_a_note_naming_the_key(tmp_path):
+def test_local_errors_carry_a_note_naming_the_key(tmp_path, monkeypatch):
     store = open_store(tmp_path)
-    (tmp_path / "releases").write_text("a file where the releases folder should be")
+    store.put_bytes("releases/r1/y.json", b"{}")
+
+    def full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)  # a real I/O failure: an OSError, with a note
     with pytest.raises(OSError) as ei:
         store.put_bytes("releases/r1/x.json", b"{}")
     assert f"{tmp_path}/releases/r1/x.json" in ei.value.__notes__
@@ -126,6 +131,40 @@ def test_local_errors_carry_a_note_naming_the_key(tmp_path):
     with pytest.raises(OSError) as ei:
         store.update_json("releases/r1/x.json", lambda old: {})
     assert f"{tmp_path}/releases/r1/x.json" in ei.value.__notes__
+    assert sorted(os.listdir(tmp_path / "releases/r1")) == [".x.json.lock", "y.json"]
+
+
+@pytest.mark.parametrize("planted", ["a file", "a link"])
+def test_a_file_or_a_link_in_place_of_a_folder_is_refused_and_nothing_written(tmp_path, planted):
+    # releases/r1 is a file, or a link to another store's release: a StoreError naming the key
+    # and the folder (not an OSError the flow would retry), and nothing written through the link
+    other = open_store(tmp_path / "other")
+    other.write_report("rx", make_report("rx", "2026-11-29T18:00:00Z", []))
+    before = {f: (tmp_path / "other" / f).read_bytes() for f in all_files(tmp_path / "other")}
+    store = open_store(tmp_path / "store")
+    (tmp_path / "store/releases").mkdir(parents=True)
+    r1 = tmp_path / "store/releases/r1"
+    if planted == "a file":
+        r1.write_text("a file where the release folder should be")
+        got = "a regular file"
+    else:
+        r1.symlink_to(tmp_path / "other/releases/rx")
+        got = "a symbolic link"
+    report = make_report("r1", "2026-11-30T18:00:00Z", [])
+    writes = (
+        lambda: store.put_bytes("releases/r1/items/a.npy", b"x"),
+        lambda: store.write_run("r1", "20261130T180000Z-00aa11", report),
+        lambda: store.update_report("r1", lambda old: report),
+    )
+    for write in writes:
+        with pytest.raises(StoreError) as ei:
+            write()
+        assert not isinstance(ei.value, OSError)
+        assert str(ei.value).endswith(f": not written: {r1}: expected a folder, got {got}")
+        assert str(ei.value).startswith(f"{tmp_path}/store/releases/r1/")
+    assert {f: (tmp_path / "other" / f).read_bytes() for f in all_files(tmp_path / "other")} == (
+        before
+    )
 
 
 def test_local_listing_prefixes_root_files_and_dot_folders(tmp_path):

@@ -44,9 +44,26 @@ class LocalStore(Store):
     def _path(self, key: str) -> Path:
         return self.root.joinpath(*check_key(key).split("/"))
 
+    def _folder_of(self, key: str) -> Path:
+        """The folder of ``key``'s file, made folder by folder below the root
+        (:func:`tinyllm.safeio.make_dirs`): a symbolic link or a file on the way
+        (``releases/r1`` a link to another folder, ``releases/r1/runs`` a file) is a
+        :class:`StoreError` naming it, so nothing is ever written through a link out of the store
+        and a misplaced file is not an OSError retried as transient. The root itself may be a
+        link (``./evalstore`` -> a data disk)."""
+        parts = check_key(key).split("/")[:-1]
+        if not parts:
+            self.root.mkdir(parents=True, exist_ok=True)
+            return self.root
+        if safeio.path_kind(self.root) is None:
+            self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            return safeio.make_dirs(self.root / parts[0], parts[1:])
+        except safeio.UnsafePathError as e:
+            raise StoreError(f"{self.where(key)}: not written: {e}") from None
+
     def _atomic_write(self, key: str, write: Callable[[BinaryIO], None], overwrite: bool) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = self._folder_of(key) / self._path(key).name
         # same folder as the target: os.replace/os.link are atomic only within one filesystem
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
@@ -121,10 +138,10 @@ class LocalStore(Store):
         """An exclusive ``fcntl.flock`` on ``.<name>.lock`` beside the key's file (a dotfile:
         never listed as a key). Every writer of the key takes it, so read-merge-write is
         atomic among processes on this machine (and on file systems that honour flock)."""
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = self._folder_of(key) / self._path(key).name
         lock = path.parent / f".{path.name}.lock"
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        # O_NOFOLLOW: a link planted at the lock's name is refused, never followed
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # blocks until the other writer is done
             yield
