@@ -27,7 +27,6 @@ Face model is built or read: it is an optional dependency, and importing the fam
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import weakref
 from collections.abc import Callable
@@ -40,9 +39,16 @@ import torch
 from torch import nn
 
 from tinyllm import device as devices
-from tinyllm import safeio, windows
-from tinyllm.checkpoint import CONFIG_NAME, WEIGHTS_NAME, CheckpointError
-from tinyllm.models import gpt
+from tinyllm import windows
+from tinyllm.checkpoint import CONFIG_NAME, CheckpointError
+from tinyllm.models import gpt, hf_checks
+from tinyllm.models.hf_checks import (
+    UNSAFE_WEIGHTS,
+    WEIGHTS_INDEX,
+    RemoteCodeError,
+    check_weights,
+    loading,
+)
 from tinyllm.models.hf_views import (
     BaseModelView,
     CacheEngine,
@@ -70,9 +76,11 @@ __all__ = [
     "gpt2_twin",
     "last_hidden",
     "load",
+    "loading",
     "load_hf_gpt2",
     "load_tokenizer",
     "MissingTokenizerError",
+    "RemoteCodeError",
     "save",
     "takes_logits_to_keep",
     "token_nlls",
@@ -82,8 +90,6 @@ __all__ = [
 ARCH = "hf"
 KIND = "lm"
 
-WEIGHTS_INDEX = "model.safetensors.index.json"  # a sharded checkpoint's safetensors index
-UNSAFE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 CTX_KEYS = windows.CTX_KEYS
 """The config fields that give a context length, in the order lm-eval reads them."""
@@ -108,67 +114,71 @@ def config_from(doc: Any) -> dict | None:
     return None
 
 
-def check_weights(directory: str | os.PathLike) -> Path:
-    """A Hugging Face model folder must hold safetensors weights (``model.safetensors`` or a
-    sharded ``model.safetensors.index.json``), each a regular file: a folder with only
-    ``pytorch_model.bin`` (or another pickle-based format) is refused, so nothing is ever
-    unpickled. Returns the folder; raises CheckpointError naming what it found."""
-    d = Path(directory)
-    for name in (WEIGHTS_NAME, WEIGHTS_INDEX):
-        p = d / name
-        if p.exists():
-            try:  # a FIFO or a device is refused at once, never opened
-                mode = os.stat(p).st_mode
-            except (FileNotFoundError, NotADirectoryError):
-                raise CheckpointError(f"{p}: missing") from None
-            if not stat.S_ISREG(mode):
-                raise CheckpointError(f"{p}: expected a regular file, got {safeio.mode_kind(mode)}")
-            return d
-    unsafe = [n for n in UNSAFE_WEIGHTS if (d / n).exists()]
-    got = f"only {', '.join(unsafe)}" if unsafe else "no weights file"
-    raise CheckpointError(
-        f"{d}: expected Hugging Face weights in {WEIGHTS_NAME} (safetensors; tinyllm never "
-        f"unpickles weights), got {got}"
-    )
-
-
 def load(
     path: str | os.PathLike,
     *,
     device: Any = "cpu",
     dtype: Any = "auto",
-    quiet: bool = False,
+    quiet: bool | None = None,
 ) -> nn.Module:
     """The causal LM in the folder ``path``, in eval mode, on ``device`` in ``dtype``:
-    ``AutoModelForCausalLM.from_pretrained(path, local_files_only=True, use_safetensors=True)``
-    after :func:`check_weights` (a folder with only ``pytorch_model.bin`` is a CheckpointError).
+    ``AutoModelForCausalLM.from_pretrained(path, local_files_only=True, use_safetensors=True,
+    trust_remote_code=False)``, under the rules of :mod:`tinyllm.models.hf_checks`:
+
+    * before transformers is called (:func:`~tinyllm.models.hf_checks.check_folder`): the
+      folder holds regular files only (a FIFO is refused, never opened); ``config.json`` is a
+      JSON object with a string ``model_type`` and positive sizes; no config has an
+      ``auto_map`` (:class:`RemoteCodeError`: no code from a model folder ever runs, stdin is
+      never read); the weights are safetensors (a folder with only ``pytorch_model.bin`` is
+      refused, never unpickled) whose headers safetensors accepts;
+    * the config is a causal decoder-only LM (:func:`~tinyllm.models.hf_checks.check_causal`:
+      an encoder such as BERT or an encoder-decoder such as BART or T5 is refused);
+    * the files hold every weight the architecture has, with the config's shapes, and nothing
+      else (:func:`~tinyllm.models.hf_checks.check_loading_info`; a tied output head absent
+      from the files is fine): never a randomly initialised weight.
+
+    Each refusal is a :class:`tinyllm.checkpoint.CheckpointError` (a ValueError) naming the
+    file. Loading runs under :func:`loading`, the one process-wide lock of transformers'
+    loads, so any number of threads may load at once; ``quiet`` (None: unless
+    ``TINYLLM_DEBUG``) keeps transformers' progress bars and load reports off meanwhile.
 
     ``device`` and ``dtype`` follow the one rule of :mod:`tinyllm.device` (the CLI's and the
     zoo's): ``device`` is ``auto | cpu | cuda | cuda:N | mps`` (``"auto"``: cuda when available,
     else cpu; default cpu), ``dtype`` is ``auto | float32 | bfloat16 | float16`` or a torch
     dtype (``"auto"``, the default: float32 on CPU, so half-precision weights are scored in
     float32; on an accelerator the checkpoint's own bfloat16 / float16, else float32). ``dtype
-    = None`` keeps the checkpoint's own dtype on any device. ``quiet`` turns transformers'
-    progress bars off (for the whole process) so a command's output stays its own.
+    = None`` keeps the checkpoint's own dtype on any device.
     """
-    from transformers import AutoConfig, AutoModelForCausalLM  # optional: only HF folders
-
-    check_weights(path)
+    d = Path(path)
+    hf_checks.check_folder(d)
     dev = devices.resolve_device(device)
-    if quiet:
-        from transformers.utils import logging as hf_logging  # optional, as above
-
-        hf_logging.disable_progress_bar()
-    kw: dict = {}
-    if dtype is not None:
-        stored = None
-        if dtype == "auto" and dev.type != "cpu":  # only an accelerator reads the stored dtype
-            hc = AutoConfig.from_pretrained(str(path), local_files_only=True)
-            stored = getattr(hc, "dtype", None) or getattr(hc, "torch_dtype", None)
-        kw["dtype"] = devices.resolve_dtype(dtype, dev, stored)
-    model = AutoModelForCausalLM.from_pretrained(
-        str(path), local_files_only=True, use_safetensors=True, **kw
-    )
+    with loading(quiet) as tf:
+        try:
+            hc = tf.AutoConfig.from_pretrained(
+                str(d), local_files_only=True, trust_remote_code=False
+            )
+        except (OSError, ValueError, TypeError, KeyError) as e:
+            raise CheckpointError(
+                f"{d / CONFIG_NAME}: expected a config transformers reads, got: {e}"
+            ) from None
+        hf_checks.check_causal(hc, d / CONFIG_NAME)
+        kw: dict = {}
+        if dtype is not None:
+            stored = None
+            if dtype == "auto" and dev.type != "cpu":  # only an accelerator reads the stored dtype
+                stored = getattr(hc, "dtype", None) or getattr(hc, "torch_dtype", None)
+            kw["dtype"] = devices.resolve_dtype(dtype, dev, stored)
+        model, info = tf.AutoModelForCausalLM.from_pretrained(
+            str(d),
+            config=hc,
+            local_files_only=True,
+            use_safetensors=True,
+            trust_remote_code=False,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,  # a mismatch is refused below, naming its keys
+            **kw,
+        )
+        hf_checks.check_loading_info(info, model, d)
     model.to(dev)
     model.eval()
     return model
@@ -179,26 +189,34 @@ def save(model: nn.Module, path: str | os.PathLike) -> Path:
     and safetensors weights, as :func:`load` reads them. Returns the folder."""
     d = Path(path)
     d.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(d), safe_serialization=True)
+    with loading():
+        model.save_pretrained(str(d), safe_serialization=True)
     return d
 
 
-def load_tokenizer(path: str | os.PathLike) -> Any:
-    """The folder's own tokenizer (``AutoTokenizer.from_pretrained(path, local_files_only=True)``).
+def load_tokenizer(path: str | os.PathLike, *, quiet: bool | None = None) -> Any:
+    """The folder's own tokenizer: ``AutoTokenizer.from_pretrained(path, local_files_only=True,
+    trust_remote_code=False)`` under :func:`loading` (thread-safe, quiet unless debugging).
 
-    Raises MissingTokenizerError when the folder has none of :data:`TOKENIZER_FILES`, and
-    ValueError naming the folder for a tokenizer transformers cannot read.
+    Raises MissingTokenizerError when the folder has none of :data:`TOKENIZER_FILES`;
+    :class:`RemoteCodeError` before transformers is called when its ``tokenizer_config.json``
+    or ``config.json`` has an ``auto_map`` (a tokenizer of the folder's own code); a
+    CheckpointError for a FIFO or a device in the folder (never opened); ValueError naming
+    the folder for a tokenizer transformers cannot read.
     """
-    from transformers import AutoTokenizer  # optional dependency: only HF folders
-
-    if not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
+    d = hf_checks.check_files(path)
+    if not any((d / name).is_file() for name in TOKENIZER_FILES):
         raise MissingTokenizerError(
             f"{path}: expected a tokenizer in the folder (one of {list(TOKENIZER_FILES)}), got none"
         )
-    try:
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{path}: expected a readable tokenizer, got: {e}") from None
+    hf_checks.refuse_code(d)
+    with loading(quiet) as tf:
+        try:
+            return tf.AutoTokenizer.from_pretrained(
+                str(d), local_files_only=True, trust_remote_code=False
+            )
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{path}: expected a readable tokenizer, got: {e}") from None
 
 
 # ---------------------------------------------------------------------------------- scoring
@@ -373,8 +391,8 @@ def load_hf_gpt2(model_or_dir, *, share: bool = False) -> gpt.Model:
     Architectural variants we do not implement (another LayerNorm eps, ``n_inner`` != 4D,
     unscaled or layer-scaled attention, cross-attention) are refused with a ValueError.
 
-    A folder is read from safetensors weights only (``use_safetensors=True``): one with only
-    ``pytorch_model.bin`` is a CheckpointError, never unpickled.
+    A folder is read by :func:`load` (safetensors weights only: one with only
+    ``pytorch_model.bin`` is a CheckpointError, never unpickled; no code of the folder runs).
 
     ``share=True`` copies nothing: every parameter of the result is a view of the HF model's
     own float32 tensor (a Conv1D weight seen transposed, so ``F.linear`` runs the same
@@ -382,16 +400,8 @@ def load_hf_gpt2(model_or_dir, *, share: bool = False) -> gpt.Model:
     whatever the model's size and follows in-place changes of HF's weights. For inference only
     (the views are not trained); a model that is not float32 is refused with a ValueError.
     """
-    if isinstance(model_or_dir, str | os.PathLike):
-        from transformers import GPT2LMHeadModel  # optional dependency: only HF folders
-
-        d = Path(model_or_dir)
-        if not (d / CONFIG_NAME).is_file():
-            raise CheckpointError(f"{d}: expected a Hugging Face model folder with config.json")
-        check_weights(d)  # safetensors only: pytorch_model.bin is never unpickled
-        hf = GPT2LMHeadModel.from_pretrained(str(d), local_files_only=True, use_safetensors=True)
-    else:
-        hf = model_or_dir
+    # a folder: every rule of load (safetensors only, no code of the folder, all its weights)
+    hf = load(model_or_dir) if isinstance(model_or_dir, str | os.PathLike) else model_or_dir
     hc = getattr(hf, "config", None)
     if hc is None or not callable(getattr(hf, "state_dict", None)):
         raise TypeError(
@@ -437,10 +447,8 @@ def load_hf_gpt2(model_or_dir, *, share: bool = False) -> gpt.Model:
     return model
 
 
-def _hf_config(cfg: gpt.Config):
-    from transformers import GPT2Config  # optional dependency: only for an export
-
-    return GPT2Config(
+def _hf_config(tf: Any, cfg: gpt.Config):
+    return tf.GPT2Config(
         vocab_size=cfg.vocab_size,
         n_positions=cfg.block_size,
         n_embd=cfg.n_embd,
@@ -468,15 +476,14 @@ def export_hf(model: gpt.Model, directory: str | os.PathLike) -> Path:
     A model built with ``bias=False`` is exported with zero biases, which computes the same
     function. A config that GPT-2 cannot express is refused with a ValueError.
     """
-    from transformers import GPT2LMHeadModel  # optional dependency: only for an export
-
     cfg = model.cfg
     if cfg.activation not in _OUR_ACT:  # guards a future activation without an HF twin
         raise ValueError(
             f"export_hf: expected activation in {sorted(_OUR_ACT)} (GPT-2 has no "
             f"{cfg.activation!r}), got {cfg.activation!r}"
         )
-    hf = GPT2LMHeadModel(_hf_config(cfg))
+    with loading() as tf:  # transformers' import and initialisation: process-wide state
+        hf = tf.GPT2LMHeadModel(_hf_config(tf, cfg))
     target = hf.state_dict()
     sd = model.state_dict()
     out = {}
@@ -492,5 +499,6 @@ def export_hf(model: gpt.Model, directory: str | os.PathLike) -> Path:
     hf.load_state_dict(out, strict=True)
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    hf.save_pretrained(str(d), safe_serialization=True)
+    with loading():
+        hf.save_pretrained(str(d), safe_serialization=True)
     return d
