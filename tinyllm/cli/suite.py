@@ -225,8 +225,7 @@ def eval_suite(
     check_out(out)
     from tinyllm.eval.zoo import run_zoo, write_report  # torch and the models: after the checks
 
-    rows = Progress.rows(quiet)
-    report = run_zoo(m, seed=seed, base_dir=Path(manifest).parent, progress=rows)
+    report = run_zoo(m, seed=seed, base_dir=Path(manifest).parent, progress=Progress.rows(quiet))
     path = write_report(report, out)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
