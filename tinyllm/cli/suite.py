@@ -155,7 +155,11 @@ SuiteStore = Annotated[
 ]
 Only = Annotated[
     list[str] | None,
-    typer.Option("--only", help="With --release: rescore only this entry (repeatable)."),
+    typer.Option(
+        "--only",
+        help="With --release: score only this entry (repeatable); an ok row whose files, seed "
+        "and code are unchanged comes from the result cache (--refresh scores it again).",
+    ),
 ]
 Previous = Annotated[
     str | None,
