@@ -1,4 +1,4 @@
-"""tinyllm.stats against hand-computed values and scipy oracles (SPEC.md sections 4-5)."""
+"""tinyllm.stats against hand-computed values and scipy oracles (docs/definitions.md, "Intervals" and "Paired tests")."""
 
 import math
 

@@ -24,7 +24,7 @@ def mde_factor(df: int, alpha: float = ALPHA, power: float = POWER) -> float:
     (Student t quantiles with ``df`` degrees of freedom; the second is the ``power`` quantile,
     0.80, not ``1 - power``).
 
-    Example: ``mde_factor(28)`` = ``t_{.975, 28} + t_{.80, 28}`` = 2.0484 + 0.8546 = 2.9030;
+    Example: ``mde_factor(28)`` = ``t_{.975, 28} + t_{.80, 28}`` = 2.04841 + 0.85465 = 2.90305;
     a large df tends to ``z_{.975} + z_{.80}`` = 1.9600 + 0.8416 = 2.8016.
     """
     _check_level(alpha, power)
@@ -41,7 +41,7 @@ def mde(se_diff: float, df: int, alpha: float = ALPHA, power: float = POWER) -> 
     two-sided paired test at level ``alpha`` (0.05) with probability about ``power`` (0.80);
     a row reading "unchanged" has not ruled out anything smaller.
 
-    Example: ``se_diff = 0.01`` bpb over 29 documents -> ``2.9030 * 0.01 = 0.0290`` bpb.
+    Example: ``se_diff = 0.01`` bpb over 29 documents -> ``2.90305 * 0.01 = 0.0290`` bpb.
     """
     if not (math.isfinite(se_diff) and se_diff >= 0):
         raise ValueError(f"se_diff: expected a finite standard error >= 0, got {se_diff!r}")
