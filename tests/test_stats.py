@@ -1,4 +1,5 @@
-"""tinyllm.stats against hand-computed values and scipy oracles (docs/definitions.md, "Intervals" and "Paired tests")."""
+"""tinyllm.stats against hand-computed values and scipy oracles (docs/definitions.md,
+"Intervals" and "Paired tests")."""
 
 import math
 
