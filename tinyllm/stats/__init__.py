@@ -4,7 +4,8 @@
 Everything here is plain numpy/scipy on float64 arrays; nothing knows about models. One concept
 per module, each importing only those below it (pyproject.toml's ``stats`` contract):
 
-* :mod:`~tinyllm.stats.core` -- :class:`Interval`, ``CONFIDENCE``, ``LN2``, the input checks;
+* :mod:`~tinyllm.stats.core` -- :class:`Interval`, the method names (:class:`Method`),
+  ``CONFIDENCE``, ``ALPHA``, ``POWER``, ``LN2``, the input checks;
 * :mod:`~tinyllm.stats.intervals` -- :func:`mean_ci` (Student t), :func:`bootstrap_ci`
   (percentile bootstrap from the caller's rng), :func:`wilson_interval`,
   :func:`fisher_z_interval` / :func:`spearman_ci`;
