@@ -62,7 +62,7 @@ bench: $(VENV)/.installed-dev
 	$(PY) bench/bench_ppl.py
 	$(PY) bench/bench_dashboard.py
 
-# mutation testing of the core with mutmut (docs/mutation.md); one file: make mutate MODULE=tinyllm/stats.py
+# mutation testing of the core with mutmut (docs/mutation.md); one file: make mutate MODULE='tinyllm/stats/*.py'
 # (never part of make test; installs the `mutation` extra)
 mutate: $(VENV)/.installed-dev
 	$(PIP) install -e '.[mutation]' 2> >(grep -v 'is ignored: it is neither' >&2)

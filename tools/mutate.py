@@ -1,9 +1,9 @@
 """Mutation testing of tinyllm's core with mutmut (issue 15; results in docs/mutation.md).
 
     .venv/bin/python tools/mutate.py                          # every module of the core, in turn
-    .venv/bin/python tools/mutate.py --module tinyllm/stats.py  # one module (repeatable)
+    .venv/bin/python tools/mutate.py --module 'tinyllm/stats/*.py'  # one module (repeatable)
     .venv/bin/python tools/mutate.py --module 'tinyllm/eval/lm/*.py'  # the instrument, whole
-    make mutate MODULE=tinyllm/stats.py                       # the same through make
+    make mutate MODULE='tinyllm/stats/*.py'                      # the same through make
     .venv/bin/python tools/mutate.py --resume --module tinyllm/windows.py  # finish a stopped run
     .venv/bin/python tools/mutate.py --module tinyllm/windows.py --mutants '*x_token_nlls__*'
 
@@ -80,7 +80,14 @@ PACKAGE_MODULES = (*LM_MODULES, *STORE_MODULES)
 
 # module -> its fast unit tests (pytest node ids or files); no flows/, no browser tests
 MODULES: dict[str, list[str]] = {
-    "tinyllm/stats.py": ["tests/test_stats.py"],
+    "tinyllm/stats/*.py": [
+        "tests/test_stats.py",
+        "tests/test_stats_units.py",
+        "tests/test_stats_estimators.py",
+        "tests/test_stats_paired.py",
+        "tests/test_stats_holm.py",
+        "tests/test_stats_planning.py",
+    ],
     "tinyllm/metrics.py": [
         "tests/test_metrics.py",
         "tests/test_row_scale_and_tokenizer.py",
