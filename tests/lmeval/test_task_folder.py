@@ -122,12 +122,12 @@ def _edit(y, **keys):
 @pytest.mark.parametrize(
     ("case", "message"),
     [
-        ("absolute_data", "expected a path relative to its folder, got the absolute"),
+        ("absolute_data", "expected a path inside the task folder"),
         ("leaving_data", "expected a path inside the task folder"),
         ("linked_data", "expected a path through real folders"),
         ("linked_folder", "expected a path through real folders"),
         ("missing_data", "expected a regular file, got none"),
-        ("absolute_include", "include: expected a path relative to its folder"),
+        ("absolute_include", "include: expected a path inside the task folder"),
         ("leaving_include", "include: expected a path inside the task folder"),
         ("unknown_include", "include: expected a file in the task's folder or one of lm-eval's"),
         ("cycle", "include: expected no include cycle"),
@@ -152,7 +152,8 @@ def test_paths_that_leave_the_folder_are_refused(tmp_path, case, message):
     elif case == "missing_data":
         _edit(y, dataset_kwargs={"data_files": ["nope.jsonl"]})
     elif case == "absolute_include":
-        _edit(y, include=str(demo_task.bundled_tasks_dir() / demo_task.BUNDLED_TASK))
+        (tmp_path / "base.yaml").write_text("num_fewshot: 0\n")
+        _edit(y, include=str(tmp_path / "base.yaml"))
     elif case == "leaving_include":
         (tmp_path / "base.yaml").write_text("num_fewshot: 0\n")
         _edit(y, include="../base.yaml")
@@ -183,3 +184,51 @@ def test_the_bundled_include_is_read_from_the_installed_lm_eval(tmp_path, monkey
         {m["metric"] for m in after["metric_list"]},
     )
     assert metric == ({"acc", "acc_norm"}, {"acc", "acc_bytes"})
+
+
+def test_absolute_paths_and_an_inherited_task_name_score_as_lm_eval_reads_them(tmp_path):
+    """What lm-eval accepts, a manifest entry accepts: an include and data files named by
+    absolute paths (inside the task folder or lm-eval's bundled tasks), a YAML that takes its
+    task: from its include; each scores the same documents as the zoo's relative YAML."""
+    zoo = tmp_path / "zoo"
+    y = cloze(zoo / "task")
+    import lmeval_helpers as H
+
+    m = H.tiny_gpt2(400, 0)
+    m.save_pretrained(zoo / "a", safe_serialization=True)
+    H.bpe_tokenizer().save_pretrained(zoo / "a")
+    want_row, want = score_entry_items(entry(), seed=2, base_dir=zoo)
+    assert want_row["status"] == "ok", want_row["error"]
+    doc = json.loads(y.read_text())
+    d = zoo / "task"
+    absolute = {
+        **doc,
+        "include": str(demo_task.bundled_tasks_dir() / demo_task.BUNDLED_TASK),
+        "dataset_kwargs": {"data_files": {k: str(d / v) for k, v in demo_task.SPLITS.items()}},
+    }
+    (d / "absolute.yaml").write_text(json.dumps(absolute))
+    (d / "inherits.yaml").write_text(json.dumps({"include": y.name, "num_fewshot": 0}))
+    for name in ("absolute.yaml", "inherits.yaml"):
+        row, items = score_entry_items(entry(data=f"task/{name}"), seed=2, base_dir=zoo)
+        assert row["status"] == "ok", row["error"]
+        assert items.tolist() == want.tolist() and row["details"]["task"] == "lee_cloze"
+        assert row["value"] == want_row["value"]
+    assert task_config(d / "inherits.yaml")["task"] == "lee_cloze"
+    assert task_data_sha256(d / "absolute.yaml") != task_data_sha256(y)
+
+
+def test_data_outside_the_folder_is_read_when_options_include_path_names_its_folder(tmp_path):
+    d = tmp_path / "task"
+    y = cloze(d)
+    elsewhere = tmp_path / "data"
+    elsewhere.mkdir()
+    val = elsewhere / "val.jsonl"
+    val.write_text((d / "lee_cloze.validation.jsonl").read_text())
+    _edit(y, dataset_kwargs={"data_files": {"validation": str(val)}})
+    with pytest.raises(ValueError, match="name another folder in options.include_path"):
+        task_config(y)
+    e = Entry.model_validate(entry(options={"include_path": str(elsewhere)}))
+    assert task_config(y, (elsewhere,))["dataset_kwargs"]["data_files"] == {"validation": str(val)}
+    h0 = entry_data_sha256(e, y)
+    val.write_text(val.read_text().replace('"label": "0"', '"label": "1"', 1))
+    assert h0 != entry_data_sha256(e, y) == task_data_sha256(y, (elsewhere,))

@@ -97,8 +97,8 @@ def eval_lmeval_cmd(
 def task_specs(tasks: str, include_path: str | None) -> list[str | dict] | str:
     """The ``--tasks`` names, each task that a YAML directly in ``--include-path`` names read
     from that YAML with its paths resolved against the folder
-    (:func:`tinyllm.eval.kinds.lmeval.folder_tasks`: a zoo's task folder runs from anywhere)."""
-    from tinyllm.eval.kinds.lmeval import folder_tasks  # lm-eval and torch: not for --help
+    (:func:`tinyllm.eval.lmeval.task_files.folder_tasks`: a zoo's task folder runs from anywhere)."""
+    from tinyllm.eval.lmeval.task_files import folder_tasks  # not for --help
 
     names = [t for t in tasks.split(",") if t]
     if not names or include_path is None or not Path(include_path).is_dir():

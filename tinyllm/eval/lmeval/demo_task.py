@@ -13,7 +13,7 @@ own bundled ``hellaswag/hellaswag.yaml`` (so its ``process_docs``, prompt and me
 lm-eval's) and overrides only ``task``, ``dataset_path: json`` and
 ``dataset_kwargs.data_files``. Both paths are relative: the data files to the YAML's folder,
 the include to ``lm_eval/tasks`` (:func:`bundled_tasks_dir`), resolved when the task is scored
-(:func:`tinyllm.eval.kinds.lmeval.task_config`), so the folder and the venv can each move.
+(:func:`tinyllm.eval.lmeval.task_files.task_config`), so the folder and the venv can each move.
 lm-eval is not imported here. Chance is 1/4 on every document.
 """
 
