@@ -230,9 +230,12 @@ def weight_files(directory: str | os.PathLike) -> list[Path]:
     if _mode(d / WEIGHTS_NAME) is not None:
         return [d / WEIGHTS_NAME]
     p = d / WEIGHTS_INDEX
-    wm = (read_json(p, "weights index") or {}).get("weight_map")
+    index = read_json(p, "weights index") or {}
+    wm = index.get("weight_map")
     if not isinstance(wm, dict) or not wm:
         raise CheckpointError(f"{p}: expected a weight_map of tensor names to files, got {wm!r}")
+    if not isinstance(index.get("metadata"), dict):  # transformers reads it unconditionally
+        raise CheckpointError(f"{p}: expected a metadata object, got {index.get('metadata')!r}")
     shards = []
     for f in dict.fromkeys(wm.values()):
         if not isinstance(f, str) or Path(f).name != f or f in ("", ".", ".."):

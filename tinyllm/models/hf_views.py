@@ -132,10 +132,13 @@ class CacheEngine:
     The 4-d mask of ``extend`` is used by the model as given, with no sliding window applied:
     the instrument feeds it only inputs within :func:`attention_window` (a rule on the config,
     :func:`tinyllm.eval.lm.kvcache.fits_window`). A model that transforms its logits after the
-    head (:data:`AFTER_HEAD`) is refused with a ValueError: its choices take the plain path."""
+    head (:data:`AFTER_HEAD`) is refused with a ValueError: its choices take the plain path; so
+    is a base model whose forward takes no ``position_ids`` (the engine feeds each choice at its
+    own positions after a padded context): one that places tokens by its attention mask
+    (Bloom's and MPT's ALiBi) or has no attention cache at all (Mamba, RWKV)."""
 
     def __init__(self, model: Any) -> None:
-        from transformers import DynamicCache  # optional dependency: only for HF models
+        from transformers.cache_utils import DynamicCache  # optional: only for HF models
 
         hc = getattr(model, "config", None)
         for key, same in AFTER_HEAD.items():
@@ -151,6 +154,11 @@ class CacheEngine:
             DynamicCache,
         )
         params = inspect.signature(self.base.forward).parameters
+        if "position_ids" not in params:
+            raise ValueError(
+                f"{type(self.base).__name__}: expected a forward that takes position_ids (the "
+                "cache engine feeds each choice at its own positions), got none"
+            )
         self.kw = "cache" if "cache" in params else "past_key_values"
 
     def prefill(self, x: torch.Tensor, lens: torch.Tensor) -> tuple[torch.Tensor, Any]:
