@@ -1,5 +1,4 @@
-"""Loading Hugging Face folders from several threads at once (issue 33, item 1) and what
-loading prints (item 7).
+"""Loading Hugging Face folders from several threads at once (issue 33, item 1).
 
 transformers' loading is not thread-safe: its lazy imports (``ImportError: cannot import name
 'AutoConfig'``), its process-wide default dtype and patched initialisers and its meta-device
@@ -9,9 +8,6 @@ hold one lock (:func:`tinyllm.models.hf_checks.loading`) while transformers is i
 builds. The oracle: the same folders loaded one after another in the same process give the same
 per-token NLLs and token ids, bit for bit. The threads run first in a fresh interpreter, so the
 lazy imports race too.
-
-Loading prints nothing of transformers' (no "Loading weights" bar, no notes on the config, no
-load report with its ANSI codes) unless ``TINYLLM_DEBUG`` is set.
 """
 
 from __future__ import annotations
