@@ -203,14 +203,14 @@ def _open_checked(path: Path) -> tuple[BinaryIO, np.dtype, int]:
     except safeio.UnsafePathError as e:
         raise TokenFileError(str(e)) from None
     try:
-        dt, count = _check_header(path, f)
+        dt, count = check_header(path, f)
     except BaseException:
         f.close()
         raise
     return f, dt, count
 
 
-def _check_header(path: Path, f: BinaryIO) -> tuple[np.dtype, int]:
+def check_header(path: Path, f: BinaryIO) -> tuple[np.dtype, int]:
     """(dtype, count) from the header of the open file ``f``, checked against its size."""
     size = os.fstat(f.fileno()).st_size
     if size < HEADER_SIZE:
@@ -299,32 +299,6 @@ def check_byte_range(seg: np.ndarray, who: str) -> np.ndarray:
 
 # ---- text in: a UTF-8 text, tokenized, with the bytes each token covers (SPEC.md section 2) ----
 
-MAX_TEXT_BYTES = 1 << 30  # a text file is read whole; refuse one over 1 GiB rather than swap
-
-
-def read_text(path: str | os.PathLike) -> str:
-    """The UTF-8 text of the regular file ``path``, as it is (no newline or BOM handling).
-
-    Refused, naming the file: not a regular file (a FIFO or a device, never waited on), over
-    :data:`MAX_TEXT_BYTES`, or bytes that are not UTF-8 (with the offset of the first bad byte).
-    """
-    p = Path(path)
-    try:
-        f = open_regular(p, "text file")
-    except (FileNotFoundError, NotADirectoryError):
-        raise FileNotFoundError(f"{p}: text file not found") from None
-    with f:
-        size = os.fstat(f.fileno()).st_size
-        if size > MAX_TEXT_BYTES:
-            raise ValueError(f"{p}: expected a text of at most {MAX_TEXT_BYTES} bytes, got {size}")
-        raw = f.read()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(
-            f"{p}: expected UTF-8 text, got an undecodable byte at offset {e.start}"
-        ) from None
-
 
 def is_token_file(path: str | os.PathLike) -> bool:
     """Whether the regular file ``path`` starts with the token file magic ``TLTOKENS``
@@ -335,18 +309,23 @@ def is_token_file(path: str | os.PathLike) -> bool:
 
 @dataclass(frozen=True)
 class TextTokens:
-    """A UTF-8 text as the ids of one tokenizer, with the bytes each token covers.
+    """A UTF-8 text as the ids of one tokenizer, with the bytes the scored tokens cover.
 
-    * ``ids``: int64[n], the prefix token first when ``has_prefix``;
-    * ``starts``, ``ends``: int64[n], token i covers the UTF-8 bytes ``[starts[i], ends[i])``
-      of the text; the spans are contiguous and partition ``[0, n_text_bytes)`` (a prefix token
-      covers ``[0, 0)``, no bytes);
+    * ``ids``: the token ids, the prefix token first when ``has_prefix``, in the smallest
+      unsigned dtype that holds the tokenizer's vocabulary (uint8 for bytes, uint16 up to
+      65536 ids, else int32); a long text's ids live in an unlinked temporary file, mapped
+      read-only (:func:`tinyllm.eval.text.read_lm_tokens`), so they cost no memory of their own;
+    * ``n_text_bytes``: the text's UTF-8 bytes; ``first_bytes``: the bytes token 0 covers (0
+      for a prefix token);
     * ``tokenizer``: the tokenizer's identity, ``"byte"`` for :class:`ByteTokenizer`, else
       ``"hf-sha256:<16 hex>"`` of its serialized ``tokenizer.json`` (equal strings: the same
-      tokenizer, so per-token NLLs of two models pair up).
+      tokenizer, so per-token NLLs of two models pair up);
+    * ``max_id``: the largest id (checked against a model's vocabulary without reading ``ids``);
+    * ``lengths``: int64[n], the bytes each token covers, when known (:func:`tokenize_text`);
+      the spans ``[starts[i], ends[i])`` they give are contiguous and partition the text.
 
     The strided windows score tokens ``1 .. n-1`` (SPEC.md section 2), so bits per byte divides by
-    :attr:`n_scored_bytes` = ``sum(ends[1:] - starts[1:])``: the whole text with a prefix token,
+    :attr:`n_scored_bytes` = ``n_text_bytes - first_bytes``: the whole text with a prefix token,
     the text less the bytes of token 0 without one.
 
     Example: ``tokenize_text("hé", ByteTokenizer())`` has ids ``[104, 195, 169]``, spans
@@ -354,25 +333,46 @@ class TextTokens:
     """
 
     ids: np.ndarray
-    starts: np.ndarray
-    ends: np.ndarray
     n_text_bytes: int
+    first_bytes: int
     has_prefix: bool
     tokenizer: str
+    max_id: int
+    lengths: np.ndarray | None = None
 
     @property
     def token_bytes(self) -> np.ndarray:
         """int64[n]: the number of UTF-8 bytes each token covers (0 for a prefix token)."""
-        return self.ends - self.starts
+        if self.lengths is None:
+            raise ValueError("token_bytes: expected tokens from tokenize_text (spans kept)")
+        return self.lengths
+
+    @property
+    def ends(self) -> np.ndarray:
+        """int64[n]: the end of each token's byte span."""
+        return np.cumsum(self.token_bytes)
+
+    @property
+    def starts(self) -> np.ndarray:
+        """int64[n]: the start of each token's byte span."""
+        return self.ends - self.token_bytes
 
     @property
     def n_scored_bytes(self) -> int:
         """UTF-8 bytes covered by the scored tokens ``1 .. n-1``: the ``n_bytes`` of bpb."""
-        return int(self.n_text_bytes - (self.ends[0] - self.starts[0])) if self.ids.size else 0
+        return int(self.n_text_bytes - self.first_bytes) if self.ids.size else 0
 
     def bytes_of(self, first: int, stop: int) -> int:
         """UTF-8 bytes covered by tokens ``first .. stop-1`` (a window's scored tokens)."""
         return int(self.token_bytes[first:stop].sum())
+
+
+def id_dtype(vocab_size: int) -> np.dtype:
+    """The smallest dtype of :attr:`TextTokens.ids` for ``vocab_size`` ids: uint8 up to 256,
+    uint16 up to 65536, else int32."""
+    return np.dtype(
+        np.uint8 if vocab_size <= 1 << 8 else np.uint16 if vocab_size <= 1 << 16 else np.int32
+    )
 
 
 # GPT-2's byte <-> printable character table of byte-level BPE (tokenizers' ByteLevel): the
@@ -383,7 +383,7 @@ BYTE_OF_CHAR = {chr(b): b for b in PRINTABLE_BYTES} | {
 }
 
 
-def _is_byte_level(tok: Any) -> bool:
+def is_byte_level(tok: Any) -> bool:
     """Whether an HF fast tokenizer decodes with tokenizers' ByteLevel decoder, alone or in a
     Sequence (GPT-2, Llama 3, Qwen2, SmolLM2, the zoo's BPE): each token's string then spells its
     exact bytes."""
@@ -392,11 +392,10 @@ def _is_byte_level(tok: Any) -> bool:
     return "ByteLevel" in kinds
 
 
-def _byte_level_lengths(tok: Any, ids: list[int], raw: bytes) -> np.ndarray | None:
+def _byte_level_lengths(pieces: list[str], raw: bytes) -> np.ndarray | None:
     """Each token's byte count from its byte-level string, or None unless the tokens spell
     ``raw`` exactly (an added token, a normalizer that changed the text)."""
-    pieces = tok.convert_ids_to_tokens(ids)
-    out, parts = np.empty(len(ids), dtype=np.int64), []
+    out, parts = np.empty(len(pieces), dtype=np.int64), []
     for i, piece in enumerate(pieces):
         try:
             b = bytes(BYTE_OF_CHAR[c] for c in piece)
@@ -407,15 +406,33 @@ def _byte_level_lengths(tok: Any, ids: list[int], raw: bytes) -> np.ndarray | No
     return out if b"".join(parts) == raw else None
 
 
-def _offset_ends(offsets: list, text: str, n_bytes: int) -> np.ndarray:
-    """Byte ends of tokens from character offsets: a character split across tokens (byte
-    fallback) counts for the last token that covers it, bytes no token covers (stripped space)
-    for the next token, trailing ones for the last."""
-    char_end = np.zeros(len(text) + 1, dtype=np.int64)  # byte offset of each character boundary
-    np.cumsum([len(c.encode("utf-8")) for c in text], out=char_end[1:])
-    ends = np.maximum.accumulate(np.array([char_end[e] for _, e in offsets], dtype=np.int64))
-    ends[-1] = n_bytes
-    return ends
+def char_byte_offsets(text: str) -> np.ndarray:
+    """int64[len(text) + 1]: the UTF-8 byte offset of each character boundary of ``text``."""
+    cps = np.frombuffer(text.encode("utf-32-le"), dtype="<u4")
+    widths = 1 + (cps >= 0x80).astype(np.int64) + (cps >= 0x800) + (cps >= 0x10000)
+    out = np.zeros(cps.size + 1, dtype=np.int64)
+    np.cumsum(widths, out=out[1:])
+    return out
+
+
+def _offset_lengths(pieces: list[str], offsets: Any, text: str) -> np.ndarray:
+    """Each token's byte count from its character offsets: a character split across tokens
+    (byte fallback) counts for the first token that covers it, bytes no token covers (stripped
+    space) for the next token, trailing ones for the last."""
+    cb = char_byte_offsets(text)
+    ends = np.maximum.accumulate(np.array([cb[e] for _, e in offsets], dtype=np.int64))
+    ends[-1] = cb[-1]
+    return np.diff(ends, prepend=0)
+
+
+def token_lengths(tok: Any, enc: Any, text: str, byte_level: bool | None = None) -> np.ndarray:
+    """int64: the UTF-8 bytes each token of ``enc`` (a ``tokenizers`` Encoding of ``text``)
+    covers, summing to the text's bytes. A byte-level BPE (:func:`is_byte_level`): each token's
+    string spells its bytes, so a character split across tokens is split exactly there;
+    otherwise the character offsets give them (:func:`_offset_lengths`)."""
+    byte_level = is_byte_level(tok) if byte_level is None else byte_level
+    lens = _byte_level_lengths(enc.tokens, text.encode("utf-8")) if byte_level else None
+    return lens if lens is not None else _offset_lengths(enc.tokens, enc.offsets, text)
 
 
 def tokenizer_id(tokenizer: Any) -> str:
@@ -444,14 +461,23 @@ def prefix_token_id(tokenizer: Any) -> int | None:
     return None
 
 
-def tokenize_text(text: str, tokenizer: Any, *, prefix: bool = True) -> TextTokens:
-    """``text`` as :class:`TextTokens` of ``tokenizer``: a :class:`ByteTokenizer` (one byte, one
-    token, no prefix) or a Hugging Face fast tokenizer (``AutoTokenizer``), whose own special
-    tokens are not added; with ``prefix`` its :func:`prefix_token_id` is prepended.
+def backend_of(tokenizer: Any) -> Any:
+    """The ``tokenizers.Tokenizer`` of an HF fast tokenizer, set to encode a whole text as
+    transformers does for one call without truncation or padding."""
+    backend = tokenizer.backend_tokenizer
+    if backend.truncation is not None:
+        backend.no_truncation()
+    if backend.padding is not None:
+        backend.no_padding()
+    return backend
 
-    Byte spans: for a byte-level BPE each token's string spells its bytes (a character split
-    across tokens is split exactly there); otherwise the tokenizer's character offsets give them,
-    a split character counting for the last token that covers it.
+
+def tokenize_text(text: str, tokenizer: Any, *, prefix: bool = True) -> TextTokens:
+    """``text`` as :class:`TextTokens` of ``tokenizer``, tokenized whole in memory with each
+    token's bytes (:func:`token_lengths`): a :class:`ByteTokenizer` (one byte, one token, no
+    prefix) or a Hugging Face fast tokenizer (``AutoTokenizer``), whose own special tokens are
+    not added; with ``prefix`` its :func:`prefix_token_id` is prepended. A file of any size is
+    read in bounded memory by :func:`tinyllm.eval.text.read_lm_tokens`, which gives the same ids.
 
     Example: a BPE whose tokens are ``"h", "\\xc3", "\\xa9llo"`` for ``"héllo"`` gives spans
     ``[0,1) [1,2) [2,6)``; without a prefix token, ``n_scored_bytes = 6 - 1 = 5``.
@@ -468,30 +494,26 @@ def tokenize_text(text: str, tokenizer: Any, *, prefix: bool = True) -> TextToke
     if isinstance(tokenizer, ByteTokenizer):
         ids = tokenizer.encode(text)
         lens = np.ones(ids.size, dtype=np.int64)
+        vocab = ByteTokenizer.vocab_size
     else:
-        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-        ids = np.asarray(enc["input_ids"], dtype=np.int64)
+        backend = backend_of(tokenizer)
+        enc = backend.encode(text, add_special_tokens=False)
+        ids = np.asarray(enc.ids, dtype=np.int64)
         if ids.size == 0:
             raise ValueError(f"tokenizer {name}: expected at least one token, got none")
-        lens = (
-            _byte_level_lengths(tokenizer, enc["input_ids"], raw)
-            if _is_byte_level(tokenizer)
-            else None
-        )
-        if lens is None:
-            ends = _offset_ends(enc["offset_mapping"], text, len(raw))
-            lens = np.diff(ends, prepend=0)
+        lens = token_lengths(tokenizer, enc, text)
+        vocab = backend.get_vocab_size(with_added_tokens=True)
     pid = prefix_token_id(tokenizer) if prefix else None
     if pid is not None:
         ids = np.concatenate([[pid], ids]).astype(np.int64)
         lens = np.concatenate([[0], lens]).astype(np.int64)
-    ends = np.cumsum(lens)
-    assert ends[-1] == len(raw), "token spans partition the text"
+    assert int(lens.sum()) == len(raw), "token spans partition the text"
     return TextTokens(
-        ids=ids,
-        starts=ends - lens,
-        ends=ends,
+        ids=ids.astype(id_dtype(max(vocab, int(ids.max()) + 1))),
         n_text_bytes=len(raw),
+        first_bytes=int(lens[0]),
         has_prefix=pid is not None,
         tokenizer=name,
+        max_id=int(ids.max()),
+        lengths=lens,
     )

@@ -124,7 +124,9 @@ def eval_ppl_cmd(
     run["note"] = Console(stderr=True).print
     try:  # CheckpointError and TokenFileError are ValueErrors
         if against is not None:
-            out = single.compare_text(text, against, **opts, tokenizer=tokenizer, seed=seed)
+            out = single.compare_text(
+                text, against, **opts, tokenizer=tokenizer, seed=seed, progress=run["progress"]
+            )
         elif text is not None:
             out = single.score_text(text, **opts, tokenizer=tokenizer, **run)
         else:

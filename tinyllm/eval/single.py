@@ -34,16 +34,17 @@ from tinyllm.checkpoint import CONFIG_NAME, read_config, read_single_metadata
 from tinyllm.console import Progress
 from tinyllm.eval import lm
 from tinyllm.eval.text import (
+    TextReader,
     compare_on_text,
     load_tokenizer,
-    model_tokenizer,
+    own_tokenizer,
     read_lm_tokens,
     text_details,
     text_ppl,
 )
 from tinyllm.models import FAMILIES
 from tinyllm.models import hf as hf_family
-from tinyllm.tokens import ByteTokenizer, TextTokens, read_tokens
+from tinyllm.tokens import ByteTokenizer, TextTokens, read_tokens, tokenizer_id
 
 BYTE_TOKENIZER = {"type": "byte", "vocab_size": 256}
 """The tokenizer of a checkpoint whose config.json names none (and of a one-file n-gram)."""
@@ -239,20 +240,47 @@ def open_path(path: str, *, device: Any = "auto", dtype: Any = "auto") -> Loaded
     return open_lm(model=path, device=device, dtype=dtype)
 
 
-def text_tokens(m: LoadedLM, text: str, tokenizer: str | None = None) -> TextTokens:
-    """The text file ``text`` (UTF-8, or a token file of its bytes) as tokens of ``tokenizer``
-    (``"byte"`` or a tokenizer folder, :func:`tinyllm.eval.text.load_tokenizer`), by default
-    of the model's own (:func:`tinyllm.eval.text.model_tokenizer`); every id is checked
-    against the model's vocabulary."""
-    if tokenizer is not None:
-        tok = load_tokenizer(tokenizer)
-    else:
-        tok = model_tokenizer(m.model, hf_family.ARCH if m.family is None else m.arch)
-    tokens = read_lm_tokens(text, tok)
+def text_tokenizer(m: LoadedLM, tokenizer: str | None = None) -> Any:
+    """The tokenizer the text is read in for ``m``: ``tokenizer`` (``"byte"`` or a tokenizer
+    folder, :func:`tinyllm.eval.text.load_tokenizer`), by default its own
+    (:func:`tinyllm.eval.text.own_tokenizer`; bytes for a Hugging Face folder without one)."""
+    own = own_tokenizer(m.model, hf_family.ARCH if m.family is None else m.arch)
+    if tokenizer is None:
+        return ByteTokenizer() if own is None else own
+    return load_tokenizer(tokenizer)
+
+
+def text_size(text: str) -> int:
+    """The UTF-8 bytes of the text file ``text`` (:class:`tinyllm.eval.text.TextReader`): what
+    the file cannot be (missing, a FIFO, a symbolic link loop, ...) is refused here, naming it,
+    before any model is loaded."""
+    with TextReader(text) as r:
+        return r.size
+
+
+def text_tokens(
+    m: LoadedLM, text: str, tok: Any, progress: ProgressFactory | None = None
+) -> TextTokens:
+    """The text file ``text`` (UTF-8, or a token file of its bytes) as tokens of ``tok``
+    (:func:`text_tokenizer`), read in bounded memory (:func:`tinyllm.eval.text.read_lm_tokens`,
+    ``progress("tokenizing", bytes)`` told the bytes read); the largest id is checked against
+    the model's vocabulary."""
+    progress = progress or functools.partial(Progress, quiet=True)
+    with progress("tokenizing", text_size(text)) as bar:
+        tokens = read_lm_tokens(text, tok, progress=bar.update)
     if tokens.ids.size < 2:
         raise ValueError(f"{text}: expected at least 2 tokens to score, got {tokens.ids.size}")
-    check_vocab(tokens.ids, m.vocab_size, text, m.source)
+    check_text_vocab(tokens, m, text)
     return tokens
+
+
+def check_text_vocab(tokens: TextTokens, m: LoadedLM, text: str) -> None:
+    """Every id of ``tokens`` (their largest, nothing read) is in ``m``'s vocabulary."""
+    if m.vocab_size is not None and tokens.max_id >= m.vocab_size:
+        raise ValueError(
+            f"{text}: expected token ids < {m.vocab_size} (the vocabulary of {m.source}), got "
+            f"id {tokens.max_id}"
+        )
 
 
 def score_text(
@@ -280,8 +308,9 @@ def score_text(
     ``prefix``.
     """
     progress = progress or functools.partial(Progress, quiet=True)
+    text_size(text)
     m = open_lm(model, hf, device=device, dtype=dtype)
-    tokens = text_tokens(m, text, tokenizer)
+    tokens = text_tokens(m, text, text_tokenizer(m, tokenizer), progress)
     out: dict = {"model": m.source, "arch": m.arch, "data": str(text)}
     n = int(tokens.ids.size) - 1
     if m.strided:
@@ -311,6 +340,7 @@ def compare_text(
     dtype: Any = "auto",
     seed: int = 0,
     n_perm: int = 10_000,
+    progress: ProgressFactory | None = None,
 ) -> dict:
     """Model B (``against``: a Hugging Face folder or one of our checkpoints, :func:`open_path`)
     against model A (``model`` / ``hf``) on the text file ``text``, each in its own tokenizer
@@ -322,8 +352,11 @@ def compare_text(
     :func:`tinyllm.eval.text.paired_nlls`' keys: ``delta`` = mean of ``l_t(B) - l_t(A)`` in
     nats/token with its 95% Student t interval (positive: B is worse), ``delta_bpb`` (bits per
     byte), ``p`` (paired sign-flip permutation), ``n_tokens``, ``n_bytes``, ``nll_a``,
-    ``nll_b``; different tokenizers are a ValueError ("expected the same tokenizer, got X and Y").
+    ``nll_b``; different tokenizers are a ValueError ("expected the same tokenizer, got X and
+    Y"), before the text is read; the text is tokenized once (``progress`` as
+    :func:`text_tokens`).
     """
+    text_size(text)
     a = open_lm(model, hf, device=device, dtype=dtype)
     b = open_path(against, device=device, dtype=dtype)
     for m in (a, b):
@@ -332,12 +365,19 @@ def compare_text(
                 f"{m.source}: expected a model scored in strided windows (gpt or hf) to pair "
                 f"per token, got {m.arch}"
             )
-    ta, tb = text_tokens(a, text, tokenizer), text_tokens(b, text, tokenizer)
+    tok_a, tok_b = text_tokenizer(a, tokenizer), text_tokenizer(b, tokenizer)
+    if tokenizer_id(tok_a) != tokenizer_id(tok_b):
+        raise ValueError(
+            f"expected the same tokenizer, got {tokenizer_id(tok_a)} and {tokenizer_id(tok_b)}: "
+            f"a per-token comparison needs one tokenizer (compare each model's bpb instead)"
+        )
+    ta = text_tokens(a, text, tok_a, progress)
+    check_text_vocab(ta, b, text)
     ctx = [c for c in (a.ctx_len, b.ctx_len) if c is not None]
     c, s = windows(a, ctx_len if ctx_len is not None else min(ctx, default=None), stride)
     windows(b, c, s)  # the same windows must fit B too
     rng = np.random.default_rng(seed)
-    res = compare_on_text(a.model, ta, b.model, tb, c, s, n_perm=n_perm, rng=rng)
+    res = compare_on_text(a.model, ta, b.model, ta, c, s, n_perm=n_perm, rng=rng)
     out = {"model": a.source, "against": b.source, "data": str(text), "ctx_len": c}
     return out | {"stride": s, "seed": seed} | res
 
