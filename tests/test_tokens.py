@@ -109,3 +109,19 @@ def test_write_refuses_bad_ids(tmp_path):
         write_tokens(tmp_path / "n.tok", np.array([1, -1]))
     with pytest.raises(ValueError, match="1-d"):
         write_tokens(tmp_path / "n.tok", np.zeros((2, 2), dtype=np.int64))
+
+
+def test_offset_lengths_share_a_span_by_byte_fallback_and_inserted_markers():
+    from tinyllm.tokens import _offset_lengths, char_byte_offsets, id_dtype
+
+    assert char_byte_offsets("aé€😀").tolist() == [0, 1, 3, 6, 10]
+    # "▁" inserted before é (no character of its own), é as two fallback bytes, then x
+    pieces, offsets = ["▁", "<0xC3>", "<0xA9>", "x"], [(0, 1), (0, 1), (0, 1), (1, 2)]
+    assert _offset_lengths(pieces, offsets, "éx").tolist() == [0, 1, 1, 1]
+    # "▁" inserted before a character the vocabulary has: that token takes the character
+    assert _offset_lengths(["▁", "Z", "q"], [(0, 1), (0, 1), (1, 2)], "Zq").tolist() == [0, 1, 1]
+    # stripped spaces go to the next token, trailing ones to the last
+    assert _offset_lengths(["ab", "cd"], [(1, 3), (4, 6)], " ab cd  ").tolist() == [3, 5]
+    assert [id_dtype(v).name for v in (256, 257, 65536, 65537)] == [
+        "uint8", "uint16", "uint16", "int32"
+    ]  # fmt: skip

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import struct
 from dataclasses import dataclass
@@ -316,7 +317,7 @@ class TextTokens:
       65536 ids, else int32); a long text's ids live in an unlinked temporary file, mapped
       read-only (:func:`tinyllm.eval.text.read_lm_tokens`), so they cost no memory of their own;
     * ``n_text_bytes``: the text's UTF-8 bytes; ``first_bytes``: the bytes token 0 covers (0
-      for a prefix token);
+      for a prefix token, or a marker the tokenizer inserts, such as a leading "▁");
     * ``tokenizer``: the tokenizer's identity, ``"byte"`` for :class:`ByteTokenizer`, else
       ``"hf-sha256:<16 hex>"`` of its serialized ``tokenizer.json`` (equal strings: the same
       tokenizer, so per-token NLLs of two models pair up);
@@ -381,6 +382,9 @@ PRINTABLE_BYTES = [*range(33, 127), *range(161, 173), *range(174, 256)]
 BYTE_OF_CHAR = {chr(b): b for b in PRINTABLE_BYTES} | {
     chr(256 + i): b for i, b in enumerate(b for b in range(256) if b not in set(PRINTABLE_BYTES))
 }
+BYTE_FALLBACK = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+"""A byte-fallback token (SentencePiece-style BPE): one byte of a character the vocabulary
+lacks."""
 
 
 def is_byte_level(tok: Any) -> bool:
@@ -416,13 +420,31 @@ def char_byte_offsets(text: str) -> np.ndarray:
 
 
 def _offset_lengths(pieces: list[str], offsets: Any, text: str) -> np.ndarray:
-    """Each token's byte count from its character offsets: a character split across tokens
-    (byte fallback) counts for the first token that covers it, bytes no token covers (stripped
-    space) for the next token, trailing ones for the last."""
+    """Each token's byte count from its character offsets. Tokens that share one span (a
+    character split by byte fallback, or a marker the tokenizer inserts before it, as
+    Metaspace's leading "▁") share its bytes: a byte-fallback token ``<0xNN>`` covers its one
+    byte, the rest go to the last other token of the span, so an inserted marker covers none.
+    Bytes no token covers (a stripped space) go to the next token, trailing ones to the last."""
     cb = char_byte_offsets(text)
-    ends = np.maximum.accumulate(np.array([cb[e] for _, e in offsets], dtype=np.int64))
-    ends[-1] = cb[-1]
-    return np.diff(ends, prepend=0)
+    spans = [(int(a), int(b)) for a, b in offsets]
+    out = np.zeros(len(spans), dtype=np.int64)
+    covered, i = 0, 0
+    while i < len(spans):
+        j = i
+        while j + 1 < len(spans) and spans[j + 1] == spans[i]:
+            j += 1
+        avail = max(int(cb[spans[i][1]]) - covered, 0)
+        group = range(i, j + 1)
+        fallback = [k for k in group if BYTE_FALLBACK.fullmatch(pieces[k])]
+        others = [k for k in group if k not in fallback]
+        for k in fallback[:avail]:
+            out[k] = 1
+        out[others[-1] if others else j] += max(avail - len(fallback), 0)
+        covered = max(covered, int(cb[spans[i][1]]))
+        i = j + 1
+    if out.size:
+        out[-1] += int(cb[-1]) - covered
+    return out
 
 
 def token_lengths(tok: Any, enc: Any, text: str, byte_level: bool | None = None) -> np.ndarray:
@@ -480,7 +502,9 @@ def tokenize_text(text: str, tokenizer: Any, *, prefix: bool = True) -> TextToke
     read in bounded memory by :func:`tinyllm.eval.text.read_lm_tokens`, which gives the same ids.
 
     Example: a BPE whose tokens are ``"h", "\\xc3", "\\xa9llo"`` for ``"héllo"`` gives spans
-    ``[0,1) [1,2) [2,6)``; without a prefix token, ``n_scored_bytes = 6 - 1 = 5``.
+    ``[0,1) [1,2) [2,6)``; without a prefix token, ``n_scored_bytes = 6 - 1 = 5``. A Metaspace
+    BPE whose tokens of ``"Zq"`` are ``"▁", "Z", "q"`` gives spans ``[0,0) [0,1) [1,2)``:
+    the inserted "▁" covers no byte, ``n_scored_bytes = 2``.
 
     Raises ValueError for an empty text and TypeError for a tokenizer without character offsets
     (a slow tokenizer).
