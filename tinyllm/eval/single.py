@@ -241,13 +241,23 @@ def open_path(path: str, *, device: Any = "auto", dtype: Any = "auto") -> Loaded
 
 
 def text_tokenizer(m: LoadedLM, tokenizer: str | None = None) -> Any:
-    """The tokenizer the text is read in for ``m``: ``tokenizer`` (``"byte"`` or a tokenizer
-    folder, :func:`tinyllm.eval.text.load_tokenizer`), by default its own
-    (:func:`tinyllm.eval.text.own_tokenizer`; bytes for a Hugging Face folder without one)."""
+    """The tokenizer the text is read in for ``m``: its own (:func:`tinyllm.eval.text.
+    own_tokenizer`), or ``tokenizer`` (``"byte"`` or a tokenizer folder,
+    :func:`tinyllm.eval.text.load_tokenizer`), which must then be that same tokenizer unless the
+    model has none of its own (a Hugging Face folder without one: bytes by default). A model is
+    never fed ids from another tokenizer (SPEC.md section 2): byte values are not token ids of
+    a BPE model, nor BPE ids bytes."""
     own = own_tokenizer(m.model, hf_family.ARCH if m.family is None else m.arch)
     if tokenizer is None:
         return ByteTokenizer() if own is None else own
-    return load_tokenizer(tokenizer)
+    tok = load_tokenizer(tokenizer)
+    if own is not None and tokenizer_id(tok) != tokenizer_id(own):
+        raise ValueError(
+            f"--tokenizer {tokenizer}: expected the tokenizer of {m.source} "
+            f"({tokenizer_id(own)}), got {tokenizer_id(tok)}: a model is never fed ids of "
+            f"another tokenizer; leave --tokenizer out to read the text in each model's own"
+        )
+    return tok
 
 
 def text_size(text: str) -> int:

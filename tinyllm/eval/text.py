@@ -18,6 +18,7 @@ byte over the bytes the scored tokens cover, and two models paired on the same t
 from __future__ import annotations
 
 import codecs
+import errno
 import mmap
 import os
 import re
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyllm import stats
+from tinyllm import safeio, stats
 from tinyllm.eval.lm import eval_ppl, token_nlls
 from tinyllm.models import hf
 from tinyllm.tokens import (
@@ -86,13 +87,18 @@ def model_tokenizer(model: Any, family: str) -> Any:
 TEXT_BLOCK = 1 << 16  # bytes of a text file read at a time
 
 
+def _unreadable(p: Path, e: OSError) -> ValueError:
+    why = "a symbolic link loop" if e.errno == errno.ELOOP else (e.strerror or str(e)).lower()
+    return ValueError(f"{p}: expected a readable text file, got {why}")
+
+
 class TextReader:
     """The UTF-8 text of the regular file ``path``, or of a token file of its byte ids
     (formats/tokens-bin.md), read a block at a time: memory stays bounded whatever the size.
 
     Opening refuses, naming the file: nothing there (FileNotFoundError), not a regular file (a
-    FIFO or a device, never waited on), a token file whose header lies or whose ids are not
-    bytes. :meth:`blocks`
+    FIFO or a device, never waited on), an unreadable path (a symbolic link loop, no
+    permission), a token file whose header lies or whose ids are not bytes. :meth:`blocks`
     refuses bytes that are not UTF-8, with the offset of the first bad byte. ``size`` is the
     text's UTF-8 bytes (a token file: its count of ids). Use as a context manager.
     """
@@ -103,6 +109,10 @@ class TextReader:
             self._f = open_regular(p, "text file")
         except (FileNotFoundError, NotADirectoryError):
             raise FileNotFoundError(f"{p}: text file not found") from None
+        except safeio.UnsafePathError:
+            raise
+        except OSError as e:
+            raise _unreadable(p, e) from None
         try:
             self.token_file = self._f.read(len(MAGIC)) == MAGIC
             self._f.seek(0)
@@ -127,7 +137,10 @@ class TextReader:
         step = self._dtype.itemsize
         done = 0
         while True:
-            chunk = self._f.read(block * step)
+            try:
+                chunk = self._f.read(block * step)
+            except OSError as e:
+                raise _unreadable(self.path, e) from None
             if not chunk:
                 return
             if self.token_file:

@@ -80,9 +80,10 @@ def test_text_route_is_text_ppl_in_the_folders_tokenizer(folders):
 
 
 def test_tokenizer_byte_and_our_checkpoint_on_a_text(folders, tmp_path):
-    got = _json(["eval", "ppl", "--hf", folders / "a", "--text", folders / "val.txt",
+    # a folder without a tokenizer of its own reads the text in the tokenizer given
+    got = _json(["eval", "ppl", "--hf", folders / "bytes", "--text", folders / "val.txt",
                  "--tokenizer", "byte", "--ctx-len", 32])  # fmt: skip
-    m = hf_family.load(folders / "a")
+    m = hf_family.load(folders / "bytes")
     want = text_ppl(m, read_lm_tokens(folders / "val.txt", ByteTokenizer()), 32, 16)
     assert got["tokenizer"] == "byte" and got["bpb"] == pytest.approx(want["bpb"], rel=1e-12)
     torch.manual_seed(0)
