@@ -24,13 +24,14 @@ import importlib.metadata
 import os
 import random
 import subprocess
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tinyllm.eval.lmeval import intervals, require_lm_eval
+from tinyllm.eval.lmeval import demo_task, guards, intervals, require_lm_eval, task_files
+from tinyllm.eval.lmeval.guards import swapped, while_running
 
 
 def _check_tasks(tasks: Any) -> list[str | dict]:
@@ -100,7 +101,14 @@ def evaluate(
     ``(seed, task)``, :func:`~tinyllm.eval.lmeval.intervals.task_rng`) as in
     ``lm_eval.simple_evaluate``. ``backend``: keyword arguments of
     :class:`~tinyllm.eval.lmeval.backend.TinyLLM` (``rolling``, ``stride``, ``max_length``, ...).
-    ``quiet``: lm-eval's progress bars and git probe off (:func:`quiet_lm_eval_run`).
+    ``quiet``: lm-eval's progress bars and git probe off (:func:`quiet_lm_eval_run`). Data
+    come from local files or the datasets cache only: datasets and the hub are offline for the
+    run unless the user set ``HF_DATASETS_OFFLINE`` or ``HF_HUB_OFFLINE``
+    (:func:`tinyllm.eval.lmeval.guards.offline_data`), a dataset that is neither is one
+    :class:`~tinyllm.eval.lmeval.guards.DatasetNotLocalError` line; every task YAML and data
+    file is checked before lm-eval opens it (a FIFO, an oversized file:
+    :func:`~tinyllm.eval.lmeval.guards.guarded_files`), and ``num_fewshot`` against the task's
+    few-shot documents (:func:`~tinyllm.eval.lmeval.guards.check_num_fewshot`).
 
     Returns ``{"lm_eval_version", "seed", "num_fewshot", "limit", "n_boot", "tasks": {task:
     {"n", "doc_ids", "metrics": {"METRIC,FILTER": {"value", "lo", "hi", "interval", "n"}},
@@ -121,40 +129,69 @@ def evaluate(
     from lm_eval.tasks import TaskManager
     from lm_eval.utils import set_torch_seed
 
+    specs = _check_tasks(tasks)
+    if include_path is not None:
+        if not os.path.isdir(include_path):
+            raise ValueError(f"include_path: expected a folder of task YAMLs, got {include_path!r}")
+        task_files.check_include_path(include_path)  # a FIFO there would hang lm-eval's index
+    with guards.offline_data(), guards.guarded_files():
+        tm = TaskManager(
+            include_path=None if include_path is None else str(include_path),
+            include_defaults=include_defaults,
+        )
+        # lm-eval's own seeding (simple_evaluate's), then each task built once: simple_evaluate
+        # takes the built objects, so it does not seed again (it would reset the state the build
+        # left, which its own seed -> build -> evaluate order never does)
+        random.seed(seed)
+        np.random.seed(seed)
+        set_torch_seed(seed)
+        with quiet_lm_eval_run(quiet), _no_env_report():
+            built = [_build(tm, s) for s in specs]
+            guards.check_num_fewshot((t for b in built for t in b["tasks"].values()), num_fewshot)
+            run = _run(simple_evaluate or lm_eval.simple_evaluate, built, tm, model, tokenizer,
+                       backend, num_fewshot, limit, seed)  # fmt: skip
+    return _results(run, built, seed, n_boot, num_fewshot, limit)
+
+
+def _build(tm: Any, spec: str | dict) -> dict:
+    """``tm.load(spec)``; a dataset that is not local names the task's YAML to include."""
+    try:
+        return tm.load(spec)
+    except guards.DatasetNotLocalError as e:
+        entry = tm.task_index.get(e.task)
+        where = getattr(entry, "yaml_path", None)
+        tasks = demo_task.bundled_tasks_dir()
+        if where is not None and tasks in Path(where).parents:
+            raise e.with_include(Path(where).relative_to(tasks).as_posix()) from None
+        raise e.with_include(None if where is None else str(where)) from None
+
+
+def _run(evaluate_fn, built, tm, model, tokenizer, backend, num_fewshot, limit, seed) -> dict:
+    """``lm_eval.simple_evaluate`` (or ``evaluate_fn``) on the built tasks, our backend."""
     from tinyllm.eval.lmeval.backend import TinyLLM
 
-    specs = _check_tasks(tasks)
-    if include_path is not None and not os.path.isdir(include_path):
-        raise ValueError(f"include_path: expected a folder of task YAMLs, got {include_path!r}")
-    tm = TaskManager(
-        include_path=None if include_path is None else str(include_path),
-        include_defaults=include_defaults,
+    kw = dict(backend or {})
+    if _needs_all_greedy(t for b in built for t in b["tasks"].values()):
+        kw.setdefault("greedy", "all")
+    return evaluate_fn(
+        model=TinyLLM(model, tokenizer, **kw),
+        tasks=[obj for b in built for obj in _top_level(b)],
+        task_manager=tm,
+        num_fewshot=num_fewshot,
+        limit=limit,
+        log_samples=True,
+        random_seed=None,  # seeded before the tasks were built
+        numpy_random_seed=None,
+        torch_random_seed=None,
+        fewshot_random_seed=seed,
+        bootstrap_iters=0,  # our intervals replace lm-eval's stderr
     )
-    # lm-eval's own seeding (simple_evaluate's), then each task built once: simple_evaluate
-    # takes the built objects, so it does not seed again (it would reset the state the build
-    # left, which its own seed -> build -> evaluate order never does)
-    random.seed(seed)
-    np.random.seed(seed)
-    set_torch_seed(seed)
-    with quiet_lm_eval_run(quiet), _no_env_report():
-        built = [tm.load(s) for s in specs]
-        kw = dict(backend or {})
-        if _needs_all_greedy(t for b in built for t in b["tasks"].values()):
-            kw.setdefault("greedy", "all")
-        lm = TinyLLM(model, tokenizer, **kw)
-        run = (simple_evaluate or lm_eval.simple_evaluate)(
-            model=lm,
-            tasks=[obj for b in built for obj in _top_level(b)],
-            task_manager=tm,
-            num_fewshot=num_fewshot,
-            limit=limit,
-            log_samples=True,
-            random_seed=None,  # seeded above, before the tasks were built
-            numpy_random_seed=None,
-            torch_random_seed=None,
-            fewshot_random_seed=seed,
-            bootstrap_iters=0,  # our intervals replace lm-eval's stderr
-        )
+
+
+def _results(run: dict, built: list, seed: int, n_boot: int, num_fewshot, limit) -> dict:
+    """evaluate's answer from lm-eval's run: each task's and group's metrics with intervals."""
+    import lm_eval
+
     leaves = {t.task_name: t for b in built for t in b["tasks"].values()}
     out_tasks = {}
     for task, samples in run["samples"].items():
@@ -256,9 +293,9 @@ def quiet_lm_eval_run(quiet: bool = True) -> Iterator[None]:
     import lm_eval.evaluator
 
     with (
-        _swapped(lm_eval.api.task, "tqdm", lambda real: functools.partial(real, disable=True)),
-        _swapped(lm_eval.evaluator, "get_git_commit_hash", lambda real: _quiet_git_hash),
-        _while_running("datasets-bars", lambda: _datasets_bars(False), _datasets_bars),
+        swapped(lm_eval.api.task, "tqdm", lambda real: functools.partial(real, disable=True)),
+        swapped(lm_eval.evaluator, "get_git_commit_hash", lambda real: _quiet_git_hash),
+        while_running("datasets-bars", lambda: _datasets_bars(False), _datasets_bars),
     ):
         yield
 
@@ -271,41 +308,8 @@ def _no_env_report() -> Iterator[None]:
     transformers' versions, ``pretty_env_info`` is None."""
     import lm_eval.evaluator  # optional dependency: evaluate has checked it is there
 
-    with _swapped(lm_eval.evaluator, "add_env_info", lambda real: _versions_only):
+    with swapped(lm_eval.evaluator, "add_env_info", lambda real: _versions_only):
         yield
-
-
-_SWAP_LOCK = threading.Lock()
-_SWAP_DEPTH: dict[str, int] = {}
-_SWAP_SAVED: dict[str, Any] = {}
-
-
-@contextlib.contextmanager
-def _while_running(key: str, on: Callable[[], Any], off: Callable[[Any], Any]) -> Iterator[None]:
-    """``on()`` when the first run (of any thread) enters, ``off(what on returned)`` when the
-    last one leaves, so runs that overlap in threads restore the true original, once."""
-    with _SWAP_LOCK:
-        if not _SWAP_DEPTH.get(key):
-            _SWAP_SAVED[key] = on()
-        _SWAP_DEPTH[key] = _SWAP_DEPTH.get(key, 0) + 1
-    try:
-        yield
-    finally:
-        with _SWAP_LOCK:
-            _SWAP_DEPTH[key] -= 1
-            if not _SWAP_DEPTH[key]:
-                off(_SWAP_SAVED.pop(key))
-
-
-def _swapped(module: Any, name: str, make: Callable[[Any], Any]):
-    """``module.name`` replaced by ``make(original)`` while a run is inside (:func:`_while_running`)."""
-
-    def on() -> Any:
-        real = getattr(module, name)
-        setattr(module, name, make(real))
-        return real
-
-    return _while_running(f"{module.__name__}.{name}", on, lambda real: setattr(module, name, real))
 
 
 def _versions_only(storage: dict) -> None:
