@@ -8,7 +8,7 @@ import typing
 
 import pytest
 
-from tinyllm import compare, metrics, report
+from tinyllm import compare, metrics, report, stats
 from tinyllm.eval import zoo
 from tinyllm.eval.kinds import KIND_MODULES, METRIC_OF_KIND, SCORERS, proportion_scored
 
@@ -27,7 +27,7 @@ def test_the_metrics_and_their_facts():
     assert metrics.MEAN_METRICS == ("bpb", "acc", "acc_norm", "exact_match")
     assert metrics.BPB.item_scale_text == " / ln 2"
     assert [m.item_scale_text for m in metrics.METRICS.values()].count("") == 4
-    assert metrics.INTERVALS == ("student_t", "wilson", "fisher_z", "bootstrap_percentile")
+    assert not hasattr(metrics, "INTERVALS")  # interval names live in tinyllm.stats (Method)
     assert metrics.ARROW == {"lower": " ↓", "higher": " ↑"}
 
 
@@ -43,7 +43,7 @@ def test_each_kind_declares_its_metric_facts(kind):
     assert facts.direction == kind.DIRECTION
     assert facts.item_scale == kind.ITEM_SCALE
     assert kind.MEAN_OF_ITEMS is facts.mean_of_items
-    assert kind.INTERVAL in metrics.INTERVALS
+    assert kind.INTERVAL in stats.ESTIMATORS and kind.INTERVAL in report.INTERVALS
     assert METRIC_OF_KIND[kind.KIND] == kind.METRIC and SCORERS[kind.KIND] is kind.score
 
 
@@ -60,15 +60,17 @@ def test_the_kinds_tables_are_the_zoos_and_the_reports():
     }
     assert tuple(m.KIND for m in KIND_MODULES) == report.KINDS
     assert {m.KIND: m.INTERVAL for m in KIND_MODULES} == {
-        "lm": "student_t",
+        "lm": "cluster_ratio",  # over documents, or blocks of a text without boundaries
         "seq2seq": "wilson",
         "classifier": "wilson",
-        "mlm": "wilson",
-        "rtd": "wilson",
+        "mlm": "cluster_ratio",  # over rows
+        "rtd": "cluster_ratio",
         "embeddings": "fisher_z",
         "lmeval": "wilson",
     }
     assert proportion_scored("acc", [1, 0, 1]).method == KIND_MODULES[2].INTERVAL == "wilson"
+    clustered = proportion_scored("acc", [1, 0, 1, 1], units=[0, 0, 1, 1])
+    assert clustered.method == "cluster_ratio" and clustered.n_units == 2
 
 
 def test_compare_dashboard_and_report_read_the_same_facts():
@@ -76,7 +78,10 @@ def test_compare_dashboard_and_report_read_the_same_facts():
     assert compare.ITEM_SCALE is metrics.ITEM_SCALE
     assert compare.MEAN_METRICS is metrics.MEAN_METRICS
     assert report.METRICS == metrics.NAMES == typing.get_args(report.Metric)
-    assert report.INTERVALS == metrics.INTERVALS == typing.get_args(report.IntervalMethod)
+    assert report.INTERVALS == (*stats.ESTIMATORS, "student_t", "bootstrap_percentile")
+    assert report.INTERVALS == typing.get_args(report.IntervalMethod)
+    # the legacy names of stored rows read as what they computed
+    assert [stats.read_method(m) for m in report.LEGACY_INTERVALS] == ["iid", "cluster_bootstrap"]
     assert frozenset({"bpb"}) == report.LOWER_IS_BETTER
 
 

@@ -5,9 +5,9 @@ A kind's scorer returns its baseline as a :class:`Baseline`: a name ("copy", "ma
 value in the row's metric, and, where the baseline is scored item by item, its per-item scores on
 the very items the model was scored on. :func:`judge` then says which is better:
 
-* per-item baseline scores: the paired permutation (sign-flip) test of
-  :func:`tinyllm.stats.paired_permutation_test` on ``d_i = a_i - b_i`` and the delta
-  ``scale * mean(d)`` with a Student t interval on the paired differences
+* per-item baseline scores: the paired comparison over the row's units,
+  :func:`tinyllm.stats.paired_difference` (a ratio over items: the linearised per-unit
+  residuals, t with G - 1 df, the sign-flip test over units), rescaled to the metric's units
   (:func:`paired_verdict`);
 * a constant baseline of a proportion row: the Wilson score test of ``k / n`` against the
   baseline's value ``p0`` (the Wilson interval is this test inverted: the interval excludes
@@ -15,9 +15,11 @@ the very items the model was scored on. :func:`judge` then says which is better:
 * a constant baseline of a correlation row: the Fisher z test of ``rho`` against ``r0``
   (:func:`fisher_verdict`).
 
-The verdict is "better" or "worse" when ``p < ALPHA`` (on the side the delta says, with the
-metric's direction: lower bpb is better), else "not distinguishable". Nothing here knows about
-models.
+Each row's own test gives ``p``; the verdicts of one report are decided together
+(:func:`adjust_verdicts`: Holm over the rows that were tested, docs/definitions.md "Holm"), so
+the verdict is "better" or "worse" when the Holm-adjusted ``p_adjusted < ALPHA`` (on the side the
+delta says, with the metric's direction: lower bpb is better), else "not distinguishable".
+Nothing here knows about models.
 """
 
 from __future__ import annotations
@@ -29,10 +31,17 @@ import numpy as np
 from scipy import stats as sps
 
 from tinyllm.metrics import DIRECTION
-from tinyllm.stats import CONFIDENCE, mean_ci, paired_permutation_test, wilson_interval
+from tinyllm.stats import (
+    ALPHA,
+    BASELINE_WORDS,
+    CONFIDENCE,
+    Method,
+    holm_adjust,
+    paired_difference,
+    verdict,
+    wilson_interval,
+)
 
-ALPHA = 1.0 - CONFIDENCE
-"""A difference is called at ``p < 0.05``, the level of every interval the project reports."""
 N_PERM = 10_000
 """Random sign patterns of the paired test (all ``2**n`` patterns when that is fewer)."""
 VERDICTS = ("better", "worse", "not distinguishable")
@@ -69,9 +78,7 @@ def _check_direction(direction: str) -> None:
 
 
 def _verdict(p: float, delta: float, direction: str) -> str:
-    if not p < ALPHA or delta == 0:
-        return "not distinguishable"
-    return "better" if (delta < 0) == (direction == "lower") else "worse"
+    return verdict(p, delta, direction, alpha=ALPHA, words=BASELINE_WORDS)
 
 
 def paired_verdict(
@@ -82,16 +89,23 @@ def paired_verdict(
     item_scale: float = 1.0,
     rng: np.random.Generator | None = None,
     n_perm: int = N_PERM,
+    units=None,
 ) -> dict:
-    """The model's per-item scores ``a`` against the baseline's ``b`` on the same items.
+    """The model's per-item scores ``a`` against the baseline's ``b`` on the same items, over
+    the items' units (:func:`tinyllm.stats.paired_difference`, ``kind="ratio"``: the value is
+    ``item_scale * sum(items) / n``).
 
-    ``d_i = a_i - b_i``; ``delta = item_scale * mean(d)`` (the model's value minus the baseline's,
-    in the metric's units); its interval is ``item_scale`` times the Student t interval of
-    ``mean(d)`` (:func:`tinyllm.stats.mean_ci`); ``p`` is the two-sided paired sign-flip test
-    (:func:`tinyllm.stats.paired_permutation_test`, exact for ``2**n <= n_perm``, else
-    ``n_perm`` signs from ``rng``). Items that are NaN in either array (out of vocabulary) are
-    left out of both. Returns ``{"verdict", "test": "paired permutation", "p", "delta",
-    "interval": [lo, hi], "n"}``.
+    ``units``: the unit id of each item (None: each item its own unit). With G units, ``S^A_g``
+    and ``S^B_g`` the unit's summed scores and ``N_g`` its items: ``delta = item_scale (r_A -
+    r_B)`` in the metric's units, its interval ``delta ± t_{.975, G-1} se`` from the linearised
+    residuals ``e_g = (S^A_g - r_A N_g) - (S^B_g - r_B N_g)``, ``p`` the two-sided sign-flip
+    test on ``D_g = S^A_g - S^B_g`` (exact for ``2**G <= n_perm``, else ``n_perm`` signs from
+    ``rng``; None: ``default_rng(0)``), ``mde = (t_{.975} + t_{.80}) se``. With one item per
+    unit this is the item-level paired t interval and sign-flip test. Items that are NaN in
+    either array (out of vocabulary) are left out of both, with their units. Returns
+    ``{"verdict", "test": "paired permutation", "p", "p_adjusted", "delta", "interval":
+    [lo, hi], "n", "n_units", "method": "paired_t", "se", "mde"}``; ``p_adjusted`` is ``p``
+    until the report's rows are adjusted together (:func:`adjust_verdicts`).
 
     Example: ``a = [1, 1, 1, 1]``, ``b = [0, 0, 0, 0]``, higher is better -> delta 1.0,
     interval [1, 1], p = 2/16 = 0.125 (exact), "not distinguishable" (four items cannot show it).
@@ -103,22 +117,29 @@ def paired_verdict(
         raise ValueError(
             f"baseline items: expected one per row item ({a.shape}), got shape {b.shape}"
         )
+    ids = np.arange(a.size) if units is None else np.asarray(units)
+    if ids.shape != a.shape:
+        raise ValueError(f"units: expected one unit id per row item ({a.shape}), got {ids.shape}")
     keep = ~(np.isnan(a) | np.isnan(b))
-    a, b = a[keep], b[keep]
+    a, b, ids = a[keep], b[keep], ids[keep]
     if a.size < 2:
         raise ValueError(f"baseline items: expected at least 2 paired items, got {a.size}")
-    d = a - b
-    ci = mean_ci(d)
-    p = paired_permutation_test(a, b, n_perm=n_perm, rng=rng)
-    delta = item_scale * ci.value
-    lo, hi = sorted((item_scale * ci.lo, item_scale * ci.hi))
+    rng = np.random.default_rng(0) if rng is None else rng
+    pd = paired_difference(a, b, ids, rng, kind="ratio", n_perm=n_perm)
+    if item_scale != 1.0:
+        pd = pd.scaled(item_scale)
     return {
-        "verdict": _verdict(p, delta, direction),
+        "verdict": _verdict(pd.p, pd.delta, direction),
         "test": "paired permutation",
-        "p": float(p),
-        "delta": float(delta),
-        "interval": [float(lo), float(hi)],
+        "p": float(pd.p),
+        "delta": float(pd.delta),
+        "interval": [float(pd.lo), float(pd.hi)],
         "n": int(a.size),
+        "p_adjusted": float(pd.p),
+        "n_units": int(pd.n_units),
+        "method": str(pd.method),
+        "se": float(pd.se),
+        "mde": float(pd.mde),
     }
 
 
@@ -153,6 +174,11 @@ def wilson_verdict(k: int, n: int, p0: float) -> dict:
         "delta": float(delta),
         "interval": [float(ci.lo - p0), float(ci.hi - p0)],
         "n": int(n),
+        "p_adjusted": float(p),
+        "n_units": int(n),
+        "method": str(Method.WILSON),
+        "se": None,
+        "mde": None,
     }
 
 
@@ -189,6 +215,11 @@ def fisher_verdict(rho: float, n: int, r0: float = 0.0) -> dict:
         "delta": float(delta),
         "interval": [float(lo - r0), float(hi - r0)],
         "n": int(n),
+        "p_adjusted": float(p),
+        "n_units": int(n),
+        "method": str(Method.FISHER_Z),
+        "se": None,
+        "mde": None,
     }
 
 
@@ -201,10 +232,11 @@ def judge(
     metric: str,
     direction: str,
     rng: np.random.Generator | None = None,
+    units=None,
 ) -> dict:
-    """The row's ``beats_baseline``: :func:`paired_verdict` when the baseline has per-item
-    scores (and the row has its own), else :func:`fisher_verdict` for a Spearman row and
-    :func:`wilson_verdict` for a proportion row (``k = round(value * n)``)."""
+    """The row's ``beats_baseline``: :func:`paired_verdict` over the row's ``units`` when the
+    baseline has per-item scores (and the row has its own), else :func:`fisher_verdict` for a
+    Spearman row and :func:`wilson_verdict` for a proportion row (``k = round(value * n)``)."""
     if baseline.items is not None and items is not None:
         return paired_verdict(
             items,
@@ -212,6 +244,7 @@ def judge(
             direction=direction,
             item_scale=baseline.item_scale,
             rng=rng,
+            units=units,
         )
     if metric == "spearman":
         return fisher_verdict(value, n, baseline.value)
@@ -265,9 +298,34 @@ def row_fields(
         metric=scored.metric,
         direction=DIRECTION[scored.metric],
         rng=rng,
+        units=getattr(scored, "units", None),
     )
     items = None if b.items is None else np.asarray(b.items, dtype=np.float64)
     return baseline_field(b, items_ref(name)), verdict, items
+
+
+def adjust_verdicts(rows: list[dict]) -> list[dict]:
+    """The rows of one report with their ``beats_baseline`` verdicts decided together: Holm's
+    adjustment (:func:`tinyllm.stats.holm_adjust`) over the m rows whose ``beats_baseline`` has
+    a ``p``, each given ``p_adjusted`` and the verdict read from it at ``ALPHA``
+    (:func:`tinyllm.stats.verdict`, the row's metric's direction). Rows without a verdict are
+    returned as they are; nothing is changed in place.
+
+    Example: three rows with p 0.01, 0.04 and 0.03 -> p_adjusted 0.03, 0.06, 0.06: only the
+    first stays "better".
+    """
+    tested = [
+        i
+        for i, r in enumerate(rows)
+        if isinstance(r.get("beats_baseline"), dict) and r["metric"] in DIRECTION
+    ]
+    adjusted = holm_adjust([rows[i]["beats_baseline"]["p"] for i in tested])
+    out = list(rows)
+    for i, p_adj in zip(tested, adjusted, strict=True):
+        bb = dict(rows[i]["beats_baseline"], p_adjusted=p_adj)
+        bb["verdict"] = _verdict(p_adj, bb["delta"], DIRECTION[rows[i]["metric"]])
+        out[i] = dict(rows[i], beats_baseline=bb)
+    return out
 
 
 def proportion_baseline(name: str, correct, details: dict | None = None) -> Baseline:

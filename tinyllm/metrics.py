@@ -25,8 +25,6 @@ from dataclasses import dataclass
 DIRECTIONS = ("lower", "higher")
 ARROW = {"lower": " ↓", "higher": " ↑"}
 """How a table marks which way is better, after the metric's name (``bpb ↓``)."""
-INTERVALS = ("student_t", "wilson", "fisher_z", "bootstrap_percentile")
-"""How a row's ``lo``/``hi`` are computed (the report's ``interval``)."""
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from tinyllm import metrics, safeio, schemas
+from tinyllm.stats import ESTIMATORS
 
 SCHEMA_VERSION = 1
 MAX_MANIFEST_BYTES = 16 << 20
@@ -41,14 +42,19 @@ REPORT_SCHEMA_PATH = schemas.schema_file(schemas.REPORT)
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 KINDS = ("lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings", "lmeval")
 METRICS = metrics.NAMES
-INTERVALS = metrics.INTERVALS
+LEGACY_INTERVALS = ("student_t", "bootstrap_percentile")
+"""Interval names of rows written before units (:data:`tinyllm.stats.LEGACY_METHODS` reads them:
+``student_t`` is ``iid``, ``bootstrap_percentile`` is ``cluster_bootstrap`` over items)."""
+INTERVALS = (*(str(m) for m in ESTIMATORS), *LEGACY_INTERVALS)
+"""How a row's ``lo``/``hi`` are computed (the row's ``interval``): the names of the estimator
+registry (:data:`tinyllm.stats.ESTIMATORS`), then the legacy names stored reports may hold."""
 STATUSES = ("ok", "error", "skipped")
 LOWER_IS_BETTER = frozenset(name for name, d in metrics.DIRECTION.items() if d == "lower")
 """Metrics where a smaller value is better; every other metric is higher-is-better."""
 
 Kind = Literal["lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings", "lmeval"]
 Metric = Literal["bpb", "acc", "acc_norm", "exact_match", "spearman"]
-IntervalMethod = Literal["student_t", "wilson", "fisher_z", "bootstrap_percentile"]
+IntervalMethod = Literal[INTERVALS]  # type: ignore[valid-type]
 Status = Literal["ok", "error", "skipped"]
 Hex64 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
@@ -315,7 +321,8 @@ class BaselineInfo(BaseModel):
 
 
 class BeatsBaseline(BaseModel):
-    """Whether the row's model beats its baseline (:func:`tinyllm.baselines.judge`)."""
+    """Whether the row's model beats its baseline (:func:`tinyllm.baselines.judge`); the fields
+    after ``n`` are absent in reports written before units."""
 
     model_config = ConfigDict(extra="forbid")
     verdict: Literal["better", "worse", "not distinguishable"]
@@ -324,6 +331,20 @@ class BeatsBaseline(BaseModel):
     delta: float
     interval: tuple[float, float]
     n: int = Field(ge=1)
+    p_adjusted: float | None = Field(default=None, ge=0, le=1)
+    n_units: int | None = Field(default=None, ge=1)
+    method: str | None = None
+    se: float | None = None
+    mde: float | None = None
+
+
+class IidInterval(BaseModel):
+    """The item-level reference interval of a row whose units hold several items."""
+
+    model_config = ConfigDict(extra="forbid")
+    lo: float
+    hi: float
+    method: str
 
 
 class Row(BaseModel):
@@ -355,6 +376,11 @@ class Row(BaseModel):
     # absent in reports written before rows carried a baseline
     baseline: BaselineInfo | None = None
     beats_baseline: BeatsBaseline | None = None
+    # absent in reports written before rows knew their units
+    n_units: int | None = Field(default=None, ge=1)
+    units: str | None = Field(default=None, pattern=r"^items/[a-z0-9][a-z0-9_.-]*\.npy$")
+    iid_interval: IidInterval | None = None
+    interval_warning: str | None = None
 
     @model_validator(mode="after")
     def _check_status(self) -> Row:
@@ -374,6 +400,9 @@ class Row(BaseModel):
 
 ROW_FIELDS_SINCE_BASELINES = ("baseline", "beats_baseline")
 """Row fields that reports written before rows carried a baseline lack (still valid, still read)."""
+ROW_FIELDS_SINCE_UNITS = ("n_units", "units", "iid_interval", "interval_warning")
+"""Row fields that reports written before rows knew their units lack (still valid, still read:
+their rows are compared at the item level, the units unknown)."""
 
 
 class Report(BaseModel):
@@ -396,6 +425,7 @@ class Report(BaseModel):
 
     _items: dict[str, np.ndarray] = PrivateAttr(default_factory=dict)
     _baseline_items: dict[str, np.ndarray] = PrivateAttr(default_factory=dict)
+    _units: dict[str, np.ndarray] = PrivateAttr(default_factory=dict)
 
     @property
     def item_scores(self) -> dict[str, np.ndarray]:
@@ -408,6 +438,12 @@ class Report(BaseModel):
         the rows whose ``baseline.items`` names a file."""
         return self._baseline_items
 
+    @property
+    def unit_ids(self) -> dict[str, np.ndarray]:
+        """The unit id of each item by row name (int64, 1-d, the row's item order), for the rows
+        whose ``units`` names a file (units holding several items)."""
+        return self._units
+
     def row(self, name: str) -> Row:
         """The row called ``name`` (KeyError listing the names if there is none)."""
         for r in self.rows:
@@ -417,12 +453,18 @@ class Report(BaseModel):
 
     def to_json(self) -> dict:
         """The JSON document written to disk (validated by :func:`validate_report`). A row read
-        without ``baseline`` / ``beats_baseline`` (an older report) is written without them."""
+        without ``baseline`` / ``beats_baseline`` or the unit fields (an older report) is written
+        without them, and so is a ``beats_baseline`` without its later fields."""
         doc = self.model_dump(mode="json")
         for row, out in zip(self.rows, doc["rows"], strict=True):
-            for key in ROW_FIELDS_SINCE_BASELINES:
+            for key in ROW_FIELDS_SINCE_BASELINES + ROW_FIELDS_SINCE_UNITS:
                 if key not in row.model_fields_set:
                     out.pop(key, None)
+            if row.beats_baseline is not None:
+                kept = row.beats_baseline.model_fields_set
+                out["beats_baseline"] = {
+                    k: v for k, v in out["beats_baseline"].items() if k in kept
+                }
         return doc
 
 

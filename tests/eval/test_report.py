@@ -217,7 +217,11 @@ def test_report_schema_is_valid_draft_2020_12_and_accepts_a_good_report():
         (lambda d: d["rows"][0].update(value=None), "rows/0/value"),  # ok row without a value
         (lambda d: d["rows"][0].update(error={"type": "E", "message": "m"}), "rows/0/error"),
         (lambda d: d["rows"][0].update(status="error"), "rows/0/error"),  # error row w/o error
-        (lambda d: d["rows"][0].update(interval="wilson"), "rows/0/interval"),  # bpb is student_t
+        (lambda d: d["rows"][0].update(interval="wilson"), "rows/0/interval"),  # bpb: not wilson
+        (lambda d: d["rows"][0].update(interval="paired_t"), "rows/0/interval"),  # not a row's
+        (lambda d: d["rows"][0].update(units="../gpt.units.npy"), "rows/0/units"),
+        (lambda d: d["rows"][0].update(n_units=0), "rows/0/n_units"),
+        (lambda d: d["rows"][0].update(iid_interval={"lo": 1.0}), "rows/0/iid_interval"),
         (lambda d: d["rows"][0].update(metric="perplexity"), "rows/0/metric"),
         (lambda d: d["rows"][0].update(items="../etc/passwd"), "rows/0/items"),
         (lambda d: d["rows"][0].update(checkpoint_sha256="xyz"), "rows/0/checkpoint_sha256"),

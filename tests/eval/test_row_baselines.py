@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 from test_kind_embeddings import entry, hand_case, write_questions  # noqa: F401 (a fixture)
-from test_kind_mlm import _rows_entry  # same folder: pytest puts it on sys.path
+from test_kind_mlm import STUB, _masked_answer, _rows_entry  # same folder: on sys.path
 from test_kind_rtd import _detection
 
-from tinyllm import baselines
+from tinyllm import baselines, stats
 from tinyllm.data import Row
 from tinyllm.eval import zoo
 from tinyllm.eval.kinds import mlm, rtd
@@ -25,19 +25,19 @@ ROWS = [Row("train", "zz", "-"), Row("val", "ab", "-")] * 2
 
 
 def test_mlm_baseline_is_the_most_frequent_byte_scored_per_position(tmp_path, monkeypatch):
-    # positions' originals 101, 32, 101, 7: "e" is the most frequent (2 of 4)
-    monkeypatch.setattr(
-        bert,
-        "mlm_accuracy",
-        lambda m, t, r, p: (np.array([1.0, 1.0, 0.0, 1.0]), np.array([101, 32, 101, 7])),
-    )
-    e, path = _rows_entry(tmp_path, ROWS)
-    s = mlm.score(e, None, path, np.random.default_rng(0))
+    monkeypatch.setattr(bert, "mlm_accuracy", _masked_answer(lambda k: k % 2 == 0))
+    sentences = ["eeeeeeeeeeeeeeeeeeeee", "a b c d e f g h i j"] * 3
+    e, path = _rows_entry(tmp_path, [Row("val", x, "-") for x in sentences])
+    s = mlm.score(e, STUB, path, np.random.default_rng(0))
+    enc = bert.encode_rows(sentences, 24)
+    _, sel = bert.mask_rows(enc, np.random.default_rng(0), 0.15)
+    targets = enc[sel]
     b = s.baseline
-    assert b.name == "most frequent byte" and b.details == {"byte": 101}
-    np.testing.assert_array_equal(b.items, [1.0, 0.0, 1.0, 0.0])
-    w = wilson_interval(2, 4)
-    assert (b.value, b.lo, b.hi) == (0.5, w.lo, w.hi)
+    assert b.name == "most frequent byte" and b.details == {"byte": ord("e")}
+    want = (targets == ord("e")).astype(float)
+    np.testing.assert_array_equal(b.items, want)
+    w = wilson_interval(int(want.sum()), want.size)
+    assert (b.value, b.lo, b.hi) == (pytest.approx(want.mean()), w.lo, w.hi)
 
 
 def test_rtd_baseline_is_always_original_per_token(tmp_path, monkeypatch):
@@ -45,7 +45,7 @@ def test_rtd_baseline_is_always_original_per_token(tmp_path, monkeypatch):
         electra, "rtd_accuracy", _detection([1, 1, 0, 1], [0, 1, 1, 0], [0, 1, 1, 1], [1, 0, 0])
     )
     e, path = _rows_entry(tmp_path, ROWS, "electra")
-    s = rtd.score(e, None, path, np.random.default_rng(0))
+    s = rtd.score(e, STUB, path, np.random.default_rng(0))
     assert s.baseline.name == "always original" and s.baseline.value == 0.5
     np.testing.assert_array_equal(s.baseline.items, [1.0, 0.0, 0.0, 1.0])  # 1 - replaced
 
@@ -56,9 +56,9 @@ def test_rtd_row_stores_the_baseline_items_and_the_paired_verdict(tmp_path, monk
     correct = [1.0] * 40
     correct[0] = correct[1] = 0.0
     monkeypatch.setattr(electra, "rtd_accuracy", _detection(correct, replaced, [1] * 40, [0] * 40))
-    monkeypatch.setattr(zoo, "load_model", lambda p, **kw: None)
+    monkeypatch.setattr(zoo, "load_model", lambda p, **kw: STUB)
     monkeypatch.setattr(zoo, "read_config", lambda p: {"tl_arch": "electra"})
-    _, path = _rows_entry(tmp_path, ROWS, "electra")
+    _, path = _rows_entry(tmp_path, [Row("val", "ab", "-")] * 20, "electra")  # 40 bytes
     (tmp_path / "el").mkdir()
     e = {"name": "el-rows", "family": "electra", "checkpoint": "el", "data": path.name}
     manifest = {"suite": "zoo", "entries": [e]}
@@ -75,14 +75,19 @@ def test_rtd_row_stores_the_baseline_items_and_the_paired_verdict(tmp_path, monk
     base = zoo.load_items(out, row, baseline=True)
     np.testing.assert_array_equal(base, 1.0 - np.array(replaced, float))
     items = zoo.load_items(out, row)
-    # the verdict is the paired test on the two stored arrays: 18 more right of 40
+    units = zoo.load_units(out, row)
+    np.testing.assert_array_equal(units, np.repeat(np.arange(20), 2))  # each row a unit
+    # the verdict is the paired test over the 20 rows on the stored arrays: 18 more right of
+    # 40; the rows' differences D = [-2, 0 x 9, +2 x 10], so of the 2**11 sign patterns of the
+    # 11 that differ, 24 reach |sum| >= 18: p = 24/2048 = 0.0117 (over the 40 tokens as if
+    # independent it was below 1e-3)
     v = row["beats_baseline"]
     assert v["test"] == "paired permutation" and v["verdict"] == "better"
-    assert v["delta"] == pytest.approx(18 / 40) and v["n"] == 40
-    assert 0 < v["p"] < 1e-3
-    assert v["p"] == pytest.approx(
-        paired_permutation_test(items, base, rng=np.random.default_rng(0)), abs=2e-4
-    )  # both far below any level; the exact value depends on the signs drawn
+    assert v["delta"] == pytest.approx(18 / 40) and v["n"] == 40 and v["n_units"] == 20
+    assert v["p"] == pytest.approx(24 / 2048, abs=3e-3) and v["p_adjusted"] == v["p"]
+    pd = stats.paired_difference(items, base, units, np.random.default_rng(0), kind="ratio")
+    assert v["interval"] == pytest.approx([pd.lo, pd.hi]) and v["mde"] == pytest.approx(pd.mde)
+    assert paired_permutation_test(items, base, rng=np.random.default_rng(0)) < 1e-3
     # read back through the pydantic model unchanged
     assert zoo.read_report(out).to_json()["rows"][0] == row
 
@@ -119,6 +124,11 @@ def test_analogy_row_is_judged_against_zero_accuracy_by_wilson(tmp_path):
         "delta": 1.0,
         "interval": [ci.lo, ci.hi],
         "n": 3,
+        "p_adjusted": 0.0,
+        "n_units": 3,
+        "method": "wilson",
+        "se": None,
+        "mde": None,
     }
 
 

@@ -49,13 +49,26 @@ def test_lm_row_equals_family_token_nlls_and_stats(zoo_dir, tmp_path, arch):
     saved = np.load(tmp_path / row["items"], allow_pickle=False)
     assert saved.dtype == np.float64
     np.testing.assert_array_equal(saved, nlls)
-    # bpb = sum / (n_bytes ln 2) with n_bytes = scored tokens; Student t ends rescaled
-    ci = stats.mean_ci(nlls)
-    assert row["metric"] == "bpb" and row["interval"] == "student_t" and row["kind"] == "lm"
+    # bpb = sum / (n_bytes ln 2) with n_bytes = scored tokens; the token file has no unit
+    # boundaries: contiguous blocks (1499 tokens: 149 each, for 10 blocks at least) are the units
+    # of the cluster-robust interval, its ends rescaled; Student t over tokens is iid_interval
+    blocks = stats.contiguous_blocks(nlls.size, 149)
+    ci = stats.cluster_ratio(nlls, blocks)
+    t = stats.mean_ci(nlls)
+    assert row["metric"] == "bpb" and row["interval"] == "cluster_ratio" and row["kind"] == "lm"
     assert row["n"] == VAL_BYTES - 1
+    assert row["n_units"] == blocks.n_units == 11
+    assert row["details"]["block_len"] == 149
+    assert row["interval_warning"].startswith(f"no unit boundaries: {blocks.n_units} contiguous")
+    np.testing.assert_array_equal(np.load(tmp_path / row["units"]), blocks.index)
     assert row["value"] == pytest.approx(math.fsum(nlls) / (nlls.size * LN2), rel=1e-12)
     assert row["lo"] == pytest.approx(ci.lo / LN2, rel=1e-12)
     assert row["hi"] == pytest.approx(ci.hi / LN2, rel=1e-12)
+    assert row["iid_interval"] == {
+        "lo": pytest.approx(t.lo / LN2, rel=1e-12),
+        "hi": pytest.approx(t.hi / LN2, rel=1e-12),
+        "method": "iid",
+    }
     assert row["lo"] < row["value"] < row["hi"]
     assert 0.5 < row["value"] < 9.0  # a barely trained byte model is near the uniform 8 bits
     assert row["checkpoint_sha256"] == sha256_path(ckpt)

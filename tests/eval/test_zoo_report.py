@@ -190,8 +190,16 @@ def test_score_entry_accepts_entries_and_keeps_items_only_when_asked(zoo_dir, tm
     assert row2["baseline"]["items"] == "items/bigram.baseline.npy"
     assert (tmp_path / "items" / "bigram.baseline.npy").is_file()
 
+    # the unit ids (contiguous blocks of the token file) likewise: items/<name>.units.npy
+    assert row["units"] is None and row2["units"] == "items/bigram.units.npy"
+    n = row2["n"]
+    np.testing.assert_array_equal(
+        np.load(tmp_path / row2["units"]), np.arange(n) // row2["details"]["block_len"]
+    )
+
     def unsaved(r):
-        return stable_row(r) | {"items": None, "baseline": r["baseline"] | {"items": None}}
+        base = r["baseline"] | {"items": None}
+        return stable_row(r) | {"items": None, "units": None, "baseline": base}
 
     assert unsaved(row) == unsaved(row2)
 

@@ -59,7 +59,7 @@ def test_uniform_bigram_row_carries_every_field_of_the_row(tmp_path):
         "value": 8.0,
         "lo": 8.0,
         "hi": 8.0,
-        "interval": "student_t",
+        "interval": "cluster_ratio",  # over blocks: the token file has no unit boundaries
         "n": 18,
         "status": "ok",
         "error": None,
@@ -72,6 +72,7 @@ def test_uniform_bigram_row_carries_every_field_of_the_row(tmp_path):
         "options": NO_OPTIONS,
         "details": {
             "n_bytes": 18,
+            "block_len": 1,  # 18 tokens: blocks of 18 // 10 = 1 token, 10 blocks at least
             "sum_nll": pytest.approx(18 * ln256, rel=1e-12),
             "nll": {k: pytest.approx(ln256, rel=1e-12) for k in ("value", "lo", "hi")},
             "ppl": {k: pytest.approx(256.0, rel=1e-12) for k in ("value", "lo", "hi")},
@@ -82,6 +83,11 @@ def test_uniform_bigram_row_carries_every_field_of_the_row(tmp_path):
         },
         "baseline": row["baseline"],  # by hand in tests/eval/test_row_baselines.py
         "beats_baseline": row["beats_baseline"],
+        "n_units": 18,
+        "units": None,  # the unit ids are not kept without items_dir
+        "iid_interval": {"lo": 8.0, "hi": 8.0, "method": "iid"},
+        "interval_warning": "no unit boundaries: 18 contiguous blocks of 1 items stand in for "
+        "the units",
     }
     assert row["baseline"]["name"] == "unigram"
     assert 0.0 < row["seconds"] <= elapsed  # wall time of this entry, not a clock reading
@@ -114,6 +120,10 @@ def test_error_row_of_an_entry_that_failed_elsewhere():
         "details": None,
         "baseline": None,
         "beats_baseline": None,
+        "n_units": None,
+        "units": None,
+        "iid_interval": None,
+        "interval_warning": None,
     }
     assert row == want and type(row["seconds"]) is float
     validate_report(

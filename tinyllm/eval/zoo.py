@@ -8,10 +8,12 @@ The pieces, each usable alone::
     lm_token_nlls(model, ids, entry)   the family's own per-token NLLs (gpt and hf: strided)
     score_entry(entry, seed=..., base_dir=..., items_dir=...) -> row dict   THE scoring path
     score_entry_items(entry, seed=..., base_dir=...) -> (row, per-item scores)   the same, unsaved
+    score_entry_result(entry, seed=..., base_dir=...) -> EntryResult   row and every array
     is_transient(exc)            worth retrying? (for a workflow's retry condition)
     build_report / build_run_report   rows scored anywhere -> a report in manifest order
     run_zoo(manifest, rng=None, seed=0) -> Report    every entry, in manifest order
     write_report(report, path)   schema-validated report.json + items/<name>.npy beside it
+                                 (tinyllm.eval.report_files, re-exported here)
 
 ``score_entry`` never raises for a bad entry: an exception while loading or scoring becomes a row
 with ``status: "error"`` and its type and message; an unknown family (or a kind that has no
@@ -37,7 +39,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -48,6 +50,15 @@ from tinyllm.eval.kinds import METRIC_OF_KIND, SCORERS, Scored
 from tinyllm.eval.kinds.lm import BYTE_CHECK_CHUNK, lm_token_nlls
 from tinyllm.eval.kinds.lm import score as score_lm
 from tinyllm.eval.kinds.lmeval import entry_data_sha256
+from tinyllm.eval.report_files import (
+    _save_npy,
+    _save_units,
+    load_items,
+    load_units,
+    read_report,
+    units_ref,
+    write_report,
+)
 from tinyllm.eval.single import place_checkpoint
 from tinyllm.models import FAMILIES, hf
 from tinyllm.models.word2vec import save_word2vec
@@ -62,20 +73,20 @@ from tinyllm.report import (
 )
 from tinyllm.tokens import encode_batch
 
-__all__ = [  # re-exported from the kinds and tokens modules, importable from here too
+__all__ = [  # re-exported from the kinds, tokens and report_files modules, importable here too
     "BYTE_CHECK_CHUNK",
     "METRIC_OF_KIND",
     "SCORERS",
     "Scored",
     "encode_batch",
     "lm_token_nlls",
+    "load_items",
+    "load_units",
+    "read_report",
     "save_word2vec",
     "score_lm",
+    "write_report",
 ]
-
-validate_report_doc = validate_report
-"""Alias of :func:`tinyllm.report.validate_report` (a report document against the schema)."""
-
 
 class UnknownFamilyError(LookupError):
     """A ``tl_arch`` (or manifest family) that is not in ``tinyllm.models.FAMILIES``."""
@@ -201,6 +212,10 @@ def _base_row(entry: Entry) -> dict:
         "details": None,
         "baseline": None,
         "beats_baseline": None,
+        "n_units": None,
+        "units": None,
+        "iid_interval": None,
+        "interval_warning": None,
     }
 
 
@@ -301,14 +316,26 @@ def score_entry_items(
 
     ``raise_transient=True`` re-raises an exception :func:`is_transient` calls transient (a
     workflow retries it); every other exception is still an error row. The baseline's items
-    are not returned, so the row's ``baseline.items`` is null.
+    and the unit ids are not returned, so the row's ``baseline.items`` and ``units`` are null.
     """
     row, items, _ = score_entry_arrays(
         entry, seed=seed, base_dir=base_dir, raise_transient=raise_transient
     )
     if row["baseline"] is not None:
         row["baseline"]["items"] = None
+    row["units"] = None
     return row, items
+
+
+class EntryResult(NamedTuple):
+    """One entry scored (:func:`score_entry_result`): its row and the arrays saved beside it,
+    each None where there is none (error and skipped rows; ``units`` when every item is its
+    own unit)."""
+
+    row: dict
+    items: np.ndarray | None  # float64, the row's per-item scores
+    baseline_items: np.ndarray | None  # float64, its baseline's on the same items
+    units: np.ndarray | None  # int64, the unit id of each item
 
 
 def score_entry_arrays(
@@ -318,7 +345,35 @@ def score_entry_arrays(
     base_dir: str | os.PathLike = ".",
     raise_transient: bool = False,
 ) -> tuple[dict, np.ndarray | None, np.ndarray | None]:
-    """:func:`score_entry_items` and the baseline's items (:func:`tinyllm.baselines.row_fields`)."""
+    """:func:`score_entry_items` and the baseline's items (:func:`tinyllm.baselines.row_fields`);
+    :func:`score_entry_result` has the unit ids too."""
+    row, items, base_items, _ = score_entry_result(
+        entry, seed=seed, base_dir=base_dir, raise_transient=raise_transient
+    )
+    return row, items, base_items
+
+
+def _unit_fields(scored: Scored, name: str) -> dict:
+    """An ok row's unit fields: ``n_units``, ``units`` (the ids' file, :func:`units_ref`),
+    ``iid_interval`` and ``interval_warning``."""
+    iid = scored.iid_interval
+    return {
+        "n_units": scored.n_units,
+        "units": None if scored.units is None else units_ref(name),
+        "iid_interval": None if iid is None else {"lo": iid.lo, "hi": iid.hi, "method": iid.method},
+        "interval_warning": scored.interval.warning or None,
+    }
+
+
+def score_entry_result(
+    entry: Entry | Mapping,
+    *,
+    seed: int = 0,
+    base_dir: str | os.PathLike = ".",
+    raise_transient: bool = False,
+) -> EntryResult:
+    """One entry scored, nothing written: its row, per-item scores, baseline's per-item scores
+    and unit ids (:class:`EntryResult`), what :func:`score_entry` saves beside a report."""
     entry = entry if isinstance(entry, Entry) else Entry.model_validate(dict(entry))
     base_dir = Path(base_dir)
     t0 = time.perf_counter()
@@ -328,10 +383,10 @@ def score_entry_arrays(
             status="skipped",
             reason=f"unknown family {entry.family!r}; known families: {sorted(FAMILIES)}",
         )
-        return row, None, None
+        return EntryResult(row, None, None, None)
     if row["kind"] not in SCORERS:
         row.update(status="skipped", reason=f"no scorer for kind {row['kind']!r} yet")
-        return row, None, None
+        return EntryResult(row, None, None, None)
     try:
         rng = entry_rng(seed, entry.name)
         ckpt = _resolve(base_dir, entry.checkpoint)
@@ -354,7 +409,7 @@ def score_entry_arrays(
             raise
         row.update(status="error", error={"type": type(exc).__name__, "message": str(exc)})
         row["seconds"] = time.perf_counter() - t0
-        return row, None, None
+        return EntryResult(row, None, None, None)
     row.update(
         status="ok",
         metric=scored.metric,
@@ -368,9 +423,10 @@ def score_entry_arrays(
         baseline=base_row,
         beats_baseline=verdict,
         seconds=time.perf_counter() - t0,
+        **_unit_fields(scored, entry.name),
     )
     items = None if scored.items is None else np.asarray(scored.items, dtype=np.float64)
-    return row, items, base_items
+    return EntryResult(row, items, base_items, scored.units)
 
 
 def score_entry(
@@ -386,15 +442,16 @@ def score_entry(
 
     * ``seed``: the run's seed; the entry's rng is :func:`entry_rng` ``(seed, entry.name)``.
     * ``base_dir``: the folder the entry's relative paths are relative to (the manifest's).
-    * ``items_dir``: where to save the per-item scores as ``<name>.npy`` (normally
-      ``<report folder>/items``); the row then says ``items: "items/<name>.npy"``. Without it the
-      per-item scores are not kept and ``items`` is null.
+    * ``items_dir``: where to save the per-item scores as ``<name>.npy``, the baseline's as
+      ``<name>.baseline.npy`` and the unit ids as ``<name>.units.npy`` (normally
+      ``<report folder>/items``); the row then says ``items: "items/<name>.npy"``. Without it
+      none is kept and ``items`` is null.
 
     Never raises for a bad entry: exceptions become ``status: "error"`` rows (type + message),
     an unknown family a ``status: "skipped"`` row with the reason. (A dict that is not a valid
     manifest entry raises pydantic's ValidationError: manifests are validated before scoring.)
     """
-    row, items, base_items = score_entry_arrays(entry, seed=seed, base_dir=base_dir)
+    row, items, base_items, units = score_entry_result(entry, seed=seed, base_dir=base_dir)
     if items is not None and items_dir is not None:
         _save_npy(Path(items_dir), f"{row['name']}.npy", items)
     elif items is not None:
@@ -403,6 +460,10 @@ def score_entry(
         _save_npy(Path(items_dir), f"{row['name']}.baseline.npy", base_items)
     elif base_items is not None:
         row["baseline"]["items"] = None
+    if units is not None and items_dir is not None:
+        _save_units(Path(items_dir), f"{row['name']}.units.npy", units)
+    elif units is not None:
+        row["units"] = None
     return row
 
 
@@ -432,16 +493,21 @@ def build_report(
     items: Mapping[str, np.ndarray] | None = None,
     created_at: str | None = None,
     baseline_items: Mapping[str, np.ndarray] | None = None,
+    units: Mapping[str, np.ndarray] | None = None,
 ) -> Report:
     """Assemble a :class:`Report` from rows scored by :func:`score_entry` (any order, any
-    process): rows are put in manifest order, and one row per entry is required.
+    process): rows are put in manifest order, and one row per entry is required; the rows'
+    ``beats_baseline`` verdicts are decided together (:func:`tinyllm.baselines.adjust_verdicts`).
 
     ``items`` maps row names to per-item score arrays that :func:`write_report` will save;
-    ``baseline_items`` their baselines' per-item scores (:func:`score_entry_arrays`).
+    ``baseline_items`` their baselines' per-item scores, ``units`` their unit ids
+    (:func:`score_entry_result`).
     """
     report = _make_report(manifest, rows, seed, release, items, created_at, partial=False)
     for name, arr in (baseline_items or {}).items():
         report.baseline_item_scores[name] = np.asarray(arr, dtype=np.float64)
+    for name, arr in (units or {}).items():
+        report.unit_ids[name] = np.asarray(arr, dtype=np.int64)
     return report
 
 
@@ -490,7 +556,7 @@ def _make_report(
         seed=seed,
         tinyllm_version=__version__,
         manifest_sha256=m.sha256(),
-        rows=[by_name[n] for n in names if n in by_name],
+        rows=baselines.adjust_verdicts([by_name[n] for n in names if n in by_name]),
     )
     for name, arr in (items or {}).items():
         report.item_scores[name] = np.asarray(arr, dtype=np.float64)
@@ -521,79 +587,13 @@ def run_zoo(
         seed = int(rng.integers(0, 2**63 - 1))
     entry_rng(seed, "")  # refuse a bad seed before scoring anything
     rows: list[dict] = []
-    items, base_items = {}, {}
+    arrays: dict[str, dict[str, np.ndarray]] = {"items": {}, "baseline_items": {}, "units": {}}
     for i, entry in enumerate(m.entries):
-        row, arr, base_arr = score_entry_arrays(entry, seed=seed, base_dir=base)
-        rows.append(row)
-        if arr is not None:
-            items[entry.name] = arr
-        if base_arr is not None:
-            base_items[entry.name] = base_arr
+        res = score_entry_result(entry, seed=seed, base_dir=base)
+        rows.append(res.row)
+        for key, kept in arrays.items():
+            if getattr(res, key) is not None:
+                kept[entry.name] = getattr(res, key)
         if progress is not None:
-            progress(i + 1, len(m.entries), row)
-    return build_report(m, rows, seed=seed, release=release, items=items, baseline_items=base_items)
-
-
-# ---- writing -----------------------------------------------------------------------------------
-
-
-def _save_npy(root: Path, relpath: str, arr: np.ndarray) -> Path:
-    """``arr`` as float64 ``.npy`` at ``root/relpath`` (:func:`tinyllm.safeio.write_under`: every
-    folder on the way a real folder, a random temporary name, never through a link)."""
-    a = np.asarray(arr, dtype=np.float64)
-    return safeio.write_under(root, relpath, lambda f: np.save(f, a, allow_pickle=False))
-
-
-def write_report(report: Report | Mapping, path: str | os.PathLike) -> Path:
-    """Validate ``report`` against formats/eval-results.schema.json, then write it to ``path``
-    (JSON) with each row's per-item scores in ``items/<name>.npy`` beside it.
-
-    A report that violates the schema is refused (:class:`tinyllm.report.ReportSchemaError`)
-    and nothing is written. Per-item scores come from ``report.item_scores``; a row that names an
-    items file that is neither attached nor already beside ``path`` is refused too, and so is a
-    ``path`` that is a FIFO, a link or a device, or an ``items`` that is not a real folder
-    (:class:`tinyllm.safeio.UnsafePathError`, before anything is written). Every file is written
-    under a fresh random temporary name and renamed (:mod:`tinyllm.safeio`), the JSON last.
-    """
-    doc = report.to_json() if isinstance(report, Report) else json.loads(json.dumps(report))
-    validate_report(doc)
-    arrays = report.item_scores if isinstance(report, Report) else {}
-    base_arrays = report.baseline_item_scores if isinstance(report, Report) else {}
-    out = safeio.check_target(path, "report")
-    folder = out.parent
-    rows = doc["rows"]
-    refs = [(r["items"], arrays.get(r["name"])) for r in rows]
-    refs += [(baselines.row_items_ref(r), base_arrays.get(r["name"])) for r in rows]
-    missing = [f for f, a in refs if f is not None and a is None and not (folder / f).is_file()]
-    if missing:
-        raise FileNotFoundError(
-            f"{out}: rows reference per-item scores that were neither given nor found beside "
-            f"the report: {missing}"
-        )
-    safeio.make_dirs(folder, [])
-    for ref, arr in refs:
-        if ref is not None and arr is not None:
-            _save_npy(folder, ref, arr)
-    text = json.dumps(doc, indent=2, allow_nan=False) + "\n"
-    safeio.write_atomic(out, text.encode("utf-8"), what="report")
-    return out
-
-
-def read_report(path: str | os.PathLike) -> Report:
-    """Read a report written by :func:`write_report`, validating it against the schema."""
-    p = Path(path)
-    doc = json.loads(p.read_text(encoding="utf-8"))
-    validate_report(doc)
-    return Report.model_validate(doc)
-
-
-def load_items(
-    report_path: str | os.PathLike, row: Mapping | Any, *, baseline: bool = False
-) -> np.ndarray | None:
-    """The per-item scores of ``row`` saved beside the report at ``report_path`` (or None);
-    ``baseline=True``: its baseline's (``row.baseline.items``)."""
-    doc = row if isinstance(row, Mapping) else row.model_dump(mode="json")
-    ref = baselines.row_items_ref(doc) if baseline else doc["items"]
-    if ref is None:
-        return None
-    return np.load(Path(report_path).parent / ref, allow_pickle=False)
+            progress(i + 1, len(m.entries), res.row)
+    return build_report(m, rows, seed=seed, release=release, **arrays)

@@ -38,16 +38,16 @@ import numpy as np
 
 from tinyllm import metrics
 from tinyllm.baselines import Baseline
-from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored
+from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored, wilson_items
 from tinyllm.report import Entry
-from tinyllm.stats import spearman_ci, wilson_interval
+from tinyllm.stats import ESTIMATORS, Method
 
 KIND = "embeddings"
 METRIC = metrics.SPEARMAN.name
 DIRECTION = metrics.SPEARMAN.direction
 ITEM_SCALE = metrics.SPEARMAN.item_scale
 MEAN_OF_ITEMS = metrics.SPEARMAN.mean_of_items
-INTERVAL = "fisher_z"
+INTERVAL = Method.FISHER_Z
 ZERO_CORRELATION = Baseline("zero correlation", 0.0)
 """A word-pairs row's baseline: vectors unrelated to the human scores (the Fisher z test)."""
 ZERO_ACCURACY = Baseline("zero accuracy", 0.0)
@@ -120,7 +120,7 @@ def pair_similarities(
 def score_pairs(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
     """Spearman between the model's cosine similarities and the human scores of the word pairs
     in ``data_path`` (a word-pairs file), over the in-vocabulary pairs, with the Fisher z
-    interval (:func:`tinyllm.stats.spearman_ci`).
+    interval (:func:`tinyllm.stats.fisher_z`: each pair its own unit).
 
     ``rho = spearmanr(cos, human)`` (scipy: the Pearson correlation of the average ranks, so ties
     share their mean rank); ``lo, hi = tanh(atanh(rho) ± z / sqrt(n - 3))``, z = 1.95996; ``n`` =
@@ -158,7 +158,7 @@ def score_pairs(entry: Entry, model, data_path: Path, rng: np.random.Generator) 
             if similarity(model, w, w) is None
         }
     )
-    ci = spearman_ci(cos, human)
+    ci = ESTIMATORS[INTERVAL](np.column_stack([cos, human]), np.arange(n), None)
     details = {
         "pairs": len(pairs),
         "oov_pairs": len(pairs) - n,
@@ -285,7 +285,7 @@ def score_analogies(entry: Entry, model, data_path: Path, rng: np.random.Generat
     the questions of ``data_path`` (:func:`read_analogies`, :func:`solve_analogies`).
 
     ``acc = correct / n`` over the ``n`` questions whose four words are in the first
-    :data:`RESTRICT_VOCAB` words, with the Wilson interval; gensim's
+    :data:`RESTRICT_VOCAB` words, with the Wilson interval (each question its own unit); gensim's
     ``evaluate_word_analogies`` gives the same accuracy. Proportion, higher is better. ``rng``
     is unused: nothing here is random.
 
@@ -311,7 +311,6 @@ def score_analogies(entry: Entry, model, data_path: Path, rng: np.random.Generat
             f"{data_path}: expected at least one question with its four words in the "
             f"vocabulary, got none of {len(questions)}"
         )
-    k = int(np.nansum(items))
     sections: dict[str, dict[str, int]] = {}
     for (section, *_), x in zip(questions, items, strict=True):
         s = sections.setdefault(section, {"correct": 0, "answered": 0, "questions": 0})
@@ -328,7 +327,7 @@ def score_analogies(entry: Entry, model, data_path: Path, rng: np.random.Generat
     }
     return Scored(
         metric=ANALOGY_METRIC,
-        interval=wilson_interval(k, n),
+        interval=wilson_items(items[answered]),
         method=ANALOGY_INTERVAL,
         n=n,
         items=items,

@@ -5,9 +5,11 @@ model's own tokenizer (:func:`tinyllm.eval.text.model_tokenizer`: bytes for our 
 folder's own for ``hf``, never byte values as a BPE model's ids). Each family's own
 ``token_nlls`` gives the per-token NLLs (gpt and hf, a local Hugging Face causal LM: strided
 windows, :func:`tinyllm.windows.token_nlls`); the row is their bits per byte over the UTF-8
-bytes the scored tokens cover, with a Student t interval, and the per-token NLLs are the row's
-items. The row's baseline is the unigram of the scored tokens (:func:`unigram_baseline`), scored
-per token on the same tokens.
+bytes the scored tokens cover, and the per-token NLLs are the row's items. The interval is over
+the text's units (docs/definitions.md, "Units"): its documents when the text route gives them,
+else contiguous blocks of tokens whose length the row states (:func:`lm_scored`); the Student t
+interval over tokens stays beside it as the row's ``iid_interval``. The row's baseline is the
+unigram of the scored tokens (:func:`unigram_baseline`), scored per token on the same tokens.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import inspect
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +29,7 @@ from tinyllm.eval.lm import summarize_nlls
 from tinyllm.eval.text import model_tokenizer, read_lm_tokens, text_details
 from tinyllm.models import FAMILIES
 from tinyllm.report import Entry
-from tinyllm.stats import Interval
+from tinyllm.stats import LN2, Interval, Method, as_units, cluster_ratio, contiguous_blocks
 from tinyllm.tokens import ByteTokenizer, is_token_file, read_tokens
 
 KIND = "lm"
@@ -34,8 +37,12 @@ METRIC = metrics.BPB.name
 DIRECTION = metrics.BPB.direction
 ITEM_SCALE = metrics.BPB.item_scale
 MEAN_OF_ITEMS = metrics.BPB.mean_of_items
-INTERVAL = "student_t"
+INTERVAL = Method.CLUSTER_RATIO
 BYTE_CHECK_CHUNK = 1 << 20
+BLOCK_TOKENS = 1024
+"""The length of the contiguous blocks that stand in for documents in a text without unit
+boundaries (shorter when that would give fewer than :data:`MIN_BLOCKS` blocks)."""
+MIN_BLOCKS = 10
 
 
 def _accepts_window_options(fn: Callable) -> bool:
@@ -116,13 +123,15 @@ def _check_byte_tokens(ids: np.ndarray, path: Path) -> None:
             )
 
 
-def lm_data(model, entry: Entry, data_path: Path) -> tuple[np.ndarray, int, dict]:
-    """``(ids, n_bytes, text details)`` of the entry's data in the model's own tokenizer.
+def lm_data(model, entry: Entry, data_path: Path) -> tuple[np.ndarray, int, dict, Any]:
+    """``(ids, n_bytes, text details, units)`` of the entry's data in the model's own tokenizer.
 
     A byte model on a token file reads its ids as they are (a memmap, nothing copied): one token,
     one byte, ``n_bytes = n - 1``. Anything else is tokenized
     (:func:`tinyllm.eval.text.read_lm_tokens`) and ``n_bytes`` is the bytes its tokens
-    ``1 .. n-1`` cover (:attr:`tinyllm.tokens.TextTokens.n_scored_bytes`).
+    ``1 .. n-1`` cover (:attr:`tinyllm.tokens.TextTokens.n_scored_bytes`). ``units``: the
+    document of each token when the text route gives them (its ``units``), else None (no unit
+    boundaries: :func:`lm_scored` uses contiguous blocks).
     """
     tok = model_tokenizer(model, entry.family)
     if isinstance(tok, ByteTokenizer) and is_token_file(data_path):
@@ -130,46 +139,123 @@ def lm_data(model, entry: Entry, data_path: Path) -> tuple[np.ndarray, int, dict
         _check_byte_tokens(ids, data_path)
         details = {"tokenizer": "byte", "n_text_tokens": int(ids.size)}
         details |= {"text_bytes": int(ids.size), "prefix": False}
-        return ids, max(int(ids.size) - 1, 0), details
+        return ids, max(int(ids.size) - 1, 0), details, None
     tokens = read_lm_tokens(data_path, tok)
-    return tokens.ids, tokens.n_scored_bytes, text_details(tokens)
+    units = getattr(tokens, "units", None)
+    return tokens.ids, tokens.n_scored_bytes, text_details(tokens), units
+
+
+def block_length(n_items: int) -> int:
+    """The block length for ``n_items`` scored tokens without unit boundaries:
+    :data:`BLOCK_TOKENS`, or ``n_items // MIN_BLOCKS`` (at least 1) when the text is too short
+    for :data:`MIN_BLOCKS` blocks of that length.
+
+    Example: 50,000 tokens -> 1024 (49 blocks); 2,000 tokens -> 200 (10 blocks).
+    """
+    return max(1, min(BLOCK_TOKENS, n_items // MIN_BLOCKS))
+
+
+def _scored_units(units, n: int):
+    """The scored tokens' units (tokens 1..n-1): ids of the n - 1 scored tokens, or of all n
+    tokens (token 0's, unscored, dropped); None -> contiguous blocks (:func:`block_length`)."""
+    if units is None:
+        return contiguous_blocks(n - 1, block_length(n - 1))
+    ids = np.asarray(units)
+    if ids.ndim == 1 and ids.size == n:
+        ids = ids[1:]
+    if ids.ndim != 1 or ids.size != n - 1:
+        raise ValueError(
+            f"units: expected one unit id per scored token ({n - 1}) or per token ({n}), "
+            f"got shape {ids.shape}"
+        )
+    return as_units(ids, n - 1)
+
+
+def lm_scored(
+    nlls: np.ndarray,
+    n_bytes: int,
+    details: dict,
+    baseline: Baseline | None,
+    units=None,
+) -> Scored:
+    """The bpb row of per-token NLLs ``l_t`` (nats, the scored tokens t = 1..n-1) over units.
+
+    ``bpb = sum_t l_t / (n_bytes ln 2)``. Interval: the cluster-robust ratio estimator of the
+    mean NLL over the units (:func:`tinyllm.stats.cluster_ratio`: ``S_g`` the unit's summed
+    NLL, ``N_g`` its tokens, t with G - 1 df), its ends rescaled to bits per byte by
+    ``N / (n_bytes ln 2)``; ``details.nll`` and ``details.ppl`` carry the same interval in nats
+    per token and in perplexity (ends ``exp`` of the NLL ends). ``units``: the unit id of each
+    scored token (or of every token, token 0's dropped), from the text route; None when the
+    text has no unit boundaries: contiguous blocks of :func:`block_length` tokens, the length
+    in ``details.block_len`` and a warning on the interval. ``iid_interval``: the Student t
+    interval over tokens (:func:`tinyllm.eval.lm.summarize_nlls`), for reference.
+
+    Example: NLLs ``[2, 3, 1, 2, 3, 4, 2.5, 1.5]`` of 8 byte tokens in documents
+    ``[0, 0, 1, 1, 1, 2, 3, 3]`` -> mean NLL 2.375 in (1.3972, 3.3528), bpb 3.4264 in
+    (2.0157, 4.8371) (docs/definitions.md, "cluster_ratio").
+    """
+    x = np.asarray(nlls, dtype=np.float64)
+    s = summarize_nlls(x, n_bytes=n_bytes)
+    n_tok, nb = int(s["n_tokens"]), int(s["n_bytes"])
+    u = _scored_units(units, n_tok + 1)
+    nll = cluster_ratio(x, u)
+    scale = n_tok / nb / LN2  # nats per token -> bits per byte, as summarize_nlls applies it
+    bpb, iid = s["bpb"], s["bpb"]
+    half_lo, half_hi = nll.value - nll.lo, nll.hi - nll.value
+    value = float(bpb["value"])
+    interval = Interval(
+        value,
+        value - half_lo * scale,
+        value + half_hi * scale,
+        Method.CLUSTER_RATIO,
+        nll.n_units,
+        nll.df,
+        None if nll.se is None else nll.se * scale,
+        nll.warning,
+    )
+    out = {
+        "n_bytes": nb,
+        "sum_nll": float(s["sum_nll"]),
+        "nll": {"value": nll.value, "lo": nll.lo, "hi": nll.hi},  # nats per token
+        "ppl": {"value": math.exp(nll.value), "lo": math.exp(nll.lo), "hi": math.exp(nll.hi)},
+    }
+    if u.block_len is not None:
+        out["block_len"] = int(u.block_len)
+    return Scored(
+        metric=METRIC,
+        interval=interval,
+        method=INTERVAL,
+        n=n_tok,
+        items=x,
+        details=out | details,
+        baseline=baseline,
+        units=u.index,
+        iid_interval=Interval(
+            float(iid["value"]), float(iid["lo"]), float(iid["hi"]), Method.IID, n_tok, n_tok - 1
+        ),
+    )
 
 
 def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
     """Bits per byte of ``model`` on the text ``data_path`` (UTF-8, or a token file of its
-    bytes), in the model's own tokenizer, with a Student t interval.
+    bytes), in the model's own tokenizer, with its interval over the text's units
+    (:func:`lm_scored`).
 
     ``bpb = sum_t l_t / (n_bytes * ln 2)`` over the scored tokens t = 1..n-1 (token 0 has no
     context and is never scored); ``n_bytes`` is the UTF-8 bytes those tokens cover
     (:func:`lm_data`: one per token for a byte model, the whole text for a tokenizer with a
-    prefix token). The interval is Student t on the per-token NLLs, its ends rescaled to bits per
-    byte (:func:`tinyllm.eval.lm.summarize_nlls`). ``rng`` is unused: nothing here is random.
-    The row's details add the tokenizer, the text's tokens and bytes (:func:`lm_data`).
-    Baseline: :func:`unigram_baseline` on the same tokens.
+    prefix token). ``rng`` is unused: nothing here is random. The row's details add the
+    tokenizer, the text's tokens and bytes (:func:`lm_data`). Baseline:
+    :func:`unigram_baseline` on the same tokens.
 
     Example: a uniform bigram gives every token ``l_t = ln 256``: bpb = 8 with lo = hi = 8.
     """
-    ids, n_bytes, text = lm_data(model, entry, data_path)
+    ids, n_bytes, text, units = lm_data(model, entry, data_path)
     if ids.size < 3:
         raise ValueError(
             f"{data_path}: expected at least 3 tokens (2 scored tokens for an interval), "
             f"got {ids.size}"
         )
     nlls = lm_token_nlls(model, ids, entry)
-    s = summarize_nlls(nlls, n_bytes=n_bytes)
-    details = {
-        "n_bytes": int(s["n_bytes"]),
-        "sum_nll": float(s["sum_nll"]),
-        "nll": dict(s["nll"]),  # nats per token, {value, lo, hi}
-        "ppl": dict(s["ppl"]),
-    } | text
-    bpb = s["bpb"]
-    return Scored(
-        metric=METRIC,
-        interval=Interval(float(bpb["value"]), float(bpb["lo"]), float(bpb["hi"])),
-        method=INTERVAL,
-        n=int(s["n_tokens"]),
-        items=nlls,
-        details=details,
-        baseline=unigram_baseline(ids, int(s["n_bytes"])),
-    )
+    baseline = unigram_baseline(ids, n_bytes or int(ids.size) - 1)
+    return lm_scored(nlls, n_bytes, text, baseline, units)

@@ -4,12 +4,16 @@ The val rows' sentences (formats/rows.md; other splits are not read) are encoded
 and masked by :func:`tinyllm.models.encoder.mlm_mask` with ``p = 0.15`` and the 80/10/10 rule, every
 draw from the entry's rng (row by row: the same seed gives the same masks and the same row; another
 seed other masks). An item is one selected byte position: 1 when the model's argmax byte equals
-the original, else 0. The row is the proportion with its Wilson interval; its baseline is the most
-frequent byte of the same positions, scored 0/1 on each of them (a paired test).
+the original, else 0. The unit is the row (docs/definitions.md, "Units"): the positions of one
+sentence share its difficulty, so the interval is the cluster-robust ratio estimator over rows
+(:func:`tinyllm.eval.kinds.common.proportion_scored`), the item-level Wilson interval kept as the
+row's ``iid_interval``. Its baseline is the most frequent byte of the same positions, scored 0/1 on
+each of them (a paired test over the same rows).
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +21,7 @@ import numpy as np
 from tinyllm import metrics
 from tinyllm.baselines import proportion_baseline
 from tinyllm.data import read_rows, rows_of_split
-from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored, proportion_scored
+from tinyllm.eval.kinds.common import CLUSTERED_PROPORTION_INTERVAL, Scored, proportion_scored
 from tinyllm.report import Entry
 
 KIND = "mlm"
@@ -25,7 +29,7 @@ METRIC = metrics.ACC.name
 DIRECTION = metrics.ACC.direction
 ITEM_SCALE = metrics.ACC.item_scale
 MEAN_OF_ITEMS = metrics.ACC.mean_of_items
-INTERVAL = PROPORTION_INTERVAL
+INTERVAL = CLUSTERED_PROPORTION_INTERVAL
 SPLIT = "val"
 MASK_PROB = 0.15
 
@@ -43,22 +47,59 @@ def most_frequent_baseline(targets: np.ndarray) -> dict:
     return {"byte": b, "acc": float(counts[b] / max(1, len(targets)))}
 
 
+def selected_rows(
+    sentences: list[str], max_len: int, rng: np.random.Generator, targets
+) -> np.ndarray:
+    """The val row (0-based) of each position :func:`tinyllm.models.bert.mlm_accuracy` selects
+    with ``rng``, in its order (row, then position): the masks of a copy of ``rng`` taken before
+    that call (:func:`tinyllm.models.bert.mask_rows`, the same draws), checked against the
+    returned ``targets`` (the same positions hold the same bytes).
+
+    Example: rows whose masks select 2, 0 and 3 positions -> ``[0, 0, 2, 2, 2]``.
+    """
+    from tinyllm.models.bert import encode_rows, mask_rows
+
+    rows = encode_rows(sentences, max_len)
+    _, sel = mask_rows(rows, rng, MASK_PROB)
+    units = np.repeat(np.arange(len(rows), dtype=np.int64), sel.sum(axis=1))
+    if units.size != len(targets) or not np.array_equal(rows[sel], targets):
+        raise ValueError(
+            f"mlm units: expected the masks of the entry's rng to select the {len(targets)} "
+            f"scored positions, got {units.size} other positions"
+        )
+    return units
+
+
 def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
     """Masked-byte accuracy on the val rows of ``data_path``:
     ``acc = (1/N) sum_k [argmax_b logits_k(b) == x_k]`` over the ``N`` positions selected by
-    :func:`tinyllm.models.bert.mlm_accuracy` (draws from ``rng``); Wilson 95% interval; items:
-    0/1 per selected position, row then position order. Details: ``split``, ``n_rows``,
+    :func:`tinyllm.models.bert.mlm_accuracy` (draws from ``rng``); items: 0/1 per selected
+    position, row then position order; units: the row of each position
+    (:func:`selected_rows`). Interval: the cluster-robust ratio estimator over the rows,
+    ``S_g`` the row's right positions, ``N_g`` its selected positions, t with G - 1 df
+    (``iid_interval``: Wilson over the positions). Details: ``split``, ``n_rows``,
     ``mask_prob``, ``baseline_most_frequent_byte`` (:func:`most_frequent_baseline` on the same
     positions). Baseline: "most frequent byte", 1 on a position whose original byte is that
-    byte, else 0 (the same positions, so the verdict is the paired test).
+    byte, else 0 (the same positions, so the verdict is the paired test over the same rows).
+
+    Raises ValueError naming the file when no byte is masked, or when the masked bytes lie in
+    one row only (an interval over rows needs two).
     """
     from tinyllm.models.bert import mlm_accuracy
 
     val = rows_of_split(read_rows(data_path), SPLIT, data_path)
-    correct, targets = mlm_accuracy(model, [r.sentence for r in val], rng, p=MASK_PROB)
+    sentences = [r.sentence for r in val]
+    probe = copy.deepcopy(rng)  # the same draws mlm_accuracy takes: which row each position is in
+    correct, targets = mlm_accuracy(model, sentences, rng, p=MASK_PROB)
     if correct.size == 0:
         raise ValueError(
             f"{data_path}: expected at least one masked byte in the val rows, got none"
+        )
+    units = selected_rows(sentences, model.cfg.max_len, probe, targets)
+    if np.unique(units).size < 2:
+        raise ValueError(
+            f"{data_path}: val rows: expected masked bytes in at least 2 rows (the rows are the "
+            f"units of the interval), got them in 1 row of {len(val)}"
         )
     frequent = most_frequent_baseline(targets)
     details = {
@@ -69,4 +110,4 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     }
     base_items = np.asarray(targets, dtype=np.int64) == frequent["byte"]
     baseline = proportion_baseline("most frequent byte", base_items, {"byte": frequent["byte"]})
-    return proportion_scored(METRIC, correct, details, baseline)
+    return proportion_scored(METRIC, correct, details, baseline, units=units)
