@@ -104,6 +104,11 @@ def test_wilson_verdict_is_the_score_test_the_wilson_interval_inverts():
         "delta": 0.3,
         "interval": pytest.approx([bl.wilson_interval(30, 100).lo, bl.wilson_interval(30, 100).hi]),
         "n": 100,
+        "p_adjusted": 0.0,  # until the report's rows are adjusted together
+        "n_units": 100,
+        "method": "wilson",
+        "se": None,
+        "mde": None,
     }
     assert bl.wilson_verdict(0, 100, 0.0)["verdict"] == "not distinguishable"
     assert bl.wilson_verdict(10, 100, 0.5)["verdict"] == "worse"
@@ -149,3 +154,66 @@ def test_judge_picks_the_test_and_the_field_is_json_native():
         "details": {},
     }
     assert bl.baseline_field(const, "items/x.baseline.npy")["items"] is None
+
+
+def test_the_paired_verdict_is_over_the_rows_units():
+    # 10 rows of 6 positions; the model beats the baseline on every position of rows 0-4 and
+    # loses every position of row 5: over 60 positions as independent draws that is a clear
+    # win (30 won, 6 lost), over the 10 rows it is 5 wins and 1 loss
+    a = np.zeros(60)
+    b = np.zeros(60)
+    a[:30] = 1
+    b[30:36] = 1
+    units = np.repeat(np.arange(10), 6)
+    items = bl.paired_verdict(a, b, direction="higher", rng=np.random.default_rng(0))
+    rows = bl.paired_verdict(a, b, direction="higher", rng=np.random.default_rng(0), units=units)
+    assert items["p"] < 0.05 and items["verdict"] == "better" and items["n_units"] == 60
+    # D_g = [6 x 5, -6, 0 x 4]: |sum| = 24 is reached by the patterns with at most one of the
+    # six signs against the others: 2 * (1 + 6) of 64 -> 14/64 (exact: 2**10 <= 10,000)
+    assert rows["p"] == pytest.approx(14 / 64) and rows["verdict"] == "not distinguishable"
+    assert (rows["n"], rows["n_units"], rows["method"]) == (60, 10, "paired_t")
+    assert rows["delta"] == pytest.approx(24 / 60)
+    # e_g = D_g - delta N_g = [3.6 x 5, -8.4, -2.4 x 4]: se = sqrt(10/9 sum e^2) / 60
+    e = np.array([3.6] * 5 + [-8.4] + [-2.4] * 4)
+    se = math.sqrt(10 / 9 * np.sum(e * e)) / 60
+    assert rows["se"] == pytest.approx(se)
+    half = sps.t.ppf(0.975, 9) * se
+    assert rows["interval"] == pytest.approx([0.4 - half, 0.4 + half])
+    assert rows["mde"] == pytest.approx((sps.t.ppf(0.975, 9) + sps.t.ppf(0.8, 9)) * se)
+    with pytest.raises(ValueError, match=r"units: expected one unit id per row item"):
+        bl.paired_verdict(a, b, direction="higher", units=units[:10])
+
+
+def _row(name, metric, p, delta):
+    v = {"verdict": "better", "test": "wilson", "p": p, "delta": delta, "interval": [0, 1], "n": 9}
+    return {"name": name, "metric": metric, "beats_baseline": v}
+
+
+def test_a_reports_verdicts_are_decided_together_by_holm():
+    rows = [
+        _row("a", "acc", 0.01, 0.2),
+        _row("b", "bpb", 0.04, -0.3),  # lower is better: better at p 0.04 alone
+        {"name": "c", "metric": "acc", "beats_baseline": None},  # no test: not counted
+        _row("d", "acc", 0.03, -0.1),
+    ]
+    out = bl.adjust_verdicts(rows)
+    # m = 3: sorted 0.01, 0.03, 0.04 times 3, 2, 1 -> 0.03, 0.06, 0.06 (monotone)
+    assert [r["beats_baseline"] and r["beats_baseline"]["p_adjusted"] for r in out] == [
+        pytest.approx(0.03),
+        pytest.approx(0.06),
+        None,
+        pytest.approx(0.06),
+    ]
+    assert [r["beats_baseline"] and r["beats_baseline"]["verdict"] for r in out] == [
+        "better",
+        "not distinguishable",  # raw p 0.04 < 0.05: called "better" one row at a time
+        None,
+        "not distinguishable",
+    ]
+    assert [r["beats_baseline"] and r["beats_baseline"]["p"] for r in out] == [
+        0.01,
+        0.04,
+        None,
+        0.03,
+    ]
+    assert rows[1]["beats_baseline"]["verdict"] == "better"  # the input is left as it was
