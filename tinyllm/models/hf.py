@@ -3,9 +3,14 @@
 A folder that ``transformers.AutoModelForCausalLM.from_pretrained`` reads: a ``config.json``
 with a ``model_type`` (and no ``tl_arch``) and its weights in safetensors. The family's names:
 
-* ``ARCH``, ``KIND``, :func:`load` (safetensors only: a pickled ``pytorch_model.bin`` is refused,
-  never read), :func:`save`, :func:`config_from` (the zoo's config of such a folder),
-  :func:`load_tokenizer` (the folder's own tokenizer);
+* ``ARCH``, ``KIND``, :func:`load`, :func:`save`, :func:`config_from` (the zoo's config of
+  such a folder), :func:`load_tokenizer` (the folder's own tokenizer). The rules of a folder
+  (:mod:`tinyllm.models.hf_checks`, formats/checkpoint.md) are checked before transformers
+  runs: safetensors only (a pickled ``pytorch_model.bin`` is refused, never read), no code of
+  the folder ever runs (an ``auto_map`` is refused; ``trust_remote_code=False`` on every
+  ``from_pretrained``), regular files only, a causal decoder-only config; after it, every
+  weight of the architecture must have come from the files. transformers builds under one
+  process-wide lock (:func:`loading`), so threads load at once, quietly unless debugging;
 * the lm kind's hook :func:`token_nlls` (strided windows, :mod:`tinyllm.windows`) and the
   model's context length, :func:`context_length`;
 * :func:`views`: the model seen through the protocols the scoring code reads a model by --
@@ -21,7 +26,8 @@ with a ``model_type`` (and no ``tl_arch``) and its weights in safetensors. The f
 There is no ``Config``, ``Model`` or ``train``: these models are trained elsewhere and scored as
 they are. Like every family, this module never imports :mod:`tinyllm.eval`; the instrument asks
 it for :func:`views` of a model it is given. ``transformers`` is imported only where a Hugging
-Face model is built or read: it is an optional dependency, and importing the families stays fast.
+Face model is built or read, under :func:`loading`: it is an optional dependency, and importing
+the families stays fast.
 """
 
 from __future__ import annotations
