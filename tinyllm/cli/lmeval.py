@@ -69,7 +69,7 @@ def eval_lmeval_cmd(
 ) -> None:
     """lm-eval tasks (lm-eval's own configs: a task config is code) scored by our engine, 95% intervals.
 
-    Metrics under lm-eval's names (acc_norm by characters, acc_bytes by bytes); Wilson intervals for 0/1 scores, else the bootstrap over documents. Data from local files or the datasets cache only.
+    Metrics under lm-eval's names (acc_norm by characters, acc_bytes by bytes); Wilson intervals for 0/1 scores, else the bootstrap over documents, each in the metric's units; group aggregates as lm-eval weights them. Data from local files or the datasets cache only: offline unless you set HF_DATASETS_OFFLINE or HF_HUB_OFFLINE; a data file over 256 MiB is refused (TINYLLM_LMEVAL_MAX_DATA_BYTES sets another limit).
     """
     from tinyllm.eval.lmeval import MissingLmEvalError, run  # torch and lm-eval: not for --help
 

@@ -168,9 +168,9 @@ def guarded_files() -> Iterator[None]:
 
 def check_num_fewshot(tasks: Iterable[Any], num_fewshot: int | None) -> None:
     """Refuse more few-shot examples than a task can draw: lm-eval samples them without
-    replacement from the task's few-shot documents (all but the scored one when they come from
-    the split it scores), so a larger ``num_fewshot`` (else the task's own) is one line naming
-    the most it can be."""
+    replacement from the task's few-shot documents, drawing one more to drop the scored
+    document when the few-shot split is the test split (or neither is named), so a larger
+    ``num_fewshot`` (else the task's own) is one line naming the most it can be."""
     for t in tasks:
         cfg = getattr(t, "config", None)
         n = num_fewshot if num_fewshot is not None else getattr(cfg, "num_fewshot", None)
@@ -182,8 +182,12 @@ def check_num_fewshot(tasks: Iterable[Any], num_fewshot: int | None) -> None:
         same = split == getattr(cfg, "test_split", None)
         most = max(pool - 1, 0) if same else pool
         if n > most:
-            which = "less the scored one" if same else "its few-shot split"
+            which = (
+                f"{pool} few-shot documents, one held back for the scored document"
+                if same
+                else "few-shot documents"
+            )
             raise ValueError(
                 f"{getattr(cfg, 'task', '?')}: num_fewshot: expected at most {most} (the "
-                f"task's {pool} few-shot documents, {which}), got {n}"
+                f"task's {which}), got {n}"
             )

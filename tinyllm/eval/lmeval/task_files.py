@@ -96,10 +96,14 @@ def check_yaml_file(path: str | os.PathLike) -> None:
 
 def check_include_path(folder: str | os.PathLike) -> None:
     """Refuse a folder of task YAMLs that lm-eval's TaskManager would hang or choke on: every
-    ``**/*.yaml`` it indexes (lm-eval's own walk) must be a regular file of at most
+    ``**/*.yaml`` it indexes (lm-eval's own walk), and every file those include from outside
+    the folder and lm-eval's bundled tasks, must be a regular file of at most
     :data:`MAX_YAML_BYTES` (a FIFO named ``x.yaml`` would block its reader forever), at most
-    :data:`MAX_INDEX_YAMLS` of them."""
-    root = Path(folder)
+    :data:`MAX_INDEX_YAMLS` of them. A YAML that does not parse is left to lm-eval (its index
+    skips it)."""
+    root = Path(os.path.abspath(folder))
+    trusted = (root, demo_task.bundled_tasks_dir())
+    seen: set[Path] = set()
     for i, p in enumerate(root.glob("**/*.yaml")):
         if i >= MAX_INDEX_YAMLS:
             raise ValueError(
@@ -107,6 +111,27 @@ def check_include_path(folder: str | os.PathLike) -> None:
             )
         if not any(part in _IGNORE_DIRS for part in p.parts):
             _check_file(p, MAX_YAML_BYTES, "include_path: task YAML")
+            _check_includes(p, trusted, seen, 0)
+
+
+def _check_includes(path: Path, trusted: tuple[Path, ...], seen: set[Path], depth: int) -> None:
+    """Check each file the YAML ``path`` includes from outside ``trusted`` folders (their own
+    files are checked by the walk, or are lm-eval's), and what those include, in turn."""
+    try:
+        doc = read_yaml(path)
+    except ValueError:
+        return
+    inc = doc.get("include") if isinstance(doc, dict) else None
+    for i in [] if inc is None else inc if isinstance(inc, list) else [inc]:
+        if not isinstance(i, str) or not i:
+            continue
+        p = Path(os.path.normpath(path.parent / os.path.expanduser(i)))
+        if _within(p, trusted) is not None or p in seen or depth >= MAX_INCLUDE_DEPTH:
+            continue
+        seen.add(p)
+        _check_file(p, MAX_YAML_BYTES, f"{path}: include: task YAML")
+        if os.path.isfile(p):
+            _check_includes(p, trusted, seen, depth + 1)
 
 
 def _data_paths(files: object) -> Iterator[str]:
