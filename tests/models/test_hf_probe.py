@@ -235,3 +235,19 @@ def test_with_tinyllm_debug_transformers_speaks(noisy, capfd, monkeypatch):
     capfd.readouterr()
     hf.load(noisy)
     assert "Loading weights" in capfd.readouterr().err
+
+
+def test_the_debug_flag_reaches_the_loader(monkeypatch):
+    """``tinyllm --debug ...`` sets ``TINYLLM_DEBUG``, which the loader (and worker processes)
+    read, so transformers' own output is shown under ``--debug`` and only then."""
+    from typer.testing import CliRunner
+
+    from tinyllm.cli import DEBUG, app
+    from tinyllm.models import hf_checks
+
+    monkeypatch.delenv("TINYLLM_DEBUG", raising=False)
+    monkeypatch.setitem(DEBUG, "on", False)
+    assert CliRunner().invoke(app, ["version"]).exit_code == 0
+    assert not hf_checks.debugging()
+    assert CliRunner().invoke(app, ["--debug", "version"]).exit_code == 0
+    assert hf_checks.debugging()

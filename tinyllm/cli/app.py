@@ -45,12 +45,17 @@ typer.core.TyperOption.display_type_rich = _flag_display_type
 @app.callback()
 def _global_options(
     debug: bool = typer.Option(
-        False, "--debug", help="On an error, print the full traceback, not one line."
+        False,
+        "--debug",
+        help="On an error, print the full traceback, not one line; show third-party output.",
     ),
 ) -> None:
     """Evaluate small language models."""
     if debug:
         DEBUG["on"] = True
+        # the library and worker processes read the environment: transformers' progress bars
+        # and load reports are shown only while it is set (tinyllm.models.hf_checks)
+        os.environ["TINYLLM_DEBUG"] = "1"
 
 
 @app.command()
