@@ -180,16 +180,16 @@ def argmax_correct(family: str, model, ids: np.ndarray, chunk: int = 2048) -> np
     return np.concatenate(out).astype(float)
 
 
-def lee_populations(samples_seed: int, gpt_steps: int) -> tuple[list[Ratio], dict]:
+def lee_populations(seed: int, gpt_steps: int) -> tuple[list[Ratio], dict]:
     """bpb on the 293 Lee documents, and the fold models (for the multiple-choice items)."""
     docs = doc_bytes(data.unique_documents(data.lee_documents()))
     per, models = {}, {}
     for fam in ("bigram", "ngram"):
-        per[fam], models[fam] = cross_fit(docs, fam, FOLDS, samples_seed)
+        per[fam], models[fam] = cross_fit(docs, fam, FOLDS, seed)
     pairs = [("ngram", "bigram")]
     if gpt_steps:
         torch.set_num_threads(1)
-        per["gpt"], _ = cross_fit(docs, "gpt", GPT_FOLDS, samples_seed, gpt_steps)
+        per["gpt"], _ = cross_fit(docs, "gpt", GPT_FOLDS, seed, gpt_steps)
         pairs.append(("gpt", "ngram"))
     pop = ratio_population(
         "lee (293 news documents)", "document", "bpb", 29, per, pairs, scale=1 / stats.LN2,
