@@ -632,3 +632,71 @@ def test_verdict_needs_p_strictly_below_alpha():
     nll = np.random.default_rng(7).gamma(2.0, 0.8, 2000)
     r = run([lm_row("m", nll)], [lm_row("m", nll + 0.05)], {"m": nll}, {"m": nll + 0.05}, n_perm=19)
     assert r["rows"][0]["p"] == 0.05 and r["rows"][0]["verdict"] == "unchanged"
+
+
+def test_the_rows_of_a_release_are_decided_together_by_holm(nll):
+    # three rows, each a regression when judged alone: "a" over 2000 tokens (p = 1/10001), "b"
+    # and "c" over 6 items all 0.5 worse (exact p = 2/64 = 0.03125). Tested together (m = 3),
+    # Holm multiplies the sorted p by 3, 2, 1 and keeps them monotone: 0.0003, 0.0625, 0.0625
+    six = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    prev = {"a": nll, "b": six, "c": six + 1}
+    cur = {"a": nll + 0.05, "b": six + 0.5, "c": six + 1.5}
+    names = list(prev)
+    cmp = run([lm_row(n, prev[n]) for n in names], [lm_row(n, cur[n]) for n in names], prev, cur)
+    r = by_name(cmp)
+    assert [r[n]["p"] for n in names] == pytest.approx([1 / 10_001, 0.03125, 0.03125])
+    assert [r[n]["p_adjusted"] for n in names] == pytest.approx([3 / 10_001, 0.0625, 0.0625])
+    assert [r[n]["verdict"] for n in names] == ["regressed", "unchanged", "unchanged"]
+    assert cmp["summary"]["regressed"] == 1 and cmp["summary"]["unchanged"] == 2
+    assert cmp["adjustment"] == "holm" and cmp["schema_version"] == 2 and "interval" not in cmp
+    assert regressions(cmp) == [r["a"]]  # --fail-on-regression reads these verdicts
+    # a row compared alone is a family of one: its own p decides
+    alone = compare_row(lm_row("b", six), lm_row("b", six + 0.5), loader(prev), loader(cur))
+    assert alone["p_adjusted"] == alone["p"] == 0.03125 and alone["verdict"] == "regressed"
+    # rows without a test are not counted in m
+    only_two = run(
+        [lm_row("b", six), lm_row("c", six + 1), lm_row("x", six)],
+        [lm_row("b", six + 0.5), lm_row("c", six + 1.5), lm_row("x", six, n=3)],
+        prev | {"x": six},
+        cur | {"x": six},
+    )
+    assert [x["p_adjusted"] for x in only_two["rows"]] == [0.0625, 0.0625, None]
+
+
+def test_every_tested_row_states_what_it_could_have_seen(nll):
+    cur = nll + np.random.default_rng(3).normal(0.0, 0.3, nll.size)
+    r = run([lm_row("gpt", nll)], [lm_row("gpt", cur)], {"gpt": nll}, {"gpt": cur})["rows"][0]
+    d = (cur - nll) / LN2  # each token its own unit (the rows state no units: a note says so)
+    se = d.std(ddof=1) / math.sqrt(d.size)
+    t = sps.t.ppf(0.975, d.size - 1) + sps.t.ppf(0.80, d.size - 1)
+    assert r["verdict"] == "unchanged"
+    assert r["se"] == pytest.approx(se, rel=1e-9) and r["mde"] == pytest.approx(t * se, rel=1e-9)
+    assert (r["n_units"], r["method"]) == (2000, "paired_t")
+    assert r["note"] == "units unknown in either release: compared at the item level"
+    assert 0.005 < r["mde"] < 0.05  # about 0.019 bits per byte: it could not rule out less
+    # rows that state their units as the items (n_units = n, no units file): no note
+    pr, cr = lm_row("gpt", nll, n_units=2000), lm_row("gpt", cur, n_units=2000)
+    s = run([pr], [cr], {"gpt": nll}, {"gpt": cur})["rows"][0]
+    assert s["note"] is None and s["mde"] == r["mde"]
+    # not comparable rows have none of it
+    nc = run([lm_row("gpt", nll)], [lm_row("gpt", cur, n=5)], {"gpt": nll}, {"gpt": cur})
+    assert {k: nc["rows"][0][k] for k in ("p_adjusted", "se", "mde", "n_units", "method")} == {
+        "p_adjusted": None,
+        "se": None,
+        "mde": None,
+        "n_units": None,
+        "method": None,
+    }
+
+
+def test_a_comparison_stored_before_units_still_validates(nll):
+    cur = nll + 0.05
+    cmp = run([lm_row("gpt", nll)], [lm_row("gpt", cur)], {"gpt": nll}, {"gpt": cur})
+    old = json.loads(json.dumps(cmp))
+    old.update(schema_version=1, interval="student_t_paired")
+    del old["adjustment"]
+    for r in old["rows"]:
+        for k in ("p_adjusted", "n_units", "method", "se", "mde", "note"):
+            del r[k]
+    validate_compare(old)
+    assert regressions(old) == old["rows"]

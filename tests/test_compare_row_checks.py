@@ -13,7 +13,7 @@ from scipy import stats as sps
 from store_helpers import acc_row
 
 from tinyllm import compare as cm
-from tinyllm.stats import spearman_difference_ci, spearman_difference_test
+from tinyllm import stats
 
 
 def row(name: str, metric: str, value: float, n: int, kind: str = "classifier", **kw) -> dict:
@@ -168,14 +168,23 @@ def test_the_spearman_test_uses_the_seed_n_perm_and_confidence_given(close_pairs
     human, a, b = close_pairs
     prev, cur = rho_row("w", a, human), rho_row("w", b, human)
     r = compare_one(prev, cur, a, b, n_perm=999, seed=7, alpha=0.1)
-    p = spearman_difference_test(b, a, human, n_perm=999, rng=np.random.default_rng(7))
-    assert 0.05 < p < 0.95 and r["p"] == p
-    other = spearman_difference_test(b, a, human, n_perm=999, rng=np.random.default_rng(8))
-    assert other != p  # the seed moves p, so the equality above pins it
-    ci = spearman_difference_ci(
-        b, a, human, np.random.default_rng(7), n_boot=cm.N_BOOT, confidence=0.9
+    # one paired entry point: the bootstrap over units, then the swap test, from default_rng(7)
+    pd = stats.paired_difference(
+        b,
+        a,
+        np.arange(30),  # word pairs: each pair its own unit
+        np.random.default_rng(7),
+        kind="spearman",
+        reference=human,
+        n_perm=999,
+        n_boot=cm.N_BOOT,
+        confidence=0.9,
     )
-    assert (r["lo"], r["hi"]) == (ci.lo, ci.hi)
+    assert 0.05 < pd.p < 0.95 and r["p"] == pd.p and r["method"] == "paired_bootstrap"
+    other = compare_one(prev, cur, a, b, n_perm=999, seed=8, alpha=0.1)
+    assert other["p"] != pd.p  # the seed moves p, so the equality above pins it
+    assert (r["lo"], r["hi"], r["se"], r["mde"]) == (pd.lo, pd.hi, pd.se, pd.mde)
+    assert r["n_units"] == 30
     assert (r["n"], r["metric"]) == (30, "spearman")
 
 
@@ -186,7 +195,10 @@ def test_four_common_pairs_reach_the_test(close_pairs):
     a[4:] = np.nan
     r = compare_one(rho_row("w", a, h), rho_row("w", b, h), a, b)
     # MIN_PAIRS pairs pass the count; this bootstrap then has resamples with constant scores
-    assert r["reason"].startswith("no paired test on the 4 pairs both releases cover: bootstrap")
+    assert r["reason"].startswith(
+        "no paired test on the 4 pairs both releases cover: cluster bootstrap: expected a finite "
+        "statistic on every resample of the 4 units"
+    )
 
 
 def test_spearman_reasons_keep_the_row_metric_and_values(close_pairs):

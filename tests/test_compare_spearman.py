@@ -60,9 +60,11 @@ def test_a_clearly_better_release_is_improved_with_its_interval_above_zero(pairs
     assert r["delta"] == r["current_value"] - r["previous_value"]  # the same pairs covered
     assert 0 < r["lo"] < r["delta"] < r["hi"]
     assert r["p"] == 1 / 10_001 and r["n"] == 80
-    # the interval is the paired bootstrap drawn from default_rng(seed) with N_BOOT resamples
+    # the interval is the paired bootstrap over units (each pair one) drawn from
+    # default_rng(seed) with N_BOOT resamples: the pairs' bootstrap, to the last bits
     ci = spearman_difference_ci(good, poor, human, np.random.default_rng(0), n_boot=cm.N_BOOT)
-    assert (r["lo"], r["hi"]) == (ci.lo, ci.hi)
+    assert (r["lo"], r["hi"]) == pytest.approx((ci.lo, ci.hi), rel=1e-12)
+    assert (r["method"], r["n_units"]) == ("paired_bootstrap", 80)
     back = compare_one(rho_row("w", good, human), rho_row("w", poor, human), good, poor)
     assert back["verdict"] == "regressed" and back["hi"] < 0
 

@@ -139,22 +139,33 @@ def test_a_real_lm_rows_unigram_items_read_back_equal_score_entry_arrays(tmp_pat
     bigram.save(bigram.train(bigram.Config(k=0.5), text, seed=0), tmp_path / "bigram")
     e = {"name": "bigram", "family": "bigram", "checkpoint": "bigram", "data": "val.tok"}
     manifest = {"suite": "zoo", "entries": [e]}
-    row, items, base = zoo.score_entry_arrays(e, seed=1, base_dir=tmp_path)
+    row, items, base, units = zoo.score_entry_result(e, seed=1, base_dir=tmp_path)
     assert row["status"] == "ok" and base is not None and base.size == row["n"] == 199
     run = zoo.build_run_report(manifest, [row], seed=1, release="r1")
     store = open_store(tmp_path / "store")
-    out = publish_run(store, "r1", run, {"bigram": items}, baseline_items={"bigram": base})
+    out = publish_run(
+        store,
+        "r1",
+        run,
+        {"bigram": items},
+        baseline_items={"bigram": base},
+        units={"bigram": units},
+    )
     stored = out["report"]["rows"][0]
     assert stored["status"] == "ok"
     back = store.read_items("r1", "bigram", stored["baseline"]["items"])
     assert back.dtype == np.float64
     np.testing.assert_array_equal(back, base)
-    # the paired delta and its interval recomputed from the stored arrays are the row's
+    # the paired delta and its interval recomputed from the stored arrays (over the stored
+    # units: 199 tokens, no boundaries, blocks of 19) are the row's
+    stored_units = store.units_loader("r1")("bigram")
+    np.testing.assert_array_equal(stored_units, np.arange(199) // 19)
     again = baselines.paired_verdict(
         store.items_loader("r1")("bigram"),
         back,
         direction="lower",
         item_scale=metrics.row_item_scale(stored),
+        units=stored_units,
     )
     verdict = stored["beats_baseline"]
     assert again["delta"] == pytest.approx(verdict["delta"], rel=1e-12)

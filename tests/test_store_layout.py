@@ -20,6 +20,8 @@ ORDER = [
     "tinyllm.errors",
     "tinyllm.schemas",
     "tinyllm.report",
+    "tinyllm.baselines",
+    "tinyllm.compare_checks",
     "tinyllm.compare_render",
     "tinyllm.compare",
     "tinyllm.store.errors",

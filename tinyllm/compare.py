@@ -1,76 +1,73 @@
-"""Release comparison: "did this release get better or worse than the last?" (SPEC.md section 5).
+"""Release comparison: "did this release get better or worse than the last?" (docs/definitions.md,
+"Paired tests", "Holm", "The detectable difference").
 
 :func:`compare_reports` pairs the rows of two reports by name. A row scored on the same items in
 both releases -- both ``status: "ok"``, the same ``metric``, the same ``data_sha256`` and ``n``,
-and per-item scores of equal length in both -- is tested:
+and per-item scores of equal length in both -- is tested by the one paired entry point,
+:func:`tinyllm.stats.paired_difference`, over the row's sampling units, ``a`` the current
+release's per-item scores and ``b`` the previous one's:
 
-* ``p``: two-sided paired sign-flip permutation test (:func:`tinyllm.stats.paired_permutation_test`)
-  on the per-item scores, ``d_i = cur_i - prev_i``, with ``n_perm`` sign patterns drawn from a
-  fresh ``numpy.random.default_rng(seed)`` for every row (so a row's p does not depend on which
-  other rows the reports hold, and the same inputs always give the same p);
-* ``delta = current value - previous value`` in the metric's units;
-* ``[lo, hi]``: ``delta ± t_{1-alpha/2, n-1} * sd(d) / sqrt(n) * scale``, the Student t interval
-  of the mean per-item difference, rescaled to the metric's units. ``scale`` is ``1 / ln 2`` for
-  ``bpb`` -- LM items are per-token NLLs in nats and a byte-level token is one byte, so nats per
-  token / ln 2 = bits per byte; a row in a tokenizer whose tokens cover ``n_bytes`` bytes in all
-  has ``n / (n_bytes ln 2)`` (:func:`tinyllm.metrics.row_item_scale`) -- and 1 for the others (0/1 items average to
-  the accuracy); LM rows in different tokenizers (``details.tokenizer``) are not comparable;
-* ``verdict``: when ``p < alpha``, "improved" or "regressed" by the sign of ``delta`` and the
-  metric's direction (``bpb`` lower is better; ``acc``, ``acc_norm``, ``exact_match``,
-  ``spearman`` higher is better); otherwise "unchanged".
+* a mean metric (bpb, acc, acc_norm, exact_match: the value is ``scale * sum(items) / n``) is a
+  ratio over items (``kind="ratio"``): per unit g, ``D_g = S^cur_g - S^prev_g`` and the
+  linearised residuals ``e_g = D_g - delta N_g``; ``p`` is the sign-flip test on the ``D_g``
+  (``n_perm`` patterns from a fresh ``numpy.random.default_rng(seed)`` for every row, exact for
+  ``2**G <= n_perm``), ``[lo, hi]`` is ``delta ± t_{1-alpha/2, G-1} se`` with
+  ``se = sqrt(G/(G-1) sum e_g^2) / sum N_g``, method ``paired_t``; everything is rescaled to the
+  metric's units (``scale``: 1 for proportions, ``1 / ln 2`` for byte-level bpb, ``n / (n_bytes
+  ln 2)`` for a tokenizer whose tokens cover ``n_bytes`` bytes, :func:`tinyllm.metrics.row_item_scale`);
+  LM rows in different tokenizers (``details.tokenizer``) are not comparable;
+* a Spearman row (word pairs: items are each pair's cosine, ``details.human_scores``
+  (:data:`HUMAN_KEY`) the human scores, equal in both releases): ``delta = rho(cur, h) -
+  rho(prev, h)`` on the pairs both cover, ``[lo, hi]`` the percentile bootstrap resampling units
+  (:data:`N_BOOT` draws), ``p`` the swap test with whole units swapped (PERM-BOTH of Deutsch et
+  al. 2021), method ``paired_bootstrap``, both from one ``default_rng(seed)``;
+* ``se``, ``n_units`` (G) and ``mde = (t_{.975, G-1} + t_{.80, G-1}) se``, the smallest true
+  change the row could see at 80% power and two-sided alpha 0.05, in the metric's units.
 
-The verdict comes from the permutation test; the t interval is the size of the change. Near the
-boundary the two can disagree slightly (an interval that just excludes 0 with ``p`` just above
-alpha); the verdict follows ``p``.
+**Units.** A row's ``units`` names its unit ids (one per item, :meth:`Store.units_loader`); a row
+with ``n_units`` but no file has each item as its own unit. Units that differ between the
+releases make the row "not comparable". A row of a report written before units (no
+``n_units``, or no units file where they hold several items) is compared item by item, with
+the ``note`` "units unknown ...".
 
-**Coverage (the kinds of :data:`COVERAGE_KINDS`, i.e. word vectors).** Their per-item scores
-line up with the task file's items (pair or question i of the file is item i) and are NaN where
-the model does not cover the item (an out-of-vocabulary word); ``n`` counts the covered items,
-so it may differ between releases. Such rows are compared on the items both releases cover
-(the row's ``n``), and ``delta`` is measured on those items (it equals current value - previous
-value when both cover the same items). A mean metric (the analogies' ``acc``) is then tested as
-above on the common items.
+**Many rows, one decision.** ``p`` is each row's own; the rows tested together are adjusted by
+Holm (:func:`tinyllm.stats.holm_adjust`): ``p_adjusted``, and the verdict is read from it at
+``alpha`` (:func:`tinyllm.stats.verdict`): "improved" or "regressed" by the sign of ``delta``
+and the metric's direction (bpb lower is better, the rest higher), else "unchanged". A row
+compared alone (:func:`compare_row`) is a family of one: ``p_adjusted = p``.
 
-**Correlation rows (``spearman``).** rho is not a mean of per-item scores. The items are each
-pair's cosine, and the row's ``details.human_scores`` (:data:`HUMAN_KEY`) holds the human score of
-every pair of the file, equal in both releases. On the k pairs both cover, with ``x`` the current
-cosines, ``y`` the previous ones and ``h`` the human scores:
-
-* ``delta = rho(x, h) - rho(y, h)`` (Spearman; = current value - previous value when both cover
-  the same pairs);
-* ``[lo, hi]``: the paired percentile bootstrap of that difference over pairs
-  (:func:`tinyllm.stats.spearman_difference_ci`: each of :data:`N_BOOT` resamples takes the same
-  pairs for both releases), drawn from ``numpy.random.default_rng(seed)``; not symmetric about
-  ``delta``;
-* ``p``: the paired permutation test PERM-BOTH of Deutsch et al. 2021
-  (:func:`tinyllm.stats.spearman_difference_test`): under "no difference" the two releases'
-  within-release ranks of a pair are exchangeable, so they are swapped pair by pair at random,
-  ``n_perm`` patterns from ``default_rng(seed)``, two-sided on ``|delta|``;
-* the verdict as above. Fewer than :data:`MIN_PAIRS` common pairs (none at all: disjoint
-  coverage), missing or different human scores, or constant scores: "not comparable" with the
-  reason.
+**Coverage** (the kinds of :data:`COVERAGE_KINDS`, i.e. word vectors): per-item scores line up
+with the task file's items and are NaN where the model does not cover one; such rows are
+compared on the items both releases cover (the row's ``n``), ``delta`` measured there (equal to
+current value - previous value when both cover the same items). Fewer than :data:`MIN_PAIRS`
+common pairs, missing or different human scores or constant scores: "not comparable".
 
 Every other pair is "not comparable" with the reason (a status that is not ok, different data,
-different n, no per-item scores -- releases stored before Spearman rows kept them have none).
-Rows in only one release are "added" or "removed". The result validates against
-``compare.schema.json`` (tinyllm/schemas/).
-
-Per-item scores come through loaders (:data:`ItemLoader`), so this module knows no store: a
-loader's :class:`tinyllm.errors.StorageError` (the store's errors derive from it), ``OSError``,
-``ValueError`` or ``KeyError`` makes the row "not comparable" with the message as the reason.
+different n, no per-item scores). Rows in only one release are "added" or "removed". The result
+validates against ``compare.schema.json`` (tinyllm/schemas/). Per-item scores and unit ids come
+through loaders (:data:`ItemLoader`), so this module knows no store: a loader's
+:class:`tinyllm.errors.StorageError`, ``OSError``, ``ValueError`` or ``KeyError`` makes the row
+"not comparable" with the message as the reason.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from tinyllm import metrics, schemas
+from tinyllm.compare_checks import (  # the row checks, public names of this module too
+    COVERAGE_KINDS,
+    HUMAN_KEY,
+    RowItemsMismatchError,
+    finite_number,
+    human_scores,
+    paired_units,
+    row_items_problem,
+)
 from tinyllm.compare_render import (  # the rendering half, public names of this module too
     compare_markdown,
     compare_table,
@@ -80,13 +77,16 @@ from tinyllm.compare_render import (  # the rendering half, public names of this
 )
 from tinyllm.errors import StorageError
 from tinyllm.stats import (
-    mean_ci,
-    paired_permutation_test,
-    spearman_difference_ci,
-    spearman_difference_test,
+    COMPARE_WORDS,
+    PairedDifference,
+    holm_adjust,
+    paired_difference,
+    verdict,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: rows carry ``p_adjusted`` (Holm), ``se``, ``mde``, ``n_units``, ``method`` and ``note``
+(comparisons stored with version 1 lack them and still read)."""
 SCHEMA_PATH = schemas.schema_file(schemas.COMPARE)
 
 #: which way is better, per metric; per-item units -> metric units (bpb: LM items are NLLs in
@@ -97,14 +97,6 @@ ITEM_SCALE = metrics.ITEM_SCALE
 MEAN_METRICS = metrics.MEAN_METRICS
 TESTED = ("improved", "regressed", "unchanged")
 VERDICTS = (*TESTED, "not comparable", "added", "removed")
-#: how far a row's value may be from the mean of its per-item scores (relative), float rounding
-VALUE_RTOL = 1e-9
-COVERAGE_KINDS = frozenset({"embeddings"})
-"""The kinds whose per-item scores follow the task file's items, NaN where the model does not
-cover one (an out-of-vocabulary word): ``n`` counts the items that are not NaN (the embeddings
-kind's ``NAN_ITEMS``; a test keeps the two in step, since this module imports no kind)."""
-HUMAN_KEY = "human_scores"
-"""The details key of a Spearman row: the human score of every pair of its file, in file order."""
 N_BOOT = 2_000
 """Bootstrap resamples of pairs behind a Spearman row's interval (a 95% percentile interval is
 stable to about 0.01 of its width at 2,000)."""
@@ -119,6 +111,8 @@ items takes about 6 s at this bound (0.06 s at the default 10,000). A larger ``n
 refused: "n_perm: expected at most 1000000 permutations per row, got ..."."""
 
 ItemLoader = Callable[[str], np.ndarray]
+UnitLoader = Callable[[str], "np.ndarray | None"]
+"""``name -> unit ids`` of a release's row (one per item), None when it names no units file."""
 
 __all__ = [
     "COVERAGE_KINDS",
@@ -129,6 +123,7 @@ __all__ = [
     "SCHEMA_PATH",
     "ItemLoader",
     "RowItemsMismatchError",
+    "UnitLoader",
     "compare_markdown",
     "compare_reports",
     "compare_row",
@@ -140,91 +135,6 @@ __all__ = [
     "summary_line",
     "validate_compare",
 ]
-
-
-class RowItemsMismatchError(ValueError):
-    """A row's ``n`` or ``value`` disagrees with the per-item scores it comes with."""
-
-
-def row_items_problem(row: dict, items: Any) -> str | None:
-    """Why an ok row disagrees with its per-item scores, or None when it agrees (or has no
-    result to check: a row that is not ``status: "ok"``).
-
-    Checked: the scores are a 1-d array of finite numbers -- for the kinds of
-    :data:`COVERAGE_KINDS` NaN too, an item the model does not cover -- ``n`` equals the number
-    of scores that are not NaN (every kind counts its scored items as ``n``); for the metrics of
-    :data:`MEAN_METRICS` the value equals their mean times ``ITEM_SCALE``, and for a Spearman
-    row with ``details.human_scores`` there is one human score per item and the value equals
-    ``scipy.stats.spearmanr`` of the covered items' scores and human scores (relative tolerance
-    :data:`VALUE_RTOL`).
-
-    Example: an ``acc`` row with n 4 and value 0.75 agrees with items [1, 0, 1, 1]; with value
-    0.5 it does not ("... expected value 0.75 (the mean of its 4 per-item scores), got 0.5").
-    """
-    if not isinstance(row, dict) or row.get("status") != "ok":
-        return None
-    name = row.get("name")
-    a = np.asarray(items)
-    if a.ndim != 1 or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
-        return (
-            f"row {name!r}: expected 1-d numeric per-item scores, got dtype {a.dtype} "
-            f"shape {a.shape}"
-        )
-    a = a.astype(np.float64)
-    covered = ~np.isnan(a) if row.get("kind") in COVERAGE_KINDS else np.ones(a.size, bool)
-    bad = int(np.sum(~np.isfinite(a[covered])))
-    if bad:
-        return f"row {name!r}: expected finite per-item scores, got {bad} that are not"
-    k = int(covered.sum())
-    n = row.get("n")
-    if isinstance(n, bool) or n != k:
-        what = "the number of its per-item scores"
-        if k != a.size:
-            what = f"its per-item scores that are not NaN, of {a.size}"
-        return f"row {name!r}: expected n = {k} ({what}), got {n!r}"
-    metric = row.get("metric")
-    facts = metrics.METRICS.get(metric) if isinstance(metric, str) else None
-    if facts is not None and facts.mean_of_items:
-        scale = metrics.row_item_scale(row)
-        expected = float(np.mean(a[covered])) * scale
-        value = _num(row.get("value"))
-        if value is None or not math.isclose(value, expected, rel_tol=VALUE_RTOL, abs_tol=1e-12):
-            how = facts.item_scale_text
-            if scale != facts.item_scale:
-                how = f" * n / (n_bytes ln 2), n_bytes {row['details']['n_bytes']}"
-            return (
-                f"row {name!r}: expected {metric} value {expected!r} (the mean of its {k} "
-                f"per-item scores{how}), got {row.get('value')!r}"
-            )
-    details = row.get("details")
-    if metric == metrics.SPEARMAN.name and isinstance(details, dict) and HUMAN_KEY in details:
-        human, problem = _human_scores(row, a.size)
-        if problem:
-            return f"row {name!r}: {problem}"
-        expected = float(sps.spearmanr(a[covered], human[covered]).statistic)
-        value = _num(row.get("value"))
-        if value is None or not math.isclose(value, expected, rel_tol=VALUE_RTOL, abs_tol=1e-12):
-            return (
-                f"row {name!r}: expected spearman value {expected!r} (of its {k} covered "
-                f"per-item scores and details.{HUMAN_KEY}), got {row.get('value')!r}"
-            )
-    return None
-
-
-def _human_scores(row: dict, size: int) -> tuple[np.ndarray, str | None]:
-    """A Spearman row's ``details.human_scores`` as float64, or why it cannot be used."""
-    details = row.get("details")
-    raw = details.get(HUMAN_KEY) if isinstance(details, dict) else None
-    if not isinstance(raw, list) or not all(_num(v) is not None for v in raw):
-        return np.zeros(
-            0
-        ), f"expected details.{HUMAN_KEY}, a list of finite numbers, got {raw!r:.60}"
-    human = np.array(raw, dtype=np.float64)
-    if human.size != size:
-        return human, (
-            f"expected one human score per item in details.{HUMAN_KEY} ({size}), got {human.size}"
-        )
-    return human, None
 
 
 def _check_n_perm(n_perm: Any) -> int:
@@ -251,16 +161,15 @@ def _row(name: str, verdict: str, reason: str | None, metric: Any, **kw: Any) ->
         "hi": None,
         "p": None,
         "n": None,
+        "p_adjusted": None,
+        "n_units": None,
+        "method": None,
+        "se": None,
+        "mde": None,
+        "note": None,
     }
     out.update(kw)
     return out
-
-
-def _num(x: Any) -> float | None:
-    """A finite JSON number or None."""
-    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
-        return None
-    return float(x)
 
 
 def _status_reason(row: dict, side: str) -> str | None:
@@ -300,14 +209,20 @@ def compare_row(
     n_perm: int = 10_000,
     seed: int = 0,
     alpha: float = 0.05,
+    load_units_prev: UnitLoader | None = None,
+    load_units_cur: UnitLoader | None = None,
 ) -> dict:
-    """Compare one entry's rows from two releases (see the module docstring for the rules).
+    """Compare one entry's rows from two releases (see the module docstring for the rules); a
+    row compared alone has ``p_adjusted = p``.
 
     ``n_perm``: 1 to :data:`MAX_N_PERM` permutations (ValueError otherwise)."""
     _check_n_perm(n_perm)
     name = cur["name"]
     metric = cur.get("metric")
-    values = {"previous_value": _num(prev.get("value")), "current_value": _num(cur.get("value"))}
+    values = {
+        "previous_value": finite_number(prev.get("value")),
+        "current_value": finite_number(cur.get("value")),
+    }
 
     def nc(reason: str) -> dict:
         return _row(name, "not comparable", reason, metric, **values)
@@ -346,18 +261,21 @@ def compare_row(
     assert a_prev is not None and a_cur is not None
     if a_prev.size != a_cur.size:
         return nc(f"per-item scores of different lengths ({a_prev.size} vs {a_cur.size})")
+    units, note, err = paired_units(prev, cur, a_cur.size, (load_units_prev, load_units_cur))
+    if err:
+        return nc(err)
+    assert units is not None
     same_coverage = True
     if coverage:  # NaN: an item that release does not cover; compare the items both cover
         cov_prev, cov_cur = ~np.isnan(a_prev), ~np.isnan(a_cur)
         same_coverage = bool(np.array_equal(cov_prev, cov_cur))
         both = cov_prev & cov_cur
         if metric == metrics.SPEARMAN.name:
-            return _correlation_row(
-                prev, cur, a_prev, a_cur, both, same_coverage, values, n_perm, seed, alpha
-            )
+            test = (a_prev, a_cur, units, both, same_coverage, n_perm, seed, alpha)
+            return _correlation_row(prev, cur, values, note, *test)
         if not both.any():
             return nc(_disjoint(cov_prev, cov_cur, "item"))
-        a_prev, a_cur = a_prev[both], a_cur[both]
+        a_prev, a_cur, units = a_prev[both], a_cur[both], units[both]
     elif metric == metrics.SPEARMAN.name:
         return nc(
             f"spearman rows are compared pair by pair only for the kinds {sorted(COVERAGE_KINDS)}"
@@ -366,47 +284,53 @@ def compare_row(
         return nc(f"fewer than 2 paired items ({a_cur.size})")
     if not (np.all(np.isfinite(a_prev)) and np.all(np.isfinite(a_cur))):
         return nc("non-finite per-item scores")
-
-    p = paired_permutation_test(a_cur, a_prev, n_perm=n_perm, rng=np.random.default_rng(seed))
-    d = a_cur - a_prev  # paired differences, item units (nats per token, or 0/1 differences)
-    ci = mean_ci(d, confidence=1.0 - alpha)
-    scale = metrics.row_item_scale(cur)
-    half = (ci.hi - ci.value) * scale
-    if same_coverage:
+    rng = np.random.default_rng(seed)
+    try:
+        pd = paired_difference(
+            a_cur, a_prev, units, rng, kind="ratio", n_perm=n_perm, confidence=1.0 - alpha
+        )
+    except ValueError as e:
+        return nc(f"no paired test on the {a_cur.size} paired items: {e}")
+    pd = pd.scaled(metrics.row_item_scale(cur))
+    delta = pd.delta
+    if same_coverage:  # the values' own difference; the interval keeps its half-widths
         delta = values["current_value"] - values["previous_value"]
-    else:  # on the items both cover
-        delta = ci.value * scale
-    return _tested(name, metric, values, delta, delta - half, delta + half, p, a_cur.size, alpha)
+    lo, hi = delta - (pd.delta - pd.lo), delta + (pd.hi - pd.delta)
+    return _tested(name, metric, values, pd, delta, lo, hi, alpha, note)
 
 
 def _tested(
     name: str,
     metric: str,
     values: dict,
+    pd: PairedDifference,
     delta: float,
     lo: float,
     hi: float,
-    p: float,
-    n: int,
     alpha: float,
+    note: str | None,
 ) -> dict:
-    """A tested row: the verdict from ``p`` at ``alpha`` and the sign of ``delta``."""
-    if p < alpha and delta != 0.0:
-        better = delta < 0 if DIRECTION[metric] == "lower" else delta > 0
-        verdict = "improved" if better else "regressed"
-    else:
-        verdict = "unchanged"
+    """A tested row: delta and its interval, ``pd``'s p, se, mde, units and method, and the
+    verdict from ``p`` at ``alpha`` (:func:`compare_reports` reads it again from Holm's
+    adjusted p)."""
+    notes = "; ".join(x for x in (note, pd.warning) if x) or None
     return _row(
         name,
-        verdict,
+        verdict(pd.p, delta, DIRECTION[metric], alpha=alpha, words=COMPARE_WORDS),
         None,
         metric,
         **values,
         delta=float(delta),
         lo=float(lo),
         hi=float(hi),
-        p=float(p),
-        n=int(n),
+        p=float(pd.p),
+        n=int(pd.n_items),
+        p_adjusted=float(pd.p),
+        n_units=int(pd.n_units),
+        method=str(pd.method),
+        se=float(pd.se),
+        mde=float(pd.mde),
+        note=notes,
     )
 
 
@@ -421,26 +345,29 @@ def _disjoint(cov_prev: np.ndarray, cov_cur: np.ndarray, what: str) -> str:
 def _correlation_row(
     prev: dict,
     cur: dict,
+    values: dict,
+    note: str | None,
     a_prev: np.ndarray,
     a_cur: np.ndarray,
+    units: np.ndarray,
     both: np.ndarray,
     same_coverage: bool,
-    values: dict,
     n_perm: int,
     seed: int,
     alpha: float,
 ) -> dict:
     """A Spearman row (module docstring): the difference of the two rhos on the pairs both
-    releases cover, its paired bootstrap interval and the PERM-BOTH p."""
+    releases cover, its bootstrap interval over units and the swap p
+    (:func:`tinyllm.stats.paired_difference`, ``kind="spearman"``)."""
     name, metric = cur["name"], cur["metric"]
 
     def nc(reason: str) -> dict:
         return _row(name, "not comparable", reason, metric, **values)
 
-    human, problem = _human_scores(cur, a_cur.size)
+    human, problem = human_scores(cur, a_cur.size)
     if problem:
         return nc(f"current row: {problem}")
-    human_prev, problem = _human_scores(prev, a_prev.size)
+    human_prev, problem = human_scores(prev, a_prev.size)
     if problem:
         return nc(f"previous row: {problem}")
     if not np.array_equal(human, human_prev):
@@ -454,14 +381,21 @@ def _correlation_row(
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
         return nc("non-finite per-item scores")
     try:
-        p = spearman_difference_test(x, y, h, n_perm=n_perm, rng=np.random.default_rng(seed))
-        ci = spearman_difference_ci(
-            x, y, h, np.random.default_rng(seed), n_boot=N_BOOT, confidence=1.0 - alpha
+        pd = paired_difference(
+            x,
+            y,
+            units[both],
+            np.random.default_rng(seed),
+            kind="spearman",
+            reference=h,
+            n_perm=n_perm,
+            n_boot=N_BOOT,
+            confidence=1.0 - alpha,
         )
     except ValueError as e:
         return nc(f"no paired test on the {k} pairs both releases cover: {e}")
-    delta = values["current_value"] - values["previous_value"] if same_coverage else ci.value
-    return _tested(name, metric, values, delta, ci.lo, ci.hi, p, k, alpha)
+    delta = values["current_value"] - values["previous_value"] if same_coverage else pd.delta
+    return _tested(name, metric, values, pd, delta, pd.lo, pd.hi, alpha, note)
 
 
 def _check_report(report: Any, side: str) -> dict[str, dict]:
@@ -492,21 +426,28 @@ def compare_reports(
     n_perm: int = 10_000,
     seed: int = 0,
     alpha: float = 0.05,
+    load_units_prev: UnitLoader | None = None,
+    load_units_cur: UnitLoader | None = None,
 ) -> dict:
     """Compare release ``cur`` with the earlier release ``prev``; the compare.json object.
 
     ``load_items_prev`` / ``load_items_cur``: ``name -> np.ndarray`` of that entry's per-item
-    scores in each release (e.g. ``store.items_loader(release)``), so any store works.
+    scores in each release (e.g. ``store.items_loader(release)``), so any store works;
+    ``load_units_prev`` / ``load_units_cur``: ``name -> unit ids or None`` (e.g.
+    ``store.units_loader(release)``); without them rows whose units hold several items are
+    compared item by item, with the note "units unknown".
 
     Rows: the current report's rows in its order (tested, "not comparable" or "added"), then the
     rows only the previous report has ("removed"), in its order. ``summary`` counts verdicts.
-    Units: ``delta``, ``lo``, ``hi`` in the metric's units (bits per byte for bpb, a proportion
-    for accuracies); ``p`` is the permutation p-value, ``(1 + #{|T_s| >= |T|}) / (n_perm + 1)``
-    (exact enumeration for ``2**n <= n_perm``); ``n_perm`` is 1 to :data:`MAX_N_PERM`, checked
-    before any row is compared (ValueError "n_perm: expected at most ..., got ...").
+    Units: ``delta``, ``lo``, ``hi``, ``se``, ``mde`` in the metric's units (bits per byte for
+    bpb, a proportion for accuracies); ``p`` is the permutation p-value over units,
+    ``(1 + #{|T_s| >= |T|}) / (n_perm + 1)`` (exact enumeration for ``2**G <= n_perm``);
+    ``p_adjusted`` is Holm's over the tested rows, and the verdict is read from it at ``alpha``.
+    ``n_perm`` is 1 to :data:`MAX_N_PERM`, checked before any row is compared (ValueError
+    "n_perm: expected at most ..., got ...").
 
-    Example: 2000 tokens whose NLLs all rise by 0.05 nats -> delta = 0.05 / ln 2 = 0.0721 bpb,
-    p = 1 / 10001, verdict "regressed".
+    Example: 2000 tokens, each its own unit, whose NLLs all rise by 0.05 nats -> delta = 0.05 /
+    ln 2 = 0.0721 bpb, p = 1 / 10001, verdict "regressed".
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha: expected a level in (0, 1), got {alpha}")
@@ -525,12 +466,20 @@ def compare_reports(
                     n_perm=n_perm,
                     seed=seed,
                     alpha=alpha,
+                    load_units_prev=load_units_prev,
+                    load_units_cur=load_units_cur,
                 )
             )
         else:
             reason = f"only in the current release {cur['release']}"
             rows.append(
-                _row(name, "added", reason, row.get("metric"), current_value=_num(row.get("value")))
+                _row(
+                    name,
+                    "added",
+                    reason,
+                    row.get("metric"),
+                    current_value=finite_number(row.get("value")),
+                )
             )
     for name, row in prev_rows.items():
         if name not in cur_rows:
@@ -541,9 +490,10 @@ def compare_reports(
                     "removed",
                     reason,
                     row.get("metric"),
-                    previous_value=_num(row.get("value")),
+                    previous_value=finite_number(row.get("value")),
                 )
             )
+    rows = adjust(rows, alpha)
     summary = {v: 0 for v in VERDICTS}
     for r in rows:
         summary[r["verdict"]] += 1
@@ -554,7 +504,7 @@ def compare_reports(
         "previous_created_at": prev.get("created_at"),
         "current_created_at": cur.get("created_at"),
         "test": "paired_sign_flip_permutation",
-        "interval": "student_t_paired",
+        "adjustment": "holm",
         "confidence": 1.0 - alpha,
         "alpha": alpha,
         "n_perm": n_perm,
@@ -562,6 +512,23 @@ def compare_reports(
         "rows": rows,
         "summary": summary,
     }
+
+
+def adjust(rows: list[dict], alpha: float = 0.05) -> list[dict]:
+    """The rows of one comparison decided together: Holm's adjusted p
+    (:func:`tinyllm.stats.holm_adjust`) over the rows that were tested (a ``p``), each row's
+    ``p_adjusted`` and its verdict read from it at ``alpha``; other rows as they are.
+
+    Example: tested rows with p 0.01, 0.04 and 0.03 -> p_adjusted 0.03, 0.06 and 0.06; only the
+    first keeps its call.
+    """
+    tested = [i for i, r in enumerate(rows) if r["verdict"] in TESTED and r["p"] is not None]
+    out = list(rows)
+    for i, p_adj in zip(tested, holm_adjust([rows[i]["p"] for i in tested]), strict=True):
+        r = rows[i]
+        call = verdict(p_adj, r["delta"], DIRECTION[r["metric"]], alpha=alpha, words=COMPARE_WORDS)
+        out[i] = dict(r, p_adjusted=p_adj, verdict=call)
+    return out
 
 
 @functools.cache
@@ -582,5 +549,6 @@ def validate_compare(cmp: Any, source: str = "compare.json") -> None:
 
 
 def regressions(cmp: dict) -> list[dict]:
-    """The rows whose verdict is "regressed"."""
+    """The rows whose verdict is "regressed": read from the Holm-adjusted p (comparisons stored
+    before Holm: from each row's own p)."""
     return [r for r in cmp["rows"] if r["verdict"] == "regressed"]

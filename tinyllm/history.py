@@ -100,6 +100,8 @@ def release_history(
                 store.items_loader(v.name),
                 n_perm=n_perm,
                 seed=seed,
+                load_units_prev=store.units_loader(previous[0], previous[1]),
+                load_units_cur=store.units_loader(v.name, v.report),
             )
         yield step
         previous = (v.name, v.report)
@@ -121,8 +123,9 @@ def compare_releases(
     progress: Callable[[int], ContextManager[Any]] | None = None,
 ) -> dict:
     """compare.json of release ``b`` against the earlier release ``a`` of ``store`` (nothing
-    written): :func:`tinyllm.compare.compare_reports` on their reports and per-item scores, a
-    paired permutation test per row with ``n_perm`` sign patterns at level ``alpha``.
+    written): :func:`tinyllm.compare.compare_reports` on their reports, per-item scores and unit
+    ids, a paired permutation test per row over its units with ``n_perm`` sign patterns, the
+    verdicts from the Holm-adjusted p at level ``alpha``.
 
     ``progress(total)``: a context manager around the comparison, told the number of ``b``'s
     rows when it starts (``update(0)``) and when it ends (``update(total)``); compare_reports
@@ -140,6 +143,8 @@ def compare_releases(
             n_perm=n_perm,
             seed=seed,
             alpha=alpha,
+            load_units_prev=store.units_loader(a, prev),
+            load_units_cur=store.units_loader(b, cur),
         )
         bar.update(total)
     return cmp

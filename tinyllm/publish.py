@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyllm.baselines import adjust_verdicts
 from tinyllm.compare import RowItemsMismatchError, compare_reports, row_items_problem
 from tinyllm.report import validate_report
 from tinyllm.store import (
@@ -76,10 +77,12 @@ def merge_report(
     Everything comes from ``new_report`` except ``rows`` (:func:`merge_rows`) and ``created_at``,
     which keeps the old report's value when there is one: ``created_at`` is when the release was
     first evaluated and orders the history, so rerunning one entry of an old release does not
-    move it after newer releases. The run's own time stays in its ``runs/<run-id>.json``.
+    move it after newer releases. The run's own time stays in its ``runs/<run-id>.json``. The
+    merged rows' "beats baseline" verdicts are decided together again
+    (:func:`tinyllm.baselines.adjust_verdicts`: Holm over every row of the release).
     """
     merged = dict(new_report)
-    merged["rows"] = merge_rows(old_report, new_report["rows"], order)
+    merged["rows"] = adjust_verdicts(merge_rows(old_report, new_report["rows"], order))
     if old_report is not None and "created_at" in old_report:
         merged["created_at"] = old_report["created_at"]
     return merged
@@ -138,6 +141,7 @@ def publish_run(
     previous: str | None = None,
     seed: int = 0,
     run_id: str | None = None,
+    units: dict[str, Any] | None = None,
 ) -> dict:
     """Publish one run of a release: items, the run file, the comparison, the merged report.
 
@@ -150,7 +154,10 @@ def publish_run(
        and each row's ``items`` set to that name (a row without scores gets ``null``); its
        baseline's scores likewise, as entry ``<name>.baseline`` (``items/<name>.baseline-<h>.npy``,
        a name no entry can have: entry names have no dot), in ``baseline.items`` (``null``
-       without them);
+       without them); its unit ids in ``units`` (:func:`tinyllm.eval.zoo.score_entry_result`;
+       one integer per item, :meth:`Store.write_units_ref`: ``items/<name>.units-<h>.npy``)
+       in the row's ``units`` (``null`` without them: every item its own unit when
+       ``n_units == n``, else the units are unknown and the row is compared item by item);
     2. the run's raw report at ``runs/<run-id>.json`` (never overwritten);
     3. the baseline: ``previous``, or :meth:`Store.baseline_release` (decided before this
        release is visible, so the release never counts as its own predecessor);
@@ -174,9 +181,8 @@ def publish_run(
     attempt = (store.uri, release, run_id) if run_id else None
     run_id = run_id or new_run_id()
     try:
-        out = _publish(
-            store, release, run_report, items, baseline_items or {}, order, previous, seed, run_id
-        )
+        arrays = (items, baseline_items or {}, units or {})
+        out = _publish(store, release, run_report, arrays, order, previous, seed, run_id)
     except Exception as e:
         first = _FIRST_FAILURES.get(attempt) if attempt else None
         if attempt is None or first is None or first is e:
@@ -205,6 +211,8 @@ def _mismatch_row(row: dict, problem: str) -> dict:
         n=None,
         items=None,
     )
+    if "units" in out:  # a row that knows its units: none of them describes a result now
+        out.update(units=None, n_units=None, iid_interval=None, interval_warning=None)
     return out
 
 
@@ -250,11 +258,31 @@ def baseline_items_name(name: str) -> str:
     return f"{name}.baseline"
 
 
-def _with_refs(row: dict, refs: dict[str, str], base_refs: dict[str, str]) -> dict:
-    """``row`` naming its stored scores: ``items`` and ``baseline.items`` (null without them)."""
+def units_problem(row: dict, units: Any, items: Any) -> str | None:
+    """Why a row's unit ids cannot go with its per-item scores ``items``, or None: one integer
+    id per item. Example: 3 ids for 4 items -> "row 'm': expected one unit id per item (4),
+    got shape (3,)"."""
+    name = row.get("name") if isinstance(row, dict) else None
+    u = np.asarray(units)
+    if items is None:
+        return f"row {name!r}: expected per-item scores with the unit ids, got none"
+    if u.ndim != 1 or u.shape != np.shape(items):
+        return (
+            f"row {name!r}: expected one unit id per item ({np.size(items)}), got shape {u.shape}"
+        )
+    if u.size and not np.issubdtype(u.dtype, np.integer):
+        return f"row {name!r}: expected integer unit ids, got dtype {u.dtype}"
+    return None
+
+
+def _with_refs(row: dict, refs: dict[str, str], base_refs: dict[str, str], unit_refs) -> dict:
+    """``row`` naming its stored arrays: ``items``, ``baseline.items`` and ``units`` (null
+    without them; a row of a report that has no ``units`` field keeps none)."""
     out = dict(row, items=refs.get(row["name"]))
     if isinstance(out.get("baseline"), dict):
         out["baseline"] = dict(out["baseline"], items=base_refs.get(row["name"]))
+    if "units" in out or row["name"] in unit_refs:
+        out["units"] = unit_refs.get(row["name"])
     return out
 
 
@@ -262,34 +290,37 @@ def _publish(
     store: Store,
     release: str,
     run_report: dict,
-    items: dict[str, Any],
-    baseline_items: dict[str, Any],
+    given: tuple[dict[str, Any], dict[str, Any], dict[str, Any]],
     order: Sequence[str] | None,
     previous: str | None,
     seed: int,
     run_id: str,
 ) -> dict:
-    rows, arrays, base_arrays = [], dict(items), dict(baseline_items)
+    items, baseline_items, units = given
+    rows, arrays, base_arrays, unit_arrays = [], dict(items), dict(baseline_items), dict(units)
     for row in run_report["rows"]:
         name = row.get("name") if isinstance(row, dict) else None
-        arr, base_arr = items.get(name), baseline_items.get(name)
+        arr, base_arr, unit_arr = items.get(name), baseline_items.get(name), units.get(name)
         problem = row_items_problem(row, arr) if arr is not None else None
         if problem is None and base_arr is not None:
             problem = baseline_items_problem(row, base_arr, arr)
             if problem is None and not isinstance(row.get("baseline"), dict):
                 base_arrays.pop(name)  # a row that is not ok and has no baseline to name them
+        if problem is None and unit_arr is not None:
+            problem = units_problem(row, unit_arr, arr)
         if problem is not None:
             row = _mismatch_row(row, problem)
-            arrays.pop(name, None)
-            base_arrays.pop(name, None)
+            for kept in (arrays, base_arrays, unit_arrays):
+                kept.pop(name, None)
         rows.append(row)
     refs = {name: store.write_items_ref(release, name, arr) for name, arr in arrays.items()}
     base_refs = {
         name: store.write_items_ref(release, baseline_items_name(name), arr)
         for name, arr in base_arrays.items()
     }
+    unit_refs = {name: store.write_units_ref(release, name, u) for name, u in unit_arrays.items()}
     run = dict(run_report)
-    run["rows"] = [_with_refs(r, refs, base_refs) for r in rows]
+    run["rows"] = [_with_refs(r, refs, base_refs, unit_refs) for r in rows]
     validate_report(run)
     try:
         store.write_run(release, run_id, run)
@@ -310,6 +341,8 @@ def _publish(
             store.items_loader(prev, prev_report),
             store.items_loader(release, report),
             seed=seed,
+            load_units_prev=store.units_loader(prev, prev_report),
+            load_units_cur=store.units_loader(release, report),
         )
         store.write_compare_version(release, data, cmp)
         made[digest(data)] = cmp

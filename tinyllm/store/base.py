@@ -28,8 +28,10 @@ from tinyllm.store.documents import (
     check_report,
     json_bytes,
     load_npy,
+    load_units_npy,
     npy_bytes,
     parse_created_at,
+    units_npy_bytes,
 )
 from tinyllm.store.errors import (
     StoreError,
@@ -210,6 +212,47 @@ class Store:
         """
         key = self.items_key(release, name) if ref is None else self.ref_key(release, ref)
         return load_npy(self.where(key), self.get_bytes(key))
+
+    def write_units_ref(self, release: str, name: str, array: Any) -> str:
+        """Store the unit id of each of an entry's items (1-d integer, one per item of its
+        per-item scores) as an int64 ``.npy`` under a content-addressed name; return the row's
+        ``units`` reference, ``items/<entry>.units-<h>.npy`` (the store entry
+        ``<entry>.units``: no entry name has a dot)."""
+        check_name(name, "entry")
+        data = units_npy_bytes(self.where(self.items_key(release, name)), array)
+        ref = f"items/{name}.units-{digest(data)}.npy"
+        self.put_bytes(self.ref_key(release, ref), data)  # same name, same bytes: idempotent
+        return ref
+
+    def read_units(self, release: str, ref: str, n_items: int | None = None) -> np.ndarray:
+        """The unit ids a row's ``units`` reference names: a 1-d int64 ``.npy`` (at most
+        :data:`MAX_OBJECT_BYTES`), its header checked before anything is allocated and nothing
+        unpickled, as :meth:`read_items` reads per-item scores; with ``n_items`` it must hold
+        one id per item. Any bad file is a :class:`StoreUnreadableError` naming the key."""
+        key = self.ref_key(release, ref)
+        return load_units_npy(self.where(key), self.get_bytes(key), n_items)
+
+    def units_loader(
+        self, release: str, report: dict | None = None
+    ) -> Callable[[str], np.ndarray | None]:
+        """``name -> unit ids`` of ``release`` (:meth:`read_units`), None for a row without a
+        ``units`` reference: the units loader :func:`compare_reports` takes beside
+        :meth:`items_loader`. ``report``: the release's report when the caller has it (else
+        read on the first call)."""
+        check_name(release, "release")
+        refs: dict[str, str | None] | None = None
+
+        def load(name: str) -> np.ndarray | None:
+            nonlocal refs
+            if refs is None:
+                doc = report
+                if doc is None:
+                    doc = self.read_report(release) if self.has_report(release) else {"rows": []}
+                refs = {r["name"]: r.get("units") for r in doc.get("rows", [])}
+            ref = refs.get(name)
+            return None if ref is None else self.read_units(release, ref)
+
+        return load
 
     def items_loader(self, release: str, report: dict | None = None) -> Callable[[str], np.ndarray]:
         """``name -> per-item scores`` of ``release``: the loader :func:`compare_reports` takes.

@@ -4,7 +4,9 @@
   store keeps (a report's bytes name its comparison, ``compares/<h>.json``);
 * :func:`check_report`: what the store relies on in a report (``created_at``, unique row names);
 * :func:`npy_bytes` / :func:`load_npy`: per-item scores as float64 ``.npy``, never unpickled, the
-  header checked against the size before anything is allocated.
+  header checked against the size before anything is allocated;
+* :func:`units_npy_bytes` / :func:`load_units_npy`: the unit id of each item as int64 ``.npy``,
+  checked the same way and against the number of items.
 """
 
 from __future__ import annotations
@@ -97,9 +99,39 @@ def npy_bytes(where: str, array: Any) -> bytes:
     return buf.getvalue()
 
 
+def units_npy_bytes(where: str, array: Any) -> bytes:
+    """``array`` (1-d integer unit ids) as the bytes of an int64 ``.npy``; ``where`` names it."""
+    a = np.asarray(array)
+    if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+        raise StoreError(
+            f"{where}: expected a 1-d integer array of unit ids, got dtype {a.dtype} "
+            f"shape {a.shape}"
+        )
+    buf = io.BytesIO()
+    np.save(buf, a.astype(np.int64, copy=False), allow_pickle=False)
+    return buf.getvalue()
+
+
+def load_units_npy(where: str, data: bytes, n_items: int | None = None) -> np.ndarray:
+    """The unit ids in ``data``, the bytes of a 1-d int64 ``.npy`` (either byte order), checked
+    as :func:`load_npy` checks per-item scores (header first, nothing unpickled) and, with
+    ``n_items``, to hold one id per item; ``where`` names it in every error."""
+    a = _load_1d(where, data, "i", "unit ids", "int64")
+    if n_items is not None and a.size != n_items:
+        raise StoreUnreadableError(
+            f"{where}: expected one unit id per item ({n_items}), got {a.size} unit ids"
+        )
+    return a.astype(np.int64)
+
+
 def load_npy(where: str, data: bytes) -> np.ndarray:
     """The per-item scores in ``data``, the bytes of a 1-d float64 ``.npy`` (either byte order),
     checked before anything is allocated (see :meth:`Store.read_items`); ``where`` names it."""
+    return _load_1d(where, data, "f", "per-item scores", "float64").astype(np.float64)
+
+
+def _load_1d(where: str, data: bytes, kind: str, what: str, dtype_name: str) -> np.ndarray:
+    """A 1-d ``.npy`` of 8-byte values of numpy ``kind`` ("f" or "i") in ``data``."""
     if not data.startswith(b"\x93NUMPY"):
         # not a .npy: np.load tells an .npz (refused below by its type) from other bytes
         # (refused: allow_pickle=False never unpickles them)
@@ -110,8 +142,7 @@ def load_npy(where: str, data: bytes) -> np.ndarray:
                 f"{where}: malformed items: expected a .npy array, got {e}"
             ) from None
         raise StoreUnreadableError(
-            f"{where}: expected a 1-d array of per-item scores, got shape "
-            f"{getattr(a, 'shape', None)}"
+            f"{where}: expected a 1-d array of {what}, got shape {getattr(a, 'shape', None)}"
         )
     buf = io.BytesIO(data)
     try:
@@ -132,17 +163,13 @@ def load_npy(where: str, data: bytes) -> np.ndarray:
             "(object arrays are pickles; allow_pickle=False never loads them)"
         )
     if len(shape) != 1:
-        raise StoreUnreadableError(
-            f"{where}: expected a 1-d array of per-item scores, got shape {shape}"
-        )
-    if dtype.kind != "f" or dtype.itemsize != 8:
-        raise StoreUnreadableError(
-            f"{where}: expected per-item scores as float64, got dtype {dtype}"
-        )
+        raise StoreUnreadableError(f"{where}: expected a 1-d array of {what}, got shape {shape}")
+    if dtype.kind != kind or dtype.itemsize != 8:
+        raise StoreUnreadableError(f"{where}: expected {what} as {dtype_name}, got dtype {dtype}")
     start, n = buf.tell(), shape[0]
     if n * 8 != len(data) - start:  # checked before anything of that size is allocated
         raise StoreUnreadableError(
-            f"{where}: malformed items: expected {n} float64 values ({n * 8} bytes) after "
+            f"{where}: malformed items: expected {n} {dtype_name} values ({n * 8} bytes) after "
             f"the header, as its shape {shape} says, got {len(data) - start} bytes"
         )
-    return np.frombuffer(data, dtype=dtype, count=n, offset=start).astype(np.float64)
+    return np.frombuffer(data, dtype=dtype, count=n, offset=start)
