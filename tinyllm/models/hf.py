@@ -10,7 +10,9 @@ with a ``model_type`` (and no ``tl_arch``) and its weights in safetensors. The f
   the folder ever runs (an ``auto_map`` is refused; ``trust_remote_code=False`` on every
   ``from_pretrained``), regular files only, a causal decoder-only config; after it, every
   weight of the architecture must have come from the files. transformers builds under one
-  process-wide lock (:func:`loading`), so threads load at once, quietly unless debugging;
+  process-wide lock (:func:`loading`), so threads load at once, quietly unless debugging. A hub
+  id ``org/name`` that is no local path is its snapshot in the local Hugging Face cache
+  (:func:`resolve_folder`, offline; not cached: one line naming the cache searched);
 * the lm kind's hook :func:`token_nlls` (strided windows, :mod:`tinyllm.windows`) and the
   model's context length, :func:`context_length`;
 * :func:`views`: the model seen through the protocols the scoring code reads a model by --
@@ -51,9 +53,13 @@ from tinyllm.models import gpt, hf_checks
 from tinyllm.models.hf_checks import (
     UNSAFE_WEIGHTS,
     WEIGHTS_INDEX,
+    NotCachedError,
     RemoteCodeError,
     check_weights,
+    hub_cache_dir,
+    is_hub_id,
     loading,
+    resolve_folder,
 )
 from tinyllm.models.hf_views import (
     BaseModelView,
@@ -86,7 +92,11 @@ __all__ = [
     "load_hf_gpt2",
     "load_tokenizer",
     "MissingTokenizerError",
+    "NotCachedError",
     "RemoteCodeError",
+    "hub_cache_dir",
+    "is_hub_id",
+    "resolve_folder",
     "save",
     "takes_logits_to_keep",
     "token_nlls",
@@ -127,7 +137,8 @@ def load(
     dtype: Any = "auto",
     quiet: bool | None = None,
 ) -> nn.Module:
-    """The causal LM in the folder ``path``, in eval mode, on ``device`` in ``dtype``:
+    """The causal LM in the folder ``path`` (or the hub id ``org/name`` cached locally,
+    :func:`resolve_folder`), in eval mode, on ``device`` in ``dtype``:
     ``AutoModelForCausalLM.from_pretrained(path, local_files_only=True, use_safetensors=True,
     trust_remote_code=False)``, under the rules of :mod:`tinyllm.models.hf_checks`:
 
@@ -155,7 +166,7 @@ def load(
     float32; on an accelerator the checkpoint's own bfloat16 / float16, else float32). ``dtype
     = None`` keeps the checkpoint's own dtype on any device.
     """
-    d = Path(path)
+    d = resolve_folder(path)
     hf_checks.check_folder(d)
     dev = devices.resolve_device(device)
     with loading(quiet) as tf:
@@ -202,7 +213,8 @@ def save(model: nn.Module, path: str | os.PathLike) -> Path:
 
 def load_tokenizer(path: str | os.PathLike, *, quiet: bool | None = None) -> Any:
     """The folder's own tokenizer: ``AutoTokenizer.from_pretrained(path, local_files_only=True,
-    trust_remote_code=False)`` under :func:`loading` (thread-safe, quiet unless debugging).
+    trust_remote_code=False)`` under :func:`loading` (thread-safe, quiet unless debugging);
+    ``path`` may be a hub id cached locally, as for :func:`load`.
 
     Raises MissingTokenizerError when the folder has none of :data:`TOKENIZER_FILES`;
     :class:`RemoteCodeError` before transformers is called when its ``tokenizer_config.json``
@@ -210,7 +222,7 @@ def load_tokenizer(path: str | os.PathLike, *, quiet: bool | None = None) -> Any
     CheckpointError for a FIFO or a device in the folder (never opened); ValueError naming
     the folder for a tokenizer transformers cannot read.
     """
-    d = hf_checks.check_files(path)
+    d = hf_checks.check_files(resolve_folder(path))
     if not any((d / name).is_file() for name in TOKENIZER_FILES):
         raise MissingTokenizerError(
             f"{path}: expected a tokenizer in the folder (one of {list(TOKENIZER_FILES)}), got none"

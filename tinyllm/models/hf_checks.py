@@ -14,7 +14,9 @@ transformers load runs under (the rules of :mod:`tinyllm.models.hf`, formats/che
 * :func:`check_causal`: a causal decoder-only LM by its config, never an encoder or an
   encoder-decoder;
 * :func:`check_loading_info`: every weight the architecture has is in the files with its
-  shape, and nothing else is (tied weights aside).
+  shape, and nothing else is (tied weights aside);
+* :func:`resolve_folder`: a hub id (``org/name``) that is no local path names its snapshot in
+  the local Hugging Face cache (:func:`cached_snapshot`, offline: nothing is ever downloaded).
 
 Every refusal is one line naming the file: a :class:`tinyllm.checkpoint.CheckpointError`, whose
 subclass :class:`RemoteCodeError` is a folder that asks to run its own code. This module imports
@@ -83,6 +85,10 @@ LOADING = threading.RLock()
 
 class RemoteCodeError(CheckpointError):
     """A folder that names its own Python code (``auto_map``): refused, never run."""
+
+
+class NotCachedError(CheckpointError):
+    """A hub id (``org/name``) with no snapshot in the local Hugging Face cache."""
 
 
 # ---------------------------------------------------------------------------- the lock
@@ -348,3 +354,88 @@ def check_loading_info(info: Mapping, model: Any, where: str | os.PathLike) -> N
         raise CheckpointError(
             f"{where}: expected the weights' shapes to match config.json, got {'; '.join(shown)}{more}"
         )
+
+
+# ------------------------------------------------------------- hub ids, the local cache
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
+"""``org/name`` as the hub spells a model repo: word characters, ``-`` and ``.``."""
+COMMIT = re.compile(r"[0-9a-f]{40}")
+"""What ``refs/main`` of a cached repo holds: the commit its snapshot folder is named by."""
+MAX_REF_BYTES = 4096
+
+
+def is_hub_id(spec: str | os.PathLike) -> bool:
+    """Whether ``spec`` reads as a hub model id ``org/name`` (``--`` and ``..`` are not ids).
+
+    Example: ``is_hub_id("myorg/tiny-llama")`` -> True; ``"runs/a/b"``, ``"./x/y"`` -> False.
+    """
+    s = os.fspath(spec)
+    return bool(HUB_ID.fullmatch(s)) and "--" not in s and ".." not in s
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache, read from the environment now, as ``huggingface_hub`` reads
+    it at import: ``$HF_HUB_CACHE``, else ``$HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``,
+    else ``$XDG_CACHE_HOME/huggingface/hub``, else ``~/.cache/huggingface/hub``."""
+    env = os.environ
+    home = env.get("HF_HOME") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface"
+    )
+    hub = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
+    return Path(os.path.expanduser(os.path.expandvars(hub)))
+
+
+def cached_snapshot(repo_id: str, cache: str | os.PathLike | None = None) -> Path:
+    """The snapshot folder of the hub model ``repo_id`` (``org/name``) in the cache (``cache``,
+    default :func:`hub_cache_dir`), as ``huggingface_hub.snapshot_download(repo_id,
+    local_files_only=True)`` finds it: ``models--org--name/refs/main`` holds a commit, and
+    ``models--org--name/snapshots/<commit>/`` is the folder. Offline: nothing is downloaded.
+    ``refs/main`` is read as a regular file of at most 4 KiB (a FIFO is refused, never waited
+    on). The folder's files are checked by the loader as any folder's are.
+
+    Raises :class:`NotCachedError`, one line naming the repo id and the cache folder searched,
+    when the repo, its ``refs/main`` or its snapshot is not there.
+    """
+    root = Path(cache) if cache is not None else hub_cache_dir()
+    org, name = repo_id.split("/")
+    repo = root / f"models--{org}--{name}"
+    ref = repo / "refs" / "main"
+    missing = None
+    try:
+        commit = safeio.read_regular(ref, max_bytes=MAX_REF_BYTES, what="hub ref").decode(
+            "utf-8", "replace"
+        )
+    except (FileNotFoundError, NotADirectoryError):
+        missing = f"no {repo.name}/refs/main" if _mode(repo) is not None else f"no {repo.name}"
+    except safeio.UnsafePathError as e:
+        raise CheckpointError(str(e)) from None
+    else:
+        commit = commit.strip()
+        if not COMMIT.fullmatch(commit):
+            raise CheckpointError(f"{ref}: expected a 40-hex commit id, got {commit[:60]!r}")
+        snap = repo / "snapshots" / commit
+        mode = _mode(snap)
+        if mode is not None and stat.S_ISDIR(mode):
+            return snap
+        missing = f"no snapshots/{commit} in {repo.name}"
+    raise NotCachedError(
+        f"{repo_id}: expected a local folder or a model in the Hugging Face cache, got neither "
+        f"({missing} in {root}; tinyllm never downloads: `hf download {repo_id}` fetches it, "
+        f"HF_HUB_CACHE or HF_HOME name another cache)"
+    )
+
+
+def resolve_folder(spec: str | os.PathLike) -> Path:
+    """The model folder ``spec`` names: itself when anything exists at that path (a local
+    folder always wins, and is checked as it is), else, for a hub id ``org/name``
+    (:func:`is_hub_id`), its snapshot in the local cache (:func:`cached_snapshot`); anything
+    else is returned as it is, for the loader's own error.
+
+    Example: with ``HF_HUB_CACHE=/c`` holding ``models--myorg--tiny/refs/main`` = ``<sha>``,
+    ``resolve_folder("myorg/tiny")`` -> ``/c/models--myorg--tiny/snapshots/<sha>``.
+    """
+    p = Path(spec)
+    if safeio.path_kind(p) is not None or not is_hub_id(spec):
+        return p
+    return cached_snapshot(os.fspath(spec))
