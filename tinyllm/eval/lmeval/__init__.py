@@ -7,7 +7,13 @@
 * :mod:`~tinyllm.eval.lmeval.generate` -- batched greedy generation with stop strings;
 * :mod:`~tinyllm.eval.lmeval.run` -- :func:`~tinyllm.eval.lmeval.run.evaluate`: tasks from lm-eval's
   TaskManager (each built once, handed to ``simple_evaluate`` built), every metric with its 95%
-  interval and n, per-document scores kept;
+  interval and n, per-document scores kept, group aggregates;
+* :mod:`~tinyllm.eval.lmeval.intervals` -- each metric's interval in its own units by its
+  aggregation, group aggregates weighted as lm-eval weights them, one rng stream per task;
+* :mod:`~tinyllm.eval.lmeval.guards` -- data never fetched (offline unless the user says),
+  task YAMLs and data files checked before lm-eval opens them, ``num_fewshot`` bounded;
+* :mod:`~tinyllm.eval.lmeval.task_files` -- a task YAML's includes and data files resolved
+  as lm-eval resolves them, inside the places it may read (the zoo's kind and the CLI);
 * :mod:`~tinyllm.eval.lmeval.demo_task` -- the demo zoo's cloze task (HellaSwag's schema, the
   lee text), its paths relative to its folder and to ``lm_eval/tasks``.
 
