@@ -326,7 +326,7 @@ def test_markdown_and_table(nll):
     lines = md.splitlines()
     header = next(line for line in lines if line.startswith("| entry"))
     gpt = next(line for line in lines if line.startswith("| `gpt`"))
-    assert header.count("|") == gpt.count("|") == 9
+    assert header.count("|") == gpt.count("|") == 11  # ten columns: p and p (Holm), mde
     assert "**regressed**" in gpt and "+0.0721 [+0.0721, +0.0721]" in gpt and "1.0e-04" in gpt
     assert "not comparable: no per-item scores" in md
     console = Console(width=200, record=True)
@@ -700,3 +700,36 @@ def test_a_comparison_stored_before_units_still_validates(nll):
             del r[k]
     validate_compare(old)
     assert regressions(old) == old["rows"]
+
+
+def test_fail_on_regression_reads_the_holm_adjusted_p(tmp_path):
+    from typer.testing import CliRunner
+
+    from tinyllm.cli import app
+
+    # two rows each 0.5 nats worse on all 6 items: p = 2/64 = 0.03125 alone, 0.0625 with Holm
+    six = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    store = open_store(tmp_path / "evalstore")
+    for release, shift, day in (("r1", 0.0, 1), ("r2", 0.5, 2)):
+        rows = [lm_row(n, six + shift) for n in ("b", "c")]
+        store.write_report(release, report(release, rows, day))
+        for n in ("b", "c"):
+            store.write_items(release, n, six + shift)
+    s = str(tmp_path / "evalstore")
+    runner = CliRunner()
+    res = runner.invoke(
+        app, ["compare", "--store", s, "r1", "r2", "--json", "--fail-on-regression"]
+    )
+    assert res.exit_code == 0, res.output  # neither survives Holm: no regression
+    rows = json.loads(res.output)["rows"]
+    assert [(r["p"], r["p_adjusted"], r["verdict"]) for r in rows] == [
+        (0.03125, 0.0625, "unchanged"),
+        (0.03125, 0.0625, "unchanged"),
+    ]
+    # one of them alone is a family of one: a regression, and the history says both p's
+    store.write_report("r3", report("r3", [lm_row("b", six + 1.0)], 3))
+    store.write_items("r3", "b", six + 1.0)
+    res = runner.invoke(app, ["compare", "--store", s, "r1", "r3", "--fail-on-regression"])
+    assert res.exit_code == 1 and "regressed" in res.output
+    res = runner.invoke(app, ["history", "--store", s])
+    assert "regressed r3 b: bpb" in res.output and "p 0.031, Holm 0.031) vs r2" in res.output

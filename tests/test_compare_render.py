@@ -119,16 +119,16 @@ MARKDOWN = f"""\
 Paired sign-flip permutation test (2000 permutations, seed 3) at alpha = 0.1; delta = r2 - r1 \
 with its 90% t interval. ↓ lower is better, ↑ higher is better.
 
-| entry | metric | r1 | r2 | delta [90% CI] | p | n | verdict |
-|---|---|---:|---:|---|---:|---:|---|
-| `gpt` | bpb ↓ | 1.2346 | 1.3067 | +0.0721 [+0.0651, +0.0792] | 5.0e-04 | 2000 | **regressed** |
-| `clf` | acc ↑ | 0.5000 | 0.6500 | +0.1500 [+0.1000, +0.2000] | 0.001 | 400 | **improved** |
-| `mlm` | acc ↑ | 0.8123 | 0.8000 | -0.0123 [-0.0400, +0.0153] | 0.500 | 100 | unchanged |
-| `w2v` | spearman ↑ | 0.7000 | 0.7100 | - | - | - | \
+| entry | metric | r1 | r2 | delta [90% CI] | p | p (Holm) | mde | n | verdict |
+|---|---|---:|---:|---|---:|---:|---:|---:|---|
+| `gpt` | bpb ↓ | 1.2346 | 1.3067 | +0.0721 [+0.0651, +0.0792] | 5.0e-04 | - | - | 2000 | **regressed** |
+| `clf` | acc ↑ | 0.5000 | 0.6500 | +0.1500 [+0.1000, +0.2000] | 0.001 | - | - | 400 | **improved** |
+| `mlm` | acc ↑ | 0.8123 | 0.8000 | -0.0123 [-0.0400, +0.0153] | 0.500 | - | - | 100 | unchanged |
+| `w2v` | spearman ↑ | 0.7000 | 0.7100 | - | - | - | - | - | \
 not comparable: no per-item scores in either release (items is null) |
-| `pipe` | - | - | - | - | - | - | not comparable: current status is error (ValueError: a\\|b) |
-| `new` | acc ↑ | - | 0.9000 | - | - | - | added: only in the current release r2 |
-| `old` | bpb ↓ | 2.0000 | - | - | - | - | removed: only in the previous release r1 |
+| `pipe` | - | - | - | - | - | - | - | - | not comparable: current status is error (ValueError: a\\|b) |
+| `new` | acc ↑ | - | 0.9000 | - | - | - | - | - | added: only in the current release r2 |
+| `old` | bpb ↓ | 2.0000 | - | - | - | - | - | - | removed: only in the previous release r1 |
 """
 
 
@@ -142,6 +142,7 @@ def test_summary_line_counts_every_verdict_and_leaves_zeros_out():
 
 
 def test_markdown_rendering_is_exactly_the_hand_written_one():
+    # a comparison stored before units (schema_version 1): no adjusted p, no mde
     assert compare_markdown(hand_cmp()) == MARKDOWN
 
 
@@ -235,3 +236,84 @@ def test_table_keeps_every_number_whole_when_a_name_is_long():
     cmp["rows"][0]["name"] = "gpt-" + "x" * 60
     cmp["rows"][1]["name"] = "a-classifier-with-a-long-name"
     assert render_table(cmp) == LONG_NAMES_TABLE
+
+
+def holm_cmp() -> dict:
+    """hand_cmp as compare_reports writes it now (schema_version 2): the three tested rows with
+    their Holm-adjusted p over m = 3 (sorted 5.0e-04, 0.001, 0.5 times 3, 2, 1), se, mde, units,
+    method, and a note on the row whose previous release was stored before units."""
+    cmp = hand_cmp()
+    cmp.update(schema_version=2, adjustment="holm")
+    del cmp["interval"]
+    extra = {
+        "gpt": (0.0014994, 0.0101, 0.0036, None),
+        "clf": (0.002, 0.0721, 0.0257, None),
+        "mlm": (
+            0.5,
+            0.04,
+            0.0143,
+            "units unknown in the previous release: compared at the item level",
+        ),
+    }
+    for r in cmp["rows"]:
+        p_adj, mde, se, note = extra.get(r["name"], (None, None, None, None))
+        tested = p_adj is not None
+        r.update(p_adjusted=p_adj, mde=mde, se=se, note=note)
+        r.update(n_units=r["n"] if tested else None, method="paired_t" if tested else None)
+    validate_compare(cmp)
+    return cmp
+
+
+def test_markdown_shows_both_p_values_the_mde_and_the_notes():
+    md = compare_markdown(holm_cmp())
+    assert (
+        "Paired sign-flip permutation test (2000 permutations, seed 3) at alpha = 0.1; delta = "
+        "r2 - r1 with its 90% t interval; p over each row's sampling units, Holm-adjusted over "
+        "the 3 rows tested (the verdict reads the adjusted p); mde: the smallest change each row "
+        "could see (80% power). ↓ lower is better, ↑ higher is better."
+    ) in md
+    table = md.split("\n\n")[2].splitlines()
+    assert table[:5] == [
+        "| entry | metric | r1 | r2 | delta [90% CI] | p | p (Holm) | mde | n | verdict |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---|",
+        "| `gpt` | bpb ↓ | 1.2346 | 1.3067 | +0.0721 [+0.0651, +0.0792] | 5.0e-04 | 0.001 "
+        "| ±0.0101 | 2000 | **regressed** |",
+        "| `clf` | acc ↑ | 0.5000 | 0.6500 | +0.1500 [+0.1000, +0.2000] | 0.001 | 0.002 "
+        "| ±0.0721 | 400 | **improved** |",
+        "| `mlm` | acc ↑ | 0.8123 | 0.8000 | -0.0123 [-0.0400, +0.0153] | 0.500 | 0.500 "
+        "| ±0.0400 | 100 | unchanged (units unknown in the previous release: compared at the "
+        "item level) |",
+    ]
+    assert table[5] == (
+        "| `w2v` | spearman ↑ | 0.7000 | 0.7100 | - | - | - | - | - | not comparable: no "
+        "per-item scores in either release (items is null) |"
+    )
+
+
+HOLM_TABLE = """\
+r2 vs r1: 1 improved, 1 regressed, 1 unchanged, 2 not comparable, 1 added, 1
+removed
+
+ entry  verdict         metric          r1      r2    delta ± 90% CI  p (Holm)
+ ─────────────────────────────────────────────────────────────────────────────
+ gpt    regressed       bpb ↓       1.2346  1.3067  +0.0721 ± 0.0070     0.001
+ clf    improved        acc ↑       0.5000  0.6500  +0.1500 ± 0.0500     0.002
+ mlm    unchanged       acc ↑       0.8123  0.8000  -0.0123 ± 0.0277     0.500
+ w2v    not comparable  spearman ↑  0.7000  0.7100                 -         -
+ pipe   not comparable  -                -       -                 -         -
+ new    added           acc ↑            -  0.9000                 -         -
+ old    removed         bpb ↓       2.0000       -                 -         -
+
+gpt: regressed; p 5.0e-04 alone, 0.001 with Holm over 3 rows
+clf: improved; p 0.001 alone, 0.002 with Holm over 3 rows
+mlm: unchanged (could see ±0.0400); p 0.500 alone, 0.500 with Holm over 3 rows;
+units unknown in the previous release: compared at the item level
+w2v: not comparable: no per-item scores in either release (items is null)
+pipe: not comparable: current status is error (ValueError: a|b)
+new: added: only in the current release r2
+old: removed: only in the previous release r1
+"""
+
+
+def test_the_table_reads_the_holm_p_and_the_caption_each_rows_own():
+    assert render_table(holm_cmp()) == HOLM_TABLE

@@ -23,6 +23,25 @@ def format_p(p: float | None) -> str:
     return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
 
 
+def mde_text(r: dict) -> str:
+    """The smallest change a tested row could see, ``±0.0123`` (4 decimals), ``-`` without one
+    (a row not tested, a comparison stored before units)."""
+    mde = r.get("mde")
+    return "-" if mde is None else f"±{mde:.4f}"
+
+
+def verdict_text(r: dict) -> str:
+    """A row's verdict with what an "unchanged" could have seen: ``unchanged (could see
+    ±0.0123)``; the other verdicts as they are."""
+    if r["verdict"] == "unchanged" and r.get("mde") is not None:
+        return f"unchanged (could see {mde_text(r)})"
+    return r["verdict"]
+
+
+def _holm_m(cmp: dict) -> int:
+    return sum(1 for r in cmp["rows"] if r.get("p_adjusted") is not None)
+
+
 def _delta_text(r: dict) -> str:
     if r["delta"] is None:
         return "-"
@@ -48,16 +67,23 @@ def compare_markdown(cmp: dict) -> str:
             " (spearman rows: the PERM-BOTH permutation test, and a paired bootstrap interval, "
             "on the pairs both releases cover)"
         )
+    holm = ""
+    if cmp.get("adjustment") == "holm":
+        holm = (
+            f"; p over each row's sampling units, Holm-adjusted over the {_holm_m(cmp)} rows "
+            "tested (the verdict reads the adjusted p); mde: the smallest change each row could "
+            "see (80% power)"
+        )
     lines = [
         f"### {summary_line(cmp)}",
         "",
         f"Paired sign-flip permutation test ({cmp['n_perm']} permutations, seed {cmp['seed']}) "
         f"at alpha = {cmp['alpha']}; delta = {cmp['current']} - {cmp['previous']} with its "
-        f"{conf}% t interval{spearman}. ↓ lower is better, ↑ higher is better.",
+        f"{conf}% t interval{spearman}{holm}. ↓ lower is better, ↑ higher is better.",
         "",
         f"| entry | metric | {cmp['previous']} | {cmp['current']} | delta [{conf}% CI] | p "
-        "| n | verdict |",
-        "|---|---|---:|---:|---|---:|---:|---|",
+        "| p (Holm) | mde | n | verdict |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---|",
     ]
     for r in cmp["rows"]:
         verdict = r["verdict"]
@@ -65,6 +91,8 @@ def compare_markdown(cmp: dict) -> str:
             verdict = f"**{verdict}**"
         elif r["reason"]:
             verdict = f"{verdict}: {r['reason']}"
+        if r.get("note"):
+            verdict = f"{verdict} ({r['note']})"
         cells = [
             f"`{r['name']}`",
             _metric_text(r),
@@ -72,6 +100,8 @@ def compare_markdown(cmp: dict) -> str:
             format_number(r["current_value"]),
             _delta_text(r),
             format_p(r["p"]),
+            format_p(r.get("p_adjusted")),
+            mde_text(r),
             "-" if r["n"] is None else str(r["n"]),
             verdict,
         ]
@@ -92,8 +122,10 @@ def compare_table(cmp: dict) -> Any:
 
     The t interval is symmetric, so it is shown as ``delta ± half-width``; a Spearman row's
     bootstrap interval is not, so its cell is ``[lo, hi]`` (3 decimals, the same width) and its
-    delta goes in the caption below the table, with the reasons; ``n`` is in the JSON and the
-    markdown.
+    delta goes in the caption below the table, with the reasons. The ``p`` column is the
+    Holm-adjusted p the verdict reads (``p (Holm)``; a comparison stored before Holm: each row's
+    own p); the caption gives each tested row's own p and what it could see
+    (:func:`mde_text`); ``n`` is in the JSON and the markdown.
     """
     # imported here: only the terminal table needs rich, and it costs start-up time
     from rich import box
@@ -101,14 +133,22 @@ def compare_table(cmp: dict) -> Any:
     from rich.text import Text
 
     conf = round(cmp["confidence"] * 100)
+    holm = cmp.get("adjustment") == "holm"
     notes = []
     for r in cmp["rows"]:
         if r["reason"]:
             notes.append(f"{r['name']}: {r['verdict']}: {r['reason']}")
-        elif _asymmetric(r):
+            continue
+        if _asymmetric(r):
             notes.append(
                 f"{r['name']}: delta {r['delta']:+.4f}, {conf}% paired bootstrap interval "
                 f"[{r['lo']:+.4f}, {r['hi']:+.4f}] on the {r['n']} pairs both releases cover"
+            )
+        if holm and r.get("p_adjusted") is not None:
+            notes.append(
+                f"{r['name']}: {verdict_text(r)}; p {format_p(r['p'])} alone, "
+                f"{format_p(r['p_adjusted'])} with Holm over {_holm_m(cmp)} rows"
+                + (f"; {r['note']}" if r.get("note") else "")
             )
     table = Table(
         title=summary_line(cmp),
@@ -128,7 +168,7 @@ def compare_table(cmp: dict) -> Any:
         (cmp["previous"], "right"),
         (cmp["current"], "right"),
         (f"delta ± {conf}% CI", "right"),
-        ("p", "right"),
+        ("p (Holm)" if holm else "p", "right"),
     ):
         table.add_column(col, justify=justify, no_wrap=True)
     for r in cmp["rows"]:
@@ -144,6 +184,6 @@ def compare_table(cmp: dict) -> Any:
             format_number(r["previous_value"]),
             format_number(r["current_value"]),
             delta,
-            format_p(r["p"]),
+            format_p(r.get("p_adjusted") if holm else r["p"]),
         )
     return table

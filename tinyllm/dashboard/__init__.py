@@ -19,7 +19,9 @@ Pages (every one says which store it was built from and when):
   its rows (entry, family, kind, metric
   with its direction, value and 95% interval, n, status), each row coloured by its verdict against
   the previous release (improved / regressed / unchanged / not comparable / added / error /
-  skipped) with delta, its interval and p from the stored ``compare.json``; error and skipped rows
+  skipped) with delta, its interval, p and the Holm-adjusted p from the stored ``compare.json``
+  (an "unchanged" row with what it could see: ``unchanged (could see ±0.0123)``, its minimum
+  detectable difference); error and skipped rows
   with their reason; then every release in the store, newest first, unreadable ones included.
 * ``trends.html`` -- one small plot per entry over every release, in history order: the value as
   a line with its 95% interval as a band, regressions ringed in red, error releases as red crosses
@@ -76,10 +78,12 @@ from tinyllm.dashboard.views import (
     VERDICT_CLASS,
     ReleaseView,
     RunView,
+    could_see,
     direction_text,
     entry_names,
     fmt_delta,
     fmt_interval,
+    fmt_mde,
     fmt_p,
     fmt_value,
     load_history,
@@ -101,11 +105,13 @@ __all__ = [
     "baseline_value",
     "bind",
     "build_site",
+    "could_see",
     "direction_text",
     "entry_names",
     "entry_series",
     "fmt_delta",
     "fmt_interval",
+    "fmt_mde",
     "fmt_p",
     "fmt_value",
     "load_history",

@@ -13,6 +13,7 @@ from typing import Any
 
 from tinyllm import metrics
 from tinyllm.compare import format_number, format_p
+from tinyllm.compare_render import mde_text
 from tinyllm.store import Store, StoreError, history_order, parse_created_at
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -181,6 +182,20 @@ def fmt_p(p: Any) -> str:
     return format_p(number(p))
 
 
+def fmt_mde(x: Any) -> str:
+    """A minimum detectable difference as ``tinyllm compare`` prints it, ``±0.0123``; ``-``."""
+    return mde_text({"mde": number(x)})
+
+
+def could_see(r: dict | None) -> str:
+    """What an "unchanged" comparison row could have seen: ``(could see ±0.0123)``, its minimum
+    detectable difference at 80% power in the metric's units (docs/definitions.md, "The
+    detectable difference"); ``""`` for any other row and for comparisons stored without one."""
+    if not r or r.get("verdict") != "unchanged" or number(r.get("mde")) is None:
+        return ""
+    return f"(could see {mde_text(r)})"
+
+
 def metric_text(metric: Any) -> str:
     """``bpb ↓`` / ``acc ↑``: the metric and which way is better."""
     if not isinstance(metric, str):
@@ -231,6 +246,7 @@ ROW_KEYS = ("name", "family", "kind", "metric", "value", "lo", "hi", "n", "statu
 ROW_KEYS += ("baseline", "beats_baseline")  # None in reports written before rows carried them
 CMP_KEYS = ("name", "verdict", "reason", "metric", "previous_value", "current_value")
 CMP_KEYS += ("delta", "lo", "hi", "p", "n")
+CMP_KEYS += ("p_adjusted", "mde", "se", "n_units", "method", "note")  # None before units
 
 
 def norm(d: dict | None, keys: tuple[str, ...]) -> dict | None:
