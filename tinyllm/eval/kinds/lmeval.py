@@ -46,6 +46,7 @@ from tinyllm.eval.lmeval.task_files import (
 )
 from tinyllm.eval.text import model_tokenizer
 from tinyllm.models import FAMILIES
+from tinyllm.models.hf_checks import LOADING
 from tinyllm.report import Entry, sha256_path
 
 KIND = "lmeval"
@@ -180,7 +181,8 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
 
     Example: 20 documents of which 9 are right -> value 0.45, interval (0.2582, 0.6579).
     """
-    from tinyllm.eval.lmeval.run import evaluate  # lm-eval and its backend: only for this kind
+    with LOADING:  # lm-eval's modules import transformers: one import at a time (hf_checks)
+        from tinyllm.eval.lmeval.run import evaluate  # lm-eval and its backend: this kind only
 
     _check_options(entry)
     opts = entry.options

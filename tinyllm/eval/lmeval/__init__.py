@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import importlib
 
+from tinyllm.models.hf_checks import LOADING
+
 EXTRA_HINT = "pip install 'tinyllm[lmeval]' (lm_eval[hf]==0.4.13)"
 
 
@@ -33,9 +35,14 @@ class MissingLmEvalError(ImportError):
 
 
 def require_lm_eval() -> None:
-    """Raise :class:`MissingLmEvalError` unless ``lm_eval`` can be imported."""
+    """Raise :class:`MissingLmEvalError` unless ``lm_eval`` can be imported.
+
+    The import holds the lock of every transformers load (:data:`tinyllm.models.hf_checks.LOADING`):
+    lm-eval imports transformers, whose lazy imports are not thread-safe, so an lmeval entry and
+    a Hugging Face entry starting together in the flow's threads must not import it at once."""
     try:
-        importlib.import_module("lm_eval")
+        with LOADING:
+            importlib.import_module("lm_eval")
     except ImportError as e:
         raise MissingLmEvalError(
             f"lm_eval: expected lm-evaluation-harness to be installed ({EXTRA_HINT}), got {e}"
