@@ -78,8 +78,8 @@ def test_compare_dashboard_and_report_read_the_same_facts():
     assert compare.ITEM_SCALE is metrics.ITEM_SCALE
     assert compare.MEAN_METRICS is metrics.MEAN_METRICS
     assert report.METRICS == metrics.NAMES == typing.get_args(report.Metric)
-    assert report.INTERVALS == (*stats.ESTIMATORS, "student_t", "bootstrap_percentile")
-    assert report.INTERVALS == typing.get_args(report.IntervalMethod)
+    assert (*stats.ESTIMATORS, "student_t", "bootstrap_percentile") == report.INTERVALS
+    assert typing.get_args(report.IntervalMethod) == report.INTERVALS
     # the legacy names of stored rows read as what they computed
     assert [stats.read_method(m) for m in report.LEGACY_INTERVALS] == ["iid", "cluster_bootstrap"]
     assert frozenset({"bpb"}) == report.LOWER_IS_BETTER
