@@ -88,6 +88,7 @@ __all__ = [  # re-exported from the kinds, tokens and report_files modules, impo
     "write_report",
 ]
 
+
 class UnknownFamilyError(LookupError):
     """A ``tl_arch`` (or manifest family) that is not in ``tinyllm.models.FAMILIES``."""
 
