@@ -1,9 +1,10 @@
 """tinyllm/eval/lm/tasks.py: task files (formats/task-jsonl.md), predictions and run_task's
-accuracy with its bootstrap interval (SPEC.md sections 3 and 4).
+accuracy with its interval over units (docs/definitions.md, "Multiple choice", "Intervals").
 
 Oracles: SPEC.md section 3's bigram (per-item scores by hand, ties to the first choice),
-tinyllm.stats.bootstrap_ci with the documented defaults on the caller's rng, and the exact
-messages naming the file and line.
+the Wilson interval of items that are their own units, tinyllm.stats.cluster_bootstrap with the
+documented defaults on the caller's rng, and the exact messages naming the file and line.
+The task file's 'cluster' key: tests/eval/lm/test_tasks_units.py.
 """
 
 from __future__ import annotations
@@ -35,40 +36,43 @@ def test_run_task_per_item_scores_ties_and_metrics(tmp_path):
     assert acc.per_item.dtype == np.float64
 
 
-def test_run_task_interval_is_the_bootstrap_from_the_callers_rng():
+def test_run_task_without_clusters_is_wilson_and_draws_nothing():
+    """Every item its own unit (no 'cluster' key): the Wilson interval of (k, n), as
+    docs/definitions.md names it for one 0/1 item per unit; the caller's rng is not drawn."""
     m, tok = TableModel(spec_choice_table()), ByteTokenizer()
-    items = TASK * 5
-    rng1, rng2, rng3 = (np.random.default_rng(11) for _ in range(3))
-    r1 = lm.run_task(m, tok, items, "acc_norm", rng1, n_boot=300)
-    r2 = lm.run_task(m, tok, items, "acc_norm", rng2, n_boot=300)
-    want = stats.bootstrap_ci(r1.per_item, rng3, n_boot=300)
-    assert (r1.lo, r1.hi) == (r2.lo, r2.hi) == (want.lo, want.hi)
-    assert r1.lo < r1.value < r1.hi
-    # the draws came from the caller's rng: it advanced exactly as the stats call advanced its own
-    assert rng1.bit_generator.state == rng3.bit_generator.state
+    rng = np.random.default_rng(11)
+    before = rng.bit_generator.state
+    r = lm.run_task(m, tok, TASK * 5, "acc_norm", rng, n_boot=300)
+    assert r.per_item.tolist() == [1.0, 0.0, 1.0, 1.0] * 5
+    want = stats.wilson_interval(15, 20)
+    assert (r.value, r.lo, r.hi) == (0.75, want.lo, want.hi)
+    assert (round(r.lo, 4), round(r.hi, 4)) == (0.5313, 0.8881)
+    assert (r.method, r.n_units, r.units, r.labels, r.iid) == ("wilson", 20, None, (), None)
+    assert rng.bit_generator.state == before
 
 
-def test_run_task_default_bootstrap_is_1000_draws_from_the_callers_rng():
-    items = ITEMS * 3
-    r = lm.run_task(Table(), ByteTokenizer(), items, "acc", np.random.default_rng(7))
-    assert r.per_item.tolist() == [0.0, 1.0] * 3
-    ci = stats.bootstrap_ci(r.per_item, np.random.default_rng(7), n_boot=1000)
-    assert (r.value, r.lo, r.hi) == (ci.value, ci.lo, ci.hi)
-
-
-def test_run_task_default_is_1000_bootstrap_draws_where_1001_differ():
-    """per_item [0, 0, 1, 0, 1, 1, 0] with rng seed 5: the 1000-draw percentile interval,
-    which differs from a 1001-draw one (so the default is seen)."""
+def test_run_task_clustered_default_is_1000_draws_from_the_callers_rng():
+    """Units of two items each: the cluster bootstrap, 1000 resamples by default, drawn from
+    the caller's rng (which advances exactly as the stats call advances its own); a 1001-draw
+    interval differs, so the default is seen."""
     wrong = {"context": "a", "choices": ["bb", "c"], "gold": 0}  # acc picks "c": 0
     right = {"context": "a", "choices": ["c", "bb"], "gold": 0}  # 1
-    items = [wrong, wrong, right, wrong, right, right, wrong]
-    r = lm.run_task(
-        TableModel(spec_choice_table()), ByteTokenizer(), items, "acc", np.random.default_rng(5)
+    scores = [0, 0, 1, 0, 1, 1, 0, 1, 1, 1, 0, 0, 1, 0]
+    items = [{**(right if x else wrong), "cluster": f"p{i // 2}"} for i, x in enumerate(scores)]
+    rng = np.random.default_rng(38)
+    r = lm.run_task(Table(), ByteTokenizer(), items, "acc", rng)
+    assert r.per_item.tolist() == scores
+    assert r.units.tolist() == [i // 2 for i in range(14)]
+    assert r.labels == tuple(f"p{g}" for g in range(7))
+    ref = np.random.default_rng(38)
+    ci = stats.cluster_bootstrap(np.asarray(scores, float), r.units, ref, n_boot=1000)
+    assert (r.value, r.lo, r.hi, r.method, r.n_units) == (
+        ci.value, ci.lo, ci.hi, "cluster_bootstrap", 7,
+    )  # fmt: skip
+    assert rng.bit_generator.state == ref.bit_generator.state
+    other = stats.cluster_bootstrap(
+        np.asarray(scores, float), r.units, np.random.default_rng(38), n_boot=1001
     )
-    assert r.per_item.tolist() == [0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0]
-    ci = stats.bootstrap_ci(r.per_item, np.random.default_rng(5), n_boot=1000)
-    assert (r.value, r.lo, r.hi) == (ci.value, ci.lo, ci.hi)
-    other = stats.bootstrap_ci(r.per_item, np.random.default_rng(5), n_boot=1001)
     assert (other.lo, other.hi) != (ci.lo, ci.hi)
 
 
