@@ -197,7 +197,7 @@ def eval_task_cmd(
     ] = False,
     quiet: Quiet = False,
 ) -> None:
-    """Multiple-choice accuracy of a model on a task file, with a 95% bootstrap interval."""
+    """Multiple-choice accuracy of a model on a task file, with a 95% interval over its units (its items, or its 'cluster' values: Wilson, else the bootstrap over clusters)."""
     from tinyllm.eval.single import score_task  # torch and the models: not for --help
 
     bar = functools.partial(Progress, quiet=quiet)
@@ -212,5 +212,19 @@ def eval_task_cmd(
         return
     unit = "fraction correct" + (" (LL per UTF-8 byte)" if metric == "acc_norm" else " (LL)")
     title = f"{metric} of {out['model']} on {task}"
-    caption = f"{out['n']} items; bootstrap interval, {n_boot} resamples, seed {seed}"
-    console.print(interval_table(title, [(metric, out, unit)], caption))
+    console.print(interval_table(title, [(metric, out, unit)], task_caption(out, n_boot, seed)))
+
+
+def task_caption(out: dict, n_boot: int, seed: int) -> str:
+    """The caption of ``eval task``'s table: items, units, the interval's method (the bootstrap's
+    resamples and seed when it is one), the item-level interval beside a clustered one, the
+    warning."""
+    caption = f"{out['n']} items in {out['n_units']} units; {out['interval']} interval"
+    if out["interval"] == "cluster_bootstrap":
+        caption += f", {n_boot} resamples, seed {seed}"
+    iid = out.get("iid_interval")
+    if iid:
+        caption += f"; over items ({iid['method']}): [{iid['lo']:.4f}, {iid['hi']:.4f}]"
+    if out.get("interval_warning"):
+        caption += f"; {out['interval_warning']}"
+    return caption
