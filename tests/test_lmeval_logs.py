@@ -282,3 +282,25 @@ def test_the_cli_prints_a_table_and_json(tmp_path):
     assert "0.8000" in res.stdout and "[0.4902, 0.9433]" in res.stdout
     assert "B - A" in res.stdout and "not distinguishable" in res.stdout
     _one_line(_cli(tmp_path / "a"), "expected at least 2 runs")
+
+
+def test_import_needs_a_store_and_a_release_and_writes_nothing_for_a_bad_run(tmp_path):
+    write_run(tmp_path / "a", A10)
+    _one_line(_cli("--import", tmp_path / "a", "--release", "r1"), "expected --store and --release")
+    next((tmp_path / "a").rglob("samples_*")).unlink()
+    store = tmp_path / "store"
+    args = ("--import", tmp_path / "a", "--store", store, "--release", "r1")
+    _one_line(_cli(*args), "--log_samples")
+    assert not store.exists()
+    write_run(tmp_path / "b", B10)
+    res = _cli("--import", tmp_path / "b", "--store", store, "--release", "r1")
+    assert res.exit_code == 0, res.output
+    assert "imported 1 row of" in res.stdout and "r1: the first release" in res.stdout
+    report = json.loads((store / "releases" / "r1" / "report.json").read_text())
+    (row,) = report["rows"]
+    assert (row["name"], row["value"], row["interval"], row["kind"]) == (
+        "mc-acc",
+        1.0,
+        "wilson",
+        "lmeval",
+    )

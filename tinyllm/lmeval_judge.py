@@ -29,12 +29,18 @@ Metrics with other aggregations (f1, bleu, ...) are listed with lm-eval's value 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 
+from tinyllm import __version__
 from tinyllm.lmeval_logs import (
     AGGREGATIONS,
     BITS_PER_BYTE,
@@ -406,3 +412,102 @@ def _sign(c: Comparison) -> float:
     if c.delta_kind == "ratio":
         return 0.0 if c.delta == 1.0 else (1.0 if c.delta > 1.0 else -1.0)
     return c.delta
+
+
+# ------------------------------------------------------------ a run as a store release
+
+RELEASE_METRICS = ("acc", "acc_norm", "exact_match")
+"""The metrics a run imports as release rows: 0/1 per document, a mean (the report's metrics
+with per-item scores: tinyllm/schemas/eval-results.schema.json)."""
+ROW_NAME = re.compile(r"[^a-z0-9_-]+")
+
+
+def row_name(task: str, flt: str, metric: str) -> str:
+    """A release row's name: ``<task>-<metric>`` (``-<filter>`` unless ``none``), lower case,
+    other characters as ``-``, at most 64 characters.
+
+    Example: ``row_name("gsm8k", "strict-match", "exact_match")`` ->
+    ``"gsm8k-exact_match-strict-match"``.
+    """
+    parts = [task, metric] + ([flt] if flt != "none" else [])
+    return ROW_NAME.sub("-", "-".join(parts).lower()).strip("-_")[:64] or "task"
+
+
+def _created_at(doc_date: Any) -> str:
+    when = (
+        doc_date if isinstance(doc_date, int | float) and not isinstance(doc_date, bool) else None
+    )
+    t = datetime.fromtimestamp(when, UTC) if when is not None else datetime.now(UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def release_report(
+    run: Run, release: str, *, cluster_key: str | None = None, seed: int = 0
+) -> tuple[dict, dict[str, np.ndarray], dict[str, np.ndarray], list[str]]:
+    """One run as a release of a store (:func:`tinyllm.publish.publish_run`'s arguments):
+    ``(report, items, units, left_out)``.
+
+    A row (kind ``lmeval``) per task, filter and metric of :data:`RELEASE_METRICS` whose values
+    are 0/1: lm-eval's value, the run's interval (:func:`run_value`), ``n`` documents,
+    ``n_units`` units, the per-document values as its items, the cluster of each document as its
+    units (none when each document is a unit), ``data_sha256`` the sha256 of the documents'
+    ``doc_hash`` and ``target_hash`` in doc_id order (so two releases compare a row only on the
+    same documents), ``checkpoint`` the run's model; every other metric's name is in
+    ``left_out``. ``created_at`` is the run's own date (the results file's ``date``).
+    """
+    rows, items, units, left_out = [], {}, {}, []
+    for (task, flt), log in sorted(run.tasks.items()):
+        for metric, x in log.values.items():
+            ok = metric in RELEASE_METRICS and log.aggregation[metric] == MEAN
+            if not ok or not np.all((x == 0) | (x == 1)):
+                left_out.append(f"{task} {metric} ({flt})")
+                continue
+            name = row_name(task, flt, metric)
+            if name in items:
+                raise LogError(
+                    f"{run.results_file}: two rows named {name!r}: expected unique names"
+                )
+            v = run_value("A", log, metric, seed)
+            h = hashlib.sha256("".join(log.doc_hash + log.target_hash).encode()).hexdigest()
+            items[name] = x
+            if log.clusters is not None:
+                units[name] = np.asarray(_units(log).index, dtype=np.int64)
+            rows.append(
+                {
+                    "name": name, "family": "lm-eval", "kind": "lmeval", "metric": metric,
+                    "value": v.value, "lo": v.lo, "hi": v.hi, "interval": v.method or None,
+                    "n": log.n, "n_units": v.n_units, "status": "ok", "error": None,
+                    "reason": None, "checkpoint_sha256": None, "data_sha256": h,
+                    "seconds": 0.0, "items": None, "units": None,
+                    "checkpoint": run.model, "data": f"lm-eval task {task}",
+                    "options": {"filter": flt, "num_fewshot": run.n_shot.get(task)},
+                    "interval_warning": v.warning or None,
+                    "details": {
+                        "lm_eval": {
+                            "task": task, "filter": flt, "lm_eval_version": run.lm_eval_version,
+                            "results_file": str(run.results_file), "cluster_key": cluster_key,
+                        }
+                    },
+                }
+            )  # fmt: skip
+    if not rows:
+        raise LogError(
+            f"{run.results_file}: expected at least one task with a 0/1 metric of "
+            f"{list(RELEASE_METRICS)} to import, got none ({', '.join(left_out[:5])})"
+        )
+    manifest = json.dumps(
+        {"lm_eval": run.model, "tasks": sorted({t for t, _ in run.tasks})},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    report = {
+        "schema_version": 1,
+        "suite": "lm-eval",
+        "release": release,
+        "created_at": _created_at(run.date),
+        "seed": seed,
+        "tinyllm_version": __version__,
+        "manifest_sha256": hashlib.sha256(manifest.encode()).hexdigest(),
+        "rows": rows,
+    }
+    return report, items, units, left_out

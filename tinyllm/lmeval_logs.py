@@ -132,13 +132,15 @@ class TaskLog:
 
 @dataclass(frozen=True)
 class Run:
-    """One lm-eval run: its results file, model name, lm-eval version, n-shot per task, and its
-    :class:`TaskLog` per ``(task, filter)``."""
+    """One lm-eval run: its results file, model name, lm-eval version, n-shot per task, its
+    :class:`TaskLog` per ``(task, filter)``, and when it ran (``date``: the results file's,
+    seconds since the epoch; None without one)."""
 
     results_file: Path
     model: str
     lm_eval_version: str
     n_shot: dict
+    date: float | None = None
     tasks: dict[tuple[str, str], TaskLog] = field(default_factory=dict)
 
 
@@ -529,6 +531,7 @@ def read_run(path: str | os.PathLike, *, cluster_key: str | None = None) -> Run:
         model=str(doc.get("model_name") or doc.get("model_name_sanitized") or folder.name),
         lm_eval_version=version,
         n_shot=doc.get("n-shot") if isinstance(doc.get("n-shot"), dict) else {},
+        date=doc.get("date") if isinstance(doc.get("date"), int | float) else None,
     )
     for task, cfg in doc["configs"].items():
         name = _task_file_part(task, results_file)

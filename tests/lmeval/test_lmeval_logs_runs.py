@@ -185,3 +185,29 @@ def test_runs_on_other_documents_are_one_line_naming_the_task(runs):
     res = CliRunner().invoke(app, ["judge", str(a), str(c), "--json"])
     assert res.exit_code == 2 and res.stdout == ""
     assert res.stderr.strip().startswith("error: task arc_easy") and res.stderr.count("\n") == 1
+
+
+def test_runs_imported_as_releases_are_compared_as_the_judge_pairs_them(runs, tmp_path):
+    from tinyllm.store import open_store
+
+    a, b, _ = runs
+    store = tmp_path / "store"
+    for run, release in ((a, "r1"), (b, "r2")):
+        args = ["judge", "--import", str(run), "--store", str(store), "--release", release]
+        res = CliRunner().invoke(app, [*args, "--cluster-key", "topic"])
+        assert res.exit_code == 0, res.output
+        assert f"imported 3 rows of {next(run.rglob('results_*'))} as release {release}" in (
+            res.stdout.replace("\n", " ")
+        )
+    st = open_store(str(store))
+    report = st.read_report("r2")
+    rows = {r["name"]: r for r in report["rows"]}
+    assert sorted(rows) == ["arc_easy-acc", "arc_easy-acc_norm", "lambada_openai-acc"]
+    assert rows["arc_easy-acc"]["value"] == _results(b)["results"]["arc_easy"]["acc,none"]
+    assert rows["arc_easy-acc"]["n_units"] == N_ARC // TOPIC
+    cmp = {r["name"]: r for r in st.read_compare("r2")["rows"]}
+    j = judge([read_run(a, cluster_key="topic"), read_run(b, cluster_key="topic")])
+    c = next(c for c in j.comparisons if (c.task, c.metric) == ("arc_easy", "acc"))
+    got = cmp["arc_easy-acc"]
+    assert (got["n_units"], got["p"]) == (c.n_units, c.p)  # the same paired test over clusters
+    assert got["delta"] == pytest.approx(c.delta, abs=1e-12)

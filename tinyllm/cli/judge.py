@@ -81,12 +81,27 @@ def _comparison_table(j: Any) -> Table:
 
 
 Runs = Annotated[
-    list[str],
+    list[str] | None,
     typer.Argument(
         help="Two or more lm-eval --output_path folders (or results files) written with "
         "--log_samples; the first is the one the others are compared with.",
         show_default=False,
     ),
+]
+ImportRun = Annotated[
+    str | None,
+    typer.Option(
+        "--import",
+        help="Import this one run (a folder or results file) as --release into --store, "
+        "compared with the release before it.",
+    ),
+]
+Store = Annotated[
+    str | None, typer.Option("--store", help="With --import: a folder or s3://bucket/prefix.")
+]
+Release = Annotated[str | None, typer.Option("--release", help="With --import: the release name.")]
+Previous = Annotated[
+    str | None, typer.Option("--previous", help="With --import: the release to compare with.")
 ]
 ClusterKey = Annotated[
     str | None,
@@ -117,19 +132,58 @@ def print_judgement(j: Any) -> None:
         console.print(f"note: {note}", style="dim", highlight=False, markup=False, soft_wrap=True)
 
 
+def import_release(
+    run: str, store: str | None, release: str | None, previous: str | None, key, seed: int
+) -> None:
+    """``--import``: the run read and checked first (nothing is written for a bad run), then
+    published as a release (:func:`tinyllm.publish.publish_run`), its comparison's summary."""
+    if store is None or release is None:
+        raise fail("--import: expected --store and --release")
+    from tinyllm.compare import summary_line  # numpy, the store: after the arguments are parsed
+    from tinyllm.lmeval_judge import release_report
+    from tinyllm.lmeval_logs import LogError, read_run
+    from tinyllm.publish import check_publish_args, publish_run
+    from tinyllm.store import StoreError
+
+    try:
+        r = read_run(run, cluster_key=key)
+        report, items, units, left_out = release_report(r, release, cluster_key=key, seed=seed)
+        st = check_publish_args(store, release, previous)
+        out = publish_run(st, release, report, items, units=units, previous=previous, seed=seed)
+    except (LogError, StoreError, ValueError) as e:
+        raise fail(str(e)) from None
+    n = len(report["rows"])
+    rows = f"{n} row" + ("" if n == 1 else "s")
+    line = f"imported {rows} of {r.results_file} as release {release} into {store}"
+    console.print(line, highlight=False, markup=False, soft_wrap=True)
+    if left_out:
+        line = f"not imported (no 0/1 mean): {', '.join(left_out)}"
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    cmp = out["compare"]
+    line = summary_line(cmp) if cmp is not None else f"{release}: the first release of the store"
+    console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
 @app.command("judge")
 def judge_cmd(
-    runs: Runs,
+    runs: Runs = None,
     cluster_key: ClusterKey = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the judgement as JSON.")] = False,
     seed: Seed = 0,
     n_perm: NPerm = 10_000,
+    import_run: ImportRun = None,
+    store: Store = None,
+    release: Release = None,
+    previous: Previous = None,
 ) -> None:
     """Judge lm-eval runs made anywhere: per task and metric each run's value with its 95%
     interval, and each later run paired with the first on the same documents (sign-flip test,
-    Holm across all rows)."""
-    if len(runs) < 2:
-        raise fail(f"expected at least 2 runs to judge, got {len(runs)}")
+    Holm across all rows); or --import one as a release of a store."""
+    if import_run is not None and not runs:
+        return import_release(import_run, store, release, previous, cluster_key, seed)
+    runs = runs or []
+    if len(runs) < 2 or import_run is not None:
+        raise fail(f"expected at least 2 runs to judge or --import RUN alone, got {len(runs)}")
     if n_perm > MAX_N_PERM:
         raise fail(f"--n-perm: expected at most {MAX_N_PERM} permutations per row, got {n_perm}")
     from tinyllm.lmeval_judge import judge  # numpy and scipy: after the arguments are parsed
