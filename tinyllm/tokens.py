@@ -14,6 +14,11 @@ Reading uses ``numpy.memmap``: the file is never loaded whole, so evaluating a f
 keeps memory bounded by what the caller reads at a time. Only a regular file is read (a FIFO or a
 device is refused, saying what it is, and never blocks), and an int64 file's ids are checked to be
 non-negative, a chunk at a time. Writing goes through :func:`tinyllm.safeio.write_atomic`.
+
+Text in (SPEC.md section 2): :class:`TextTokens` (a text's ids and the bytes its scored tokens
+cover), :func:`token_lengths` (the bytes each token of one tokenizer call covers) and
+:func:`tokenize_text` (a whole text in memory); a file of any size is read a piece at a time by
+:func:`tinyllm.eval.text.read_lm_tokens`.
 """
 
 from __future__ import annotations

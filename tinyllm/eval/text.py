@@ -187,7 +187,7 @@ MAX_PIECE_CHARS = 1 << 19
 warning)."""
 SPILL_BYTES = 1 << 25
 """Bytes of ids held in memory; a longer text's ids go to an unlinked temporary file."""
-RELEASE_BYTES = 1 << 24
+RELEASE_BYTES = 1 << 22
 """Bytes of mapped ids the scorer has read past before they are released from memory."""
 _LINE_START = re.compile(r"(?<=\n)\S")
 
@@ -275,7 +275,10 @@ class PieceStream:
     pre-token (byte-level BPE: a word and the space before it; a line break) or, for a
     tokenizer without pre-tokens (SentencePiece), as far as the merges reach, which stop at a
     character no piece contains (a newline); the context covers that reach, absorbs what a
-    tokenizer adds at the start of a string (Metaspace's "▁"), and every cut is checked.
+    tokenizer adds at the start of a string (Metaspace's "▁"), and every cut is checked. The
+    one case the check can miss: a single pre-token longer than the context (hundreds of
+    letters without a space or a line break), cut where both pieces happen to agree; text in a
+    natural language has none.
     """
 
     def __init__(
