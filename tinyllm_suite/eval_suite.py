@@ -11,7 +11,7 @@
                                                 # refresh: every entry scored, none read
       rows    = [row, or an error row for a task that failed after its retries]
       publish = write the run + merged release report + per-item scores (the rows' and their
-                baselines'), compare with previous
+                baselines') and unit ids, compare with previous
       artifacts: a table of the rows, a markdown summary of the comparison (fixed keys), every
                  user-derived string in them escaped (the UI renders both as markdown)
 
@@ -245,15 +245,18 @@ def publish_release(
     run_id: str | None = None,
     created_at: str | None = None,
     baseline_items: dict[str, list[float]] | None = None,
+    units: dict[str, list[int]] | None = None,
 ) -> dict:
     """Write the run's raw rows (never overwritten), the per-item scores of the rows and of
-    their baselines (content-addressed), the merged release report (compare-and-swap); then
-    compare with the previous release. Returns ``{run_id, report, compare, store}``. A retry
+    their baselines and the rows' unit ids (content-addressed), the merged release report
+    (compare-and-swap, the rows' "beats baseline" verdicts adjusted by Holm over the merged
+    report); then compare with the previous release. Returns ``{run_id, report, compare, store}``. A retry
     after a transient store failure rewrites the same items (same names) and a new run file;
     scores come from the cache."""
     st = open_store(store)
     arrays = {k: np.asarray(v, dtype=np.float64) for k, v in items.items()}
     base = {k: np.asarray(v, dtype=np.float64) for k, v in (baseline_items or {}).items()}
+    unit_ids = {k: np.asarray(v, dtype=np.int64) for k, v in (units or {}).items()}
     order = [e.name for e in manifest.entries]
     run = zoo.build_run_report(manifest, rows, seed=seed, release=release, created_at=created_at)
     return publish_run(
@@ -262,6 +265,7 @@ def publish_release(
         run,
         arrays,
         baseline_items=base,
+        units=unit_ids,
         order=order,
         previous=previous,
         seed=seed,
@@ -441,6 +445,7 @@ def _score_and_publish(logger, manifest, release, store, only, previous, seed, r
     rows: list[dict] = []
     items: dict[str, list[float]] = {}
     base_items: dict[str, list[float]] = {}
+    unit_ids: dict[str, list[int]] = {}
     cached: list[str] = []
     for entry, fut in zip(entries, futures, strict=True):
         if not fut.state.is_final():  # the runner lost it (a Dask worker died on each attempt)
@@ -451,11 +456,10 @@ def _score_and_publish(logger, manifest, release, store, only, previous, seed, r
             rows.append(result["row"])
             if fut.state.name == "Cached":  # Prefect's name for a result read from the cache
                 cached.append(entry.name)
-            arr, base_arr = result_arrays(result)
-            if arr is not None:
-                items[entry.name] = arr
-            if base_arr is not None:
-                base_items[entry.name] = base_arr
+            arrays = zip((items, base_items, unit_ids), result_arrays(result), strict=True)
+            for kept, arr in arrays:
+                if arr is not None:
+                    kept[entry.name] = arr
         else:  # failed after its retries: an error row with the exception's type and message
             exc = result if isinstance(result, BaseException) else RuntimeError(str(fut.state))
             rows.append(zoo.error_row(entry, exc))
@@ -469,7 +473,7 @@ def _score_and_publish(logger, manifest, release, store, only, previous, seed, r
     run_id = new_run_id()
     created_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     out = publish_release(
-        m, rows, items, release, store, seed, previous, run_id, created_at, base_items
+        m, rows, items, release, store, seed, previous, run_id, created_at, base_items, unit_ids
     )
     out["cached"] = cached
     create_table_artifact(

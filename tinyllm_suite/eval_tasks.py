@@ -1,6 +1,6 @@
 """Thin Prefect tasks around library calls: score one entry, write the release, compare.
 
-Each task is a wrapper: the work is done by ``tinyllm.eval.zoo.score_entry_arrays`` (the same
+Each task is a wrapper: the work is done by ``tinyllm.eval.zoo.score_entry_result`` (the same
 scoring path as ``run_zoo``), ``tinyllm.store`` and ``tinyllm.compare``. What lives here is only
 what Prefect adds: retries of transient failures, the cache key, result persistence as JSON.
 
@@ -120,15 +120,17 @@ def keep_out_of_cache() -> None:
 )
 def score_entry_task(entry: dict, seed: int, base_dir: str) -> dict:
     """Score one manifest entry: ``{"row": row, "items": [float, ...] | None, "baseline_items":
-    [float, ...] | None}`` (the row's per-item scores and its baseline's on the same items,
-    :func:`tinyllm.eval.zoo.score_entry_arrays`; JSON lists, so the cached result is JSON).
+    [float, ...] | None, "units": [int, ...] | None}`` (the row's per-item scores, its
+    baseline's on the same items and the sampling unit of each item,
+    :func:`tinyllm.eval.zoo.score_entry_result`; ``units`` None when every item is its own unit;
+    JSON lists, so the cached result is JSON).
 
     Deterministic failures come back as error rows (from the library); transient ones raise so
     that Prefect retries them. Only an ok row is cached: an error or skipped row is returned
     without a cache record (:func:`keep_out_of_cache`), so the next run scores the entry again
     (a failure that went away, like a broken install fixed, is not served from the cache).
     """
-    row, items, base = zoo.score_entry_arrays(
+    row, items, base, units = zoo.score_entry_result(
         entry, seed=seed, base_dir=base_dir, raise_transient=True
     )
     if row["status"] != "ok":
@@ -137,13 +139,17 @@ def score_entry_task(entry: dict, seed: int, base_dir: str) -> dict:
         "row": row,
         "items": None if items is None else items.tolist(),
         "baseline_items": None if base is None else base.tolist(),
+        "units": None if units is None else units.tolist(),
     }
 
 
-def result_arrays(result: dict) -> tuple[list | None, list | None]:
-    """``(items, baseline items)`` of a :func:`score_entry_task` result; a result without a
-    ``baseline_items`` key (one cached by a task that did not return it) has none."""
-    return result.get("items"), result.get("baseline_items")
+def result_arrays(result: dict) -> tuple[list | None, list | None, list | None]:
+    """``(items, baseline items, unit ids)`` of a :func:`score_entry_task` result. A result
+    without a ``baseline_items`` or ``units`` key (one cached by a task that did not return it)
+    has none: its row is published with ``units`` null, and a row whose units hold several
+    items is then compared item by item, with the note that its units are unknown
+    (:func:`tinyllm.compare.compare_row`)."""
+    return result.get("items"), result.get("baseline_items"), result.get("units")
 
 
 @task(

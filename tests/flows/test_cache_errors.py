@@ -19,6 +19,7 @@ import pytest
 import torch
 import yaml
 from typer.testing import CliRunner
+from zoo_rows import assert_holm, entry_level, unhashed
 
 from tinyllm.cli import app
 from tinyllm.models import bigram
@@ -59,6 +60,12 @@ def by_name(out: dict) -> dict[str, dict]:
     return {r["name"]: r for r in out["report"]["rows"]}
 
 
+def unhashed_row(row: dict) -> dict:
+    """A stored row with its arrays' names as the task names them (no content hash)."""
+    out = dict(row, items=unhashed(row["items"]), units=unhashed(row.get("units")))
+    return dict(out, baseline=dict(row["baseline"], items=unhashed(row["baseline"]["items"])))
+
+
 def cache_file(zoo_dir, name: str):
     """Where the result cache keeps entry ``name``'s record (a file named by its cache key)."""
     entry = next(e for e in ENTRIES if e["name"] == name)
@@ -91,12 +98,26 @@ def test_an_error_row_is_never_reused_and_an_ok_row_always_is(zoo_dir, tmp_path,
     assert os.path.isfile(cache_file(zoo_dir, "hf"))
     merged = open_store(store).read_report("r1")["rows"]
     assert [r["status"] for r in merged] == ["ok", "ok"]
-    assert merged[0] == rows["bigram"] and merged[1] == hf_row
+    assert merged[1] == hf_row
+    # the cached bigram row is the first run's but for what its report decides over all its
+    # rows: publish adjusted the merged rows' beats-baseline p together (Holm over 2 now, over
+    # the bigram alone in r1) and read their verdicts from it
+    assert entry_level(merged[0]) == entry_level(rows["bigram"])
+    assert_holm(r1["report"]["rows"])
+    assert_holm(merged)
+    # a task's row is a family of one (p_adjusted = p); its cache record is that row, equal to
+    # the report's but for the report-level fields and the store's content hash in the names
+    with open(cache_file(zoo_dir, "hf")) as f:
+        cached_hf = json.loads(json.load(f)["result"])["row"]
+    assert cached_hf["beats_baseline"]["p_adjusted"] == cached_hf["beats_baseline"]["p"]
+    assert hf_row["beats_baseline"]["p_adjusted"] != hf_row["beats_baseline"]["p"]
+    assert entry_level(cached_hf) == entry_level(unhashed_row(hf_row))
 
-    # a plain rerun: both ok rows come from the cache, the very rows (wall time included)
+    # a plain rerun: both ok rows come from the cache, the very rows (wall time included),
+    # adjusted together again as its report is built
     r2 = eval_suite(manifest=m, release="r2", store=store)
     assert r2["cached"] == ["bigram", "hf"]
-    assert by_name(r2) == {"bigram": rows["bigram"], "hf": hf_row}
+    assert by_name(r2) == {"bigram": merged[0], "hf": hf_row}
 
 
 def test_a_plain_rerun_scores_again_only_the_entries_that_failed(zoo_dir, tmp_path, monkeypatch):
@@ -159,3 +180,50 @@ def test_release_with_out_and_refresh_without_release_are_refused(zoo_dir, tmp_p
         res.output.strip() == "error: --refresh needs --release (the EvalSuite flow's result cache)"
     )
     assert not report.exists()
+
+
+def test_a_result_cached_before_units_is_published_and_compared_item_by_item(zoo_dir, tmp_path):
+    """A cache record written by a task that returned no ``units`` (before rows knew their
+    units) still serves its row: the row is published with ``units`` null and compared with a
+    release that has them at the item level, with the note that the units are unknown; a
+    refreshed run stores the unit ids again and is compared over them."""
+    m = str(zoo_dir / "bigram.yaml")
+    (zoo_dir / "bigram.yaml").write_text(yaml.safe_dump({"suite": "zoo", "entries": ENTRIES[:1]}))
+    store = str(tmp_path / "store")
+    r1 = eval_suite(manifest=m, release="r1", store=store)
+    row = r1["report"]["rows"][0]
+    # 199 scored tokens of a token file without document boundaries: 11 blocks of 19
+    assert (row["n"], row["n_units"], row["details"]["block_len"]) == (199, 11, 19)
+    assert row["units"].startswith("items/bigram.units-")
+    ids = open_store(store).read_units("r1", row["units"], row["n"])
+    np.testing.assert_array_equal(ids, np.arange(199) // 19)
+
+    path = cache_file(zoo_dir, "bigram")
+    with open(path) as f:
+        record = json.load(f)
+    result = json.loads(record["result"])
+    assert result["units"] == ids.tolist()
+    del result["units"]  # a result as the task returned it before units
+    record["result"] = json.dumps(result)
+    with open(path, "w") as f:
+        json.dump(record, f)
+
+    r2 = eval_suite(manifest=m, release="r2", store=store)
+    assert r2["cached"] == ["bigram"]
+    old = r2["report"]["rows"][0]
+    assert old["units"] is None and old["n_units"] == 11
+    assert {k: v for k, v in old.items() if k not in ("units", "items", "baseline")} == {
+        k: v for k, v in row.items() if k not in ("units", "items", "baseline")
+    }
+    (c,) = r2["compare"]["rows"]
+    assert c["verdict"] == "unchanged" and c["delta"] == 0.0
+    assert c["note"] == "units unknown in the current release: compared at the item level"
+    assert c["n_units"] == 199  # every token its own unit
+
+    r3 = eval_suite(manifest=m, release="r3", store=store, previous="r1", refresh=True)
+    assert r3["cached"] == []
+    assert r3["report"]["rows"][0]["units"] == row["units"]  # the same ids, the same name
+    (c,) = r3["compare"]["rows"]
+    assert c["note"] is None and c["n_units"] == 11
+    with open(path) as f:  # the refreshed record has them again
+        assert json.loads(json.load(f)["result"])["units"] == ids.tolist()

@@ -52,10 +52,22 @@ def test_flow_scores_each_encoder_kind_stores_items_and_compares(zoo_dir, tmp_pa
     assert [r["name"] for r in rows] == ["bert-rows", "electra-rows", "clf-rows"]
     assert [r["kind"] for r in rows] == ["mlm", "rtd", "classifier"]
     assert all(r["status"] == "ok" and r["metric"] == "acc" for r in rows), rows
-    assert all(r["interval"] == "wilson" and r["lo"] <= r["value"] <= r["hi"] for r in rows)
+    # mlm and rtd: positions clustered by val row (docs/definitions.md, Units); one item per row
+    assert [r["interval"] for r in rows] == ["cluster_ratio", "cluster_ratio", "wilson"]
+    assert all(r["lo"] <= r["value"] <= r["hi"] for r in rows)
+    # every val row a unit (mlm: the rows where a position was masked)
+    assert rows[1]["n_units"] == rows[2]["n_units"] == len(VAL)
+    assert 10 <= rows[0]["n_units"] <= len(VAL)
+    assert [r["iid_interval"]["method"] for r in rows[:2]] == ["wilson", "wilson"]
+    assert rows[2]["iid_interval"] is None and rows[2]["units"] is None
     st = open_store(store)
-    # most frequent byte, always original, majority class: each row's baseline items stored
-    assert assert_flow_rows_equal_run_zoo(rows, zoo.run_zoo(m, seed=2), st, "r1") == 3
+    # most frequent byte, always original, majority class: each row's baseline items stored;
+    # the unit ids of mlm and rtd (a val row's positions share its id) as run_zoo has them
+    ref = zoo.run_zoo(m, seed=2)
+    assert assert_flow_rows_equal_run_zoo(rows, ref, st, "r1", units=2) == 3
+    for r in rows[:2]:
+        assert r["units"].startswith(f"items/{r['name']}.units-")
+        assert np.unique(st.read_units("r1", r["units"])).size == r["n_units"]
     for r in rows:
         items = st.read_items("r1", r["name"], ref=r["items"])
         assert items.size == r["n"] and set(np.unique(items)) <= {0.0, 1.0}
