@@ -83,7 +83,7 @@ def test_a_group_reports_lm_evals_aggregate_with_its_interval(gpt2, tok, groups_
     f = flat["groups"]["two_flat"]["metrics"]["acc,none"]
     own = _lm_eval_own(gpt2, tok, groups_dir, "two_flat")["two_flat"]
     assert f["value"] == own["acc,none"] == pytest.approx(np.mean(means), abs=1e-12)
-    assert (f["interval"], f["n"]) == ("bootstrap", 21)
+    assert (f["interval"], f["n"]) == ("cluster_bootstrap", 21)
     assert 0 <= f["lo"] < f["value"] < f["hi"] <= 1
     beside = evaluate(["lambada_openai", "two_flat"], gpt2, tok, **kw)["groups"]["two_flat"]
     assert beside["metrics"]["acc,none"] == f  # the group's own stream, whatever runs beside it

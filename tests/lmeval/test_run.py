@@ -37,7 +37,7 @@ def test_summarize_bootstrap_of_corpus_metric_by_its_own_aggregate():
     value = 42.0 / (14 * math.log(2))
     got = summarize(samples, {"bits_per_byte,none": value}, np.random.default_rng(0), 200)
     m = got["metrics"]["bits_per_byte,none"]
-    assert m["interval"] == "bootstrap" and m["value"] == value
+    assert m["interval"] == "cluster_bootstrap" and m["value"] == value
     # every resample's aggregate lies between the documents' own extremes
     per_doc = [-ll / (b * math.log(2)) for ll, b in pairs]
     assert min(per_doc) - 1e-12 <= m["lo"] <= value <= m["hi"] <= max(per_doc) + 1e-12
@@ -79,7 +79,7 @@ def test_each_corpus_metric_is_lm_evals_value_with_an_interval_in_its_own_units(
         m = summarize(samples, {key: value}, np.random.default_rng(3), 300)["metrics"][key]
         weights = [1.0] * len(ll) if metric == "perplexity" else w
         lo, hi = sorted(f(r) for r in _ratio_ends(ll, weights, 3, 300))
-        assert (m["value"], m["interval"], m["n"]) == (value, "bootstrap", 5), metric
+        assert (m["value"], m["interval"], m["n"]) == (value, "cluster_bootstrap", 5), metric
         assert m["lo"] == pytest.approx(lo, rel=1e-12) and m["hi"] == pytest.approx(hi, rel=1e-12)
         assert 0 < m["lo"] < m["value"] < m["hi"], (metric, m)
 
@@ -105,7 +105,7 @@ def test_a_mean_metric_of_scores_other_than_0_and_1_is_bootstrapped():
     samples = [{"doc_id": i, "filter": "none", "f1": v} for i, v in enumerate(x)]
     m = summarize(samples, {"f1,none": 0.5833}, np.random.default_rng(7), 400)["metrics"]["f1,none"]
     iv = stats.bootstrap_ci(np.array(x), np.random.default_rng(7), 400)
-    assert (m["interval"], m["lo"], m["hi"], m["n"]) == ("bootstrap", iv.lo, iv.hi, 6)
+    assert (m["interval"], m["lo"], m["hi"], m["n"]) == ("cluster_bootstrap", iv.lo, iv.hi, 6)
 
 
 def test_evaluate_arc_easy_and_wikitext(gpt2, tok, task_dir):
@@ -121,7 +121,7 @@ def test_evaluate_arc_easy_and_wikitext(gpt2, tok, task_dir):
     wt = out["tasks"]["wikitext"]["metrics"]
     assert set(wt) == {"word_perplexity,none", "byte_perplexity,none", "bits_per_byte,none"}
     b = wt["bits_per_byte,none"]
-    assert b["interval"] == "bootstrap" and b["lo"] <= b["value"] <= b["hi"]
+    assert b["interval"] == "cluster_bootstrap" and b["lo"] <= b["value"] <= b["hi"]
     assert math.isclose(wt["byte_perplexity,none"]["value"], 2 ** b["value"], rel_tol=1e-9)
 
 
@@ -134,7 +134,7 @@ def test_lambada_perplexity_interval_is_in_perplexity(gpt2, tok, task_dir):
     task = out["tasks"]["lambada_openai"]
     m = task["metrics"]["perplexity,none"]
     assert m["value"] == pytest.approx(perplexity(task["per_item"]["perplexity,none"]), rel=1e-12)
-    assert (m["interval"], m["n"]) == ("bootstrap", 6)
+    assert (m["interval"], m["n"]) == ("cluster_bootstrap", 6)
     assert 0 < m["lo"] < m["value"] < m["hi"]
 
 
@@ -145,7 +145,7 @@ def test_a_tasks_intervals_do_not_depend_on_the_tasks_beside_it(gpt2, tok, task_
     alone = evaluate(["wikitext"], gpt2, tok, **kw)["tasks"]["wikitext"]["metrics"]
     both = evaluate(["lambada_openai", "wikitext"], gpt2, tok, **kw)["tasks"]
     assert both["wikitext"]["metrics"] == alone
-    assert both["lambada_openai"]["metrics"]["perplexity,none"]["interval"] == "bootstrap"
+    assert both["lambada_openai"]["metrics"]["perplexity,none"]["interval"] == "cluster_bootstrap"
 
 
 def test_the_task_stream_is_a_stable_function_of_seed_and_name():

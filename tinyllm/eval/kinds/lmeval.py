@@ -21,9 +21,12 @@ include).
 
 The row's metric is the task's main metric (``options.metric``; default the first of ``acc``,
 ``acc_norm``, ``exact_match`` that the task reports on its ``none`` filter, else on its first
-filter), its per-document 0/1 scores the row's items (lm-eval's document order), with the
-Wilson interval. Every metric the task reports, each with its interval and n, goes in the row's
-``details.metrics``. A multiple-choice task's baseline is "chance": document ``i`` with
+filter), its per-document 0/1 scores the row's items (lm-eval's document order). Each document
+is its own unit, with the Wilson interval; with ``options.cluster_key`` a document's unit is
+the value of that field of the document (docs/definitions.md, "Units"), the row's units are
+those clusters and its interval the cluster bootstrap over them (the Wilson interval over
+documents kept as ``iid_interval``). Every metric the task reports, each with its interval
+over the units and n, goes in the row's ``details.metrics``. A multiple-choice task's baseline is "chance": document ``i`` with
 ``k_i`` choices scores ``1 / k_i`` (a uniform guess's expected accuracy, acc and acc_norm
 alike). A task config is code here as in lm-eval (``!function`` hooks are imported, templates
 rendered): only list configs you trust in a manifest.
@@ -39,6 +42,7 @@ import numpy as np
 from tinyllm import metrics
 from tinyllm.baselines import Baseline
 from tinyllm.eval.kinds.common import Scored, proportion_scored
+from tinyllm.eval.lmeval.intervals import as_interval, unit_numbers
 from tinyllm.eval.lmeval.task_files import (
     task_config,
     task_data_sha256,
@@ -48,13 +52,17 @@ from tinyllm.eval.text import model_tokenizer
 from tinyllm.models import FAMILIES
 from tinyllm.models.hf_checks import LOADING
 from tinyllm.report import Entry, sha256_path
+from tinyllm.stats import Method, wilson
 
 KIND = "lmeval"
 METRIC = metrics.ACC.name
 DIRECTION = metrics.ACC.direction
 ITEM_SCALE = metrics.ACC.item_scale
 MEAN_OF_ITEMS = metrics.ACC.mean_of_items
-INTERVAL = "wilson"
+INTERVAL = Method.WILSON
+"""The row's interval when every unit is one document; :data:`CLUSTERED_INTERVAL` with a
+cluster key whose clusters hold several documents."""
+CLUSTERED_INTERVAL = Method.CLUSTER_BOOTSTRAP
 ROW_METRICS = (metrics.ACC.name, metrics.ACC_NORM.name, metrics.EXACT_MATCH.name)
 """The metrics a row can report: proportions, 0/1 per document (paired comparison)."""
 N_BOOT = 1000
@@ -93,7 +101,8 @@ def _check_options(entry: Entry) -> None:
     if unused:
         raise ValueError(
             f"entry {entry.name!r}: expected no {sorted(unused)} options for kind lmeval "
-            f"(options task, include_path, num_fewshot, limit, metric, ctx_len), got {unused}"
+            f"(options task, include_path, num_fewshot, limit, metric, ctx_len, cluster_key), "
+            f"got {unused}"
         )
     if opts.metric is not None and opts.metric not in ROW_METRICS:
         raise ValueError(
@@ -166,18 +175,57 @@ def _own_task(data_path: Path, wanted: str | None, roots: tuple) -> str | None:
     return name
 
 
+def row_scored(res: dict, key: str, details: dict, baseline: Baseline | None, where: str) -> Scored:
+    """The row of one task's result (:func:`tinyllm.eval.lmeval.run.evaluate`'s
+    ``tasks[task]``) on its metric ``key``: the per-document 0/1 scores as items.
+
+    Every unit one document (no cluster key, or one document per cluster): the Wilson interval
+    (:func:`tinyllm.eval.kinds.common.proportion_scored`), no units. Clusters holding several
+    documents: the units are the clusters (int64, numbered in the order they first appear among
+    the documents), the interval is the task's own ``cluster_bootstrap`` entry for ``key`` (drawn
+    once, from the task's stream), and the Wilson interval over documents is ``iid_interval``.
+    """
+    items = np.asarray(res["per_item"][key], dtype=np.float64)
+    units = unit_numbers(res.get("units"))
+    if units is not None and units.size != items.size:
+        raise ValueError(
+            f"{where}: cluster key {res['cluster_key']!r}: expected {key} on all "
+            f"{units.size} documents, got {items.size}"
+        )
+    if units is None or np.unique(units).size == units.size:
+        return proportion_scored(key.partition(",")[0], items, details, baseline)
+    m = res["metrics"][key]
+    iv = as_interval(m)
+    iid = wilson(items, np.arange(items.size))
+    return Scored(
+        metric=key.partition(",")[0],
+        interval=iv,
+        method=iv.method,
+        n=int(items.size),
+        items=items,
+        details=details,
+        baseline=baseline,
+        units=units,
+        iid_interval=iid,
+    )
+
+
 def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
     """The task of the YAML ``data_path`` run through lm-eval on ``model``: the row's metric
     (:func:`main_metric`) ``value = (1/n) sum_i s_i`` over the ``n`` scored documents, ``s_i``
-    in {0, 1}, with its Wilson 95% interval; the ``s_i`` are the items.
+    in {0, 1}, with its 95% interval over units (:func:`row_scored`: Wilson when every unit is
+    one document, the cluster bootstrap over ``options.cluster_key``'s clusters otherwise); the
+    ``s_i`` are the items.
 
     lm-eval's seeds (few-shot sampling, random, numpy, torch) are one integer drawn from
     ``rng``. The model is read in its own tokenizer
     (:func:`tinyllm.eval.text.model_tokenizer`); ``options.ctx_len`` caps the backend's
     ``max_length`` (default: the model's own context). Details: ``task``, ``metric_key``
     (``"METRIC,FILTER"``), ``metrics`` (every metric of the task: ``{value, lo, hi, interval,
-    n}``, :func:`tinyllm.eval.lmeval.run.evaluate`), ``doc_ids``, ``num_fewshot``, ``limit``,
-    ``lm_eval_version``, ``tokenizer_class``. Baseline: :func:`chance_baseline`.
+    n, n_units, ...}``, :func:`tinyllm.eval.lmeval.run.evaluate`), ``doc_ids``,
+    ``cluster_key``, ``num_fewshot``, ``limit``, ``lm_eval_version``, ``tokenizer_class``.
+    Baseline: :func:`chance_baseline`. ``options.cluster_key`` is read as
+    ``getattr(options, "cluster_key", None)``.
 
     Example: 20 documents of which 9 are right -> value 0.45, interval (0.2582, 0.6579).
     """
@@ -199,6 +247,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     # the YAML's own task: its config resolved against its folder (:func:`task_config`)
     spec = task_config(data_path, roots) if task == own else task
     seed = int(rng.integers(0, SEED_DRAW))
+    cluster_key = getattr(opts, "cluster_key", None)
     tok = model_tokenizer(model, entry.family)
     samples: dict = {}
     run = evaluate(
@@ -213,6 +262,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
         n_boot=N_BOOT,
         backend={"max_length": opts.ctx_len} if opts.ctx_len is not None else {},
         simple_evaluate=_capture(samples),
+        cluster_key=cluster_key,
     )
     if set(run["tasks"]) != {task}:
         raise ValueError(
@@ -225,6 +275,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
         "metric_key": key,
         "metrics": res["metrics"],
         "doc_ids": res["doc_ids"],
+        "cluster_key": cluster_key,
         "num_fewshot": opts.num_fewshot,
         "limit": opts.limit,
         "seed": seed,
@@ -232,7 +283,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
         "tokenizer_class": type(tok).__name__,  # documents pair across tokenizers
     }
     baseline = chance_baseline(samples.get(task, []), res["doc_ids"])
-    scored = proportion_scored(key.partition(",")[0], res["per_item"][key], details, baseline)
+    scored = row_scored(res, key, details, baseline, f"entry {entry.name!r}: task {task!r}")
     lm_value = res["metrics"][key]["value"]
     assert abs(scored.interval.value - lm_value) < 1e-9, (scored.interval.value, lm_value)
     return scored

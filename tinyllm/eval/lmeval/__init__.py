@@ -9,7 +9,8 @@
   TaskManager (each built once, handed to ``simple_evaluate`` built), every metric with its 95%
   interval and n, per-document scores kept, group aggregates;
 * :mod:`~tinyllm.eval.lmeval.intervals` -- each metric's interval in its own units by its
-  aggregation, group aggregates weighted as lm-eval weights them, one rng stream per task;
+  aggregation, over the task's units (each document, or the clusters of a ``cluster_key``
+  field), group aggregates weighted as lm-eval weights them, one rng stream per task;
 * :mod:`~tinyllm.eval.lmeval.guards` -- data never fetched (offline unless the user says),
   task YAMLs and data files checked before lm-eval opens them, ``num_fewshot`` bounded;
 * :mod:`~tinyllm.eval.lmeval.task_files` -- a task YAML's includes and data files resolved

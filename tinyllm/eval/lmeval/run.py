@@ -7,11 +7,13 @@ and reads the per-document scores back from its samples. A task config is code h
 lm-eval: it imports ``!function`` hooks and renders Jinja templates unsandboxed, so only run
 configs you trust.
 
-Intervals (SPEC.md section 4, lm-eval tasks; :mod:`tinyllm.eval.lmeval.intervals`): Wilson
-for a mean metric every document scores 0 or 1; otherwise the percentile bootstrap over
-documents of the metric's own aggregate, a corpus metric's interval in its own units (a
-perplexity interval in perplexity); group aggregates weighted as lm-eval weights them. Each
-task's and group's draws come from ``numpy.random.default_rng([seed, hash(name)])``
+Intervals (docs/definitions.md, "Units", "Intervals"; :mod:`tinyllm.eval.lmeval.intervals`),
+over the task's units: each document, or with ``cluster_key`` the documents sharing that
+field's value. ``wilson`` for a mean metric every document scores 0 or 1 when every unit is one
+document; otherwise ``cluster_bootstrap``, the percentile bootstrap over units of the metric's
+own aggregate, a corpus metric's interval in its own units (a perplexity interval in
+perplexity); group aggregates weighted as lm-eval weights them. Each task's and group's draws
+come from ``numpy.random.default_rng([seed, hash(name)])``
 (:func:`~tinyllm.eval.lmeval.intervals.task_rng`), so a task's interval does not depend on
 the tasks beside it.
 """
@@ -88,6 +90,7 @@ def evaluate(
     backend: dict | None = None,
     simple_evaluate: Callable | None = None,
     quiet: bool = True,
+    cluster_key: str | None = None,
 ) -> dict:
     """Score lm-eval ``tasks`` with our engine; every metric with its 95% interval and n.
 
@@ -101,7 +104,11 @@ def evaluate(
     ``(seed, task)``, :func:`~tinyllm.eval.lmeval.intervals.task_rng`) as in
     ``lm_eval.simple_evaluate``. ``backend``: keyword arguments of
     :class:`~tinyllm.eval.lmeval.backend.TinyLLM` (``rolling``, ``stride``, ``max_length``, ...).
-    ``quiet``: lm-eval's progress bars and git probe off (:func:`quiet_lm_eval_run`). Data
+    ``quiet``: lm-eval's progress bars and git probe off (:func:`quiet_lm_eval_run`).
+    ``cluster_key``: a document field whose value (a string or an integer) is the document's
+    sampling unit in every task (:func:`~tinyllm.eval.lmeval.intervals.document_units`; a
+    document without it is one ValueError line naming the task and the field); None: each
+    document its own unit. Data
     come from local files or the datasets cache only: datasets and the hub are offline for the
     run unless the user set ``HF_DATASETS_OFFLINE`` or ``HF_HUB_OFFLINE``
     (:func:`tinyllm.eval.lmeval.guards.offline_data`), a dataset that is neither is one
@@ -110,19 +117,22 @@ def evaluate(
     :func:`~tinyllm.eval.lmeval.guards.guarded_files`), and ``num_fewshot`` against the task's
     few-shot documents (:func:`~tinyllm.eval.lmeval.guards.check_num_fewshot`).
 
-    Returns ``{"lm_eval_version", "seed", "num_fewshot", "limit", "n_boot", "tasks": {task:
-    {"n", "doc_ids", "metrics": {"METRIC,FILTER": {"value", "lo", "hi", "interval", "n"}},
-    "per_item": {"METRIC,FILTER": [...]}}}, "groups": {group: {"n", "tasks", "metrics"}}}``
-    (a group that aggregates its tasks: its aggregate rows, weighted as lm-eval weights them,
-    with their intervals). ``value`` is lm-eval's own aggregate;
-    ``interval`` is ``"wilson"`` or ``"bootstrap"`` (SPEC.md section 4; None, with no ends,
-    for an aggregation other than lm-eval's mean and corpus ones), in the metric's own units
-    (:func:`tinyllm.eval.lmeval.intervals.summarize`). ``per_item`` holds each document's score
-    in ``doc_ids`` order (for a weighted corpus metric its ``[LL, weight]`` pair, for
-    ``perplexity`` its LL), for the paired permutation test between two runs.
+    Returns ``{"lm_eval_version", "seed", "num_fewshot", "limit", "n_boot", "cluster_key",
+    "tasks": {task: {"n", "doc_ids", "cluster_key", "units", "n_units", "metrics":
+    {"METRIC,FILTER": {"value", "lo", "hi", "interval", "n", "n_units", "se", "warning",
+    "iid_interval"}}, "per_item": {"METRIC,FILTER": [...]}}}, "groups": {group: {"n", "tasks",
+    "metrics"}}}`` (a group that aggregates its tasks: its aggregate rows, weighted as lm-eval
+    weights them, with their intervals). ``value`` is lm-eval's own aggregate; ``interval`` is
+    the method's name, ``"wilson"`` or ``"cluster_bootstrap"`` (:class:`tinyllm.stats.Method`;
+    None, with no ends, for an aggregation other than lm-eval's mean and corpus ones), in the
+    metric's own units (:func:`tinyllm.eval.lmeval.intervals.summarize`). ``units`` holds each
+    document's cluster value in ``doc_ids`` order (None without ``cluster_key``), ``per_item``
+    each document's score in the same order (for a weighted corpus metric its ``[LL, weight]``
+    pair, for ``perplexity`` its LL), for the paired test over units between two runs.
 
     Example: ``evaluate(["arc_easy"], model, tok, limit=20)["tasks"]["arc_easy"]["metrics"]
-    ["acc,none"]`` -> ``{"value": 0.25, "lo": 0.11, "hi": 0.47, "interval": "wilson", "n": 20}``.
+    ["acc,none"]`` -> ``{"value": 0.25, "lo": 0.11, "hi": 0.47, "interval": "wilson", "n": 20,
+    "n_units": 20, ...}``.
     """
     require_lm_eval()
     import lm_eval  # optional dependency: the lmeval extra
@@ -150,7 +160,7 @@ def evaluate(
             guards.check_num_fewshot((t for b in built for t in b["tasks"].values()), num_fewshot)
             run = _run(simple_evaluate or lm_eval.simple_evaluate, built, tm, model, tokenizer,
                        backend, num_fewshot, limit, seed)  # fmt: skip
-    return _results(run, built, seed, n_boot, num_fewshot, limit)
+    return _results(run, built, seed, n_boot, num_fewshot, limit, cluster_key)
 
 
 def _build(tm: Any, spec: str | dict) -> dict:
@@ -188,7 +198,9 @@ def _run(evaluate_fn, built, tm, model, tokenizer, backend, num_fewshot, limit, 
     )
 
 
-def _results(run: dict, built: list, seed: int, n_boot: int, num_fewshot, limit) -> dict:
+def _results(
+    run: dict, built: list, seed: int, n_boot: int, num_fewshot, limit, cluster_key=None
+) -> dict:
     """evaluate's answer from lm-eval's run: each task's and group's metrics with intervals."""
     import lm_eval
 
@@ -201,6 +213,8 @@ def _results(run: dict, built: list, seed: int, n_boot: int, num_fewshot, limit)
             intervals.task_rng(seed, task),
             n_boot,
             _aggregations(leaves.get(task)),
+            cluster_key=cluster_key,
+            task=task,
         )
     return {
         "lm_eval_version": getattr(lm_eval, "__version__", None),
@@ -208,6 +222,7 @@ def _results(run: dict, built: list, seed: int, n_boot: int, num_fewshot, limit)
         "num_fewshot": num_fewshot,
         "limit": limit,
         "n_boot": n_boot,
+        "cluster_key": cluster_key,
         "tasks": out_tasks,
         "groups": _groups(built, run["results"], out_tasks, leaves, seed, n_boot),
     }
@@ -251,12 +266,24 @@ def _groups(
                 {
                     "items": tasks[t]["per_item"][key],
                     "aggregation": intervals.aggregation_of(metric, _aggregations(leaves.get(t))),
+                    "units": _metric_units(tasks[t], key, t),
                 }
                 for t in have
             ]
             metrics[key] = intervals.group_summary(results[name][key], parts, by_size, rng, n_boot)
         out[name] = {"n": sum(tasks[t]["n"] for t in names), "tasks": names, "metrics": metrics}
     return out
+
+
+def _metric_units(task: dict, key: str, name: str):
+    """The unit number of each document a task scores on ``key`` (None: each its own unit)."""
+    units = intervals.unit_numbers(task["units"])
+    if units is not None and len(task["per_item"][key]) != units.size:
+        raise ValueError(
+            f"task {name!r}: cluster key {task['cluster_key']!r}: expected {key} on every one of "
+            f"the {units.size} documents to pool them in a group, got {len(task['per_item'][key])}"
+        )
+    return units
 
 
 def _top_level(loaded: dict) -> list:
