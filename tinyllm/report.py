@@ -124,6 +124,14 @@ class EntryOptions(BaseModel):
         description="lmeval: the row's metric. Default: the first of acc, acc_norm, "
         "exact_match the task reports.",
     )
+    cluster_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="lmeval: the document field that names each document's sampling unit "
+        "(docs/definitions.md, units); documents sharing a value are resampled together. "
+        "Default: each document is its own unit.",
+    )
 
     @model_validator(mode="after")
     def _check_stride(self) -> EntryOptions:

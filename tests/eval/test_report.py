@@ -302,7 +302,8 @@ def test_manifest_sha256_is_the_sha256_of_the_canonical_json_written_by_hand():
     # sorted keys, no spaces, non-ASCII escaped, every option spelled out (defaults included)
     canon = (
         '{"entries":[{"checkpoint":"m/\\u00e9","data":"d.tok","family":"gpt","kind":null,'
-        '"name":"zeta","options":{"beam":null,"ctx_len":null,"device":null,"dtype":null,'
+        '"name":"zeta","options":{"beam":null,"cluster_key":null,"ctx_len":null,"device":null,'
+        '"dtype":null,'
         '"include_path":null,"limit":null,"metric":null,"num_fewshot":null,"split":null,'
         '"stride":null,"task":null}}],"suite":"zoo"}'
     )
