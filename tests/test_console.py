@@ -53,7 +53,8 @@ def test_zoo_table_has_a_why_column_only_when_a_row_is_not_ok(capsys):
     assert [c.header for c in zoo_table(report).columns][-1] == "status"
     report.rows.append(bad)
     cols = [c.header for c in zoo_table(report).columns]
-    want = ["name", "family", "metric", "value", "95% interval", "baseline", "n", "status"]
+    want = ["name", "family", "metric", "value", "95% interval", "baseline", "p (Holm)", "n"]
+    want.append("status")
     assert cols == [*want, "why"]
     assert short("CheckpointError: " + "x " * 40) == ("CheckpointError: " + "x " * 40)[:59] + "…"
     console = stdout_console()
@@ -76,3 +77,42 @@ def test_zoo_table_shows_each_rows_baseline_and_verdict():
     ok.beats_baseline = None
     assert baseline_cell(ok) == "0.8638"
     assert baseline_cell(_row("old", "ok", value=1.0, lo=1.0, hi=1.0, n=1)) == "-"
+
+
+def test_zoo_table_shows_the_verdicts_p_and_holm_p_and_interval_warnings_as_footnotes(capsys):
+    from tinyllm.console import baseline_p_cell
+
+    blocks = "no unit boundaries: 11 contiguous blocks of 19 items stand in for the units"
+    rows = []
+    for name, p, warning in (("gpt", 0.03, blocks), ("ngram", 0.0004, blocks), ("el", 0.2, None)):
+        r = _row(name, "ok", value=0.9, lo=0.89, hi=0.91, n=10, interval_warning=warning)
+        r.baseline = SimpleNamespace(value=0.5)
+        r.beats_baseline = SimpleNamespace(verdict="better", p=p, p_adjusted=min(1.0, 3 * p))
+        rows.append(r)
+    rows.append(_row("seq", "ok", value=0.4, lo=0.1, hi=0.7, n=8, interval_warning="8 units"))
+    assert [baseline_p_cell(r) for r in rows] == [
+        "0.030 (0.090)",
+        "4.0e-04 (0.001)",
+        "0.200 (0.600)",
+        "-",
+    ]
+    rows[2].beats_baseline.p_adjusted = None  # a report written before units: the raw p alone
+    assert baseline_p_cell(rows[2]) == "0.200"
+    print_report(stdout_console(), SimpleNamespace(release="r1", seed=0, rows=rows), "done")
+    lines = capsys.readouterr().out.splitlines()
+    cells = {
+        ln.split("│")[1].strip(): [c.strip() for c in ln.split("│")[2:-1]]
+        for ln in lines
+        if "│" in ln
+    }
+    assert cells["gpt"][3:6] == ["[0.8900, 0.9100] (1)", "0.5000 better", "0.030 (0.090)"]
+    assert cells["ngram"][3:6] == ["[0.8900, 0.9100] (1)", "0.5000 better", "4.0e-04 (0.001)"]
+    assert cells["el"][3:6] == ["[0.8900, 0.9100]", "0.5000 better", "0.200"]
+    assert cells["seq"][3:6] == ["[0.1000, 0.7000] (2)", "-", "-"]
+    # one footnote per distinct warning, under the table, one line each; no column for them
+    assert [ln.rstrip() for ln in lines[-3:]] == [
+        f"(1) {blocks}",
+        "(2) 8 units",
+        "4 ok, 0 error, 0 skipped; done",
+    ]
+    assert max(len(ln) for ln in lines) <= 140

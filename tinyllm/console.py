@@ -3,7 +3,7 @@
 * :class:`Progress` -- the one progress helper: counted work (tokens, items, rows of a comparison)
   as a live bar on a terminal or a throttled plain line elsewhere, the zoo's one line per scored
   entry (:meth:`Progress.rows`) and the training of the demo zoo (:meth:`Progress.training`);
-* :func:`stdout_console` -- the console tables go to (120 columns when piped);
+* :func:`stdout_console` -- the console tables go to (:data:`PIPED_WIDTH` columns when piped);
 * :func:`interval_table`, :func:`zoo_table`, :func:`print_report`, :func:`print_suite_run` --
   a value with its 95% interval, a zoo report, the EvalSuite flow's report and comparison;
 * :func:`error_line` -- any exception as one ``error: ...`` line; :func:`warning_line` -- any
@@ -23,14 +23,23 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from tinyllm.compare_render import format_p
+
 STATUS_STYLE = {"ok": "green", "error": "red", "skipped": "yellow"}
 """The colour of a row's status in the zoo table."""
 
 
+PIPED_WIDTH = 140
+"""Columns of the console when stdout is not a terminal: the zoo table of the demo zoo (names up
+to 19 characters, the interval with its footnote mark, the baseline's verdict with its p and
+Holm p) is about 135 wide."""
+
+
 def stdout_console() -> Console:
-    """The console results are printed on: rich's own width on a terminal, 120 columns when
-    piped (``make demo``, CI logs), where rich's default of 80 would cut the tables."""
-    return Console() if sys.stdout.isatty() else Console(width=120)
+    """The console results are printed on: rich's own width on a terminal,
+    :data:`PIPED_WIDTH` columns when piped (``make demo | tee``, CI logs), where rich's default
+    of 80 would cut the tables."""
+    return Console() if sys.stdout.isatty() else Console(width=PIPED_WIDTH)
 
 
 class Progress:
@@ -189,23 +198,60 @@ VERDICT_NOTE = {"better": "better", "worse": "worse", "not distinguishable": "sa
 
 def baseline_cell(r: Any) -> str:
     """A row's baseline in the zoo table: its value (4 decimals) and the verdict of the model
-    against it (``"0.8638 better"``; ``same?``: not distinguishable at p < 0.05); ``-`` without
-    one."""
+    against it (``"0.8638 better"``; ``same?``: not distinguishable, the Holm-adjusted p over
+    the report's rows >= 0.05); ``-`` without one."""
     b, v = getattr(r, "baseline", None), getattr(r, "beats_baseline", None)
     if b is None:
         return "-"
     return f"{b.value:.4f}" + ("" if v is None else f" {VERDICT_NOTE[v.verdict]}")
 
 
+def baseline_p_cell(r: Any) -> str:
+    """The p of a row's verdict against its baseline and, in parentheses, its Holm-adjusted p
+    over the report's rows, the one the verdict reads (docs/definitions.md, Holm):
+    ``"0.030 (0.060)"``; the raw p alone for a report written before units (no adjusted p);
+    ``-`` without a verdict. p-values as :func:`tinyllm.compare_render.format_p` writes them."""
+    v = getattr(r, "beats_baseline", None)
+    if v is None:
+        return "-"
+    adjusted = getattr(v, "p_adjusted", None)
+    return format_p(v.p) + ("" if adjusted is None else f" ({format_p(adjusted)})")
+
+
+def interval_notes(rows: list[Any]) -> dict[str, int]:
+    """The distinct ``interval_warning`` texts of ``rows`` (in row order), each numbered from 1:
+    the zoo table's footnotes. Rows written before units have none."""
+    notes: dict[str, int] = {}
+    for r in rows:
+        w = getattr(r, "interval_warning", None)
+        if w:
+            notes.setdefault(" ".join(str(w).split()), len(notes) + 1)
+    return notes
+
+
+def interval_cell(r: Any, notes: dict[str, int]) -> str:
+    """A row's 95% interval, ``[1.2000, 1.3000]``, marked ``(1)`` with the number of its
+    footnote when the interval has a warning (:func:`interval_notes`); ``-`` without one."""
+    if r.lo is None:
+        return "-"
+    w = getattr(r, "interval_warning", None)
+    mark = f" ({notes[' '.join(str(w).split())]})" if w else ""
+    return f"[{r.lo:.4f}, {r.hi:.4f}]{mark}"
+
+
 def zoo_table(report: Any) -> Table:
     """A zoo report (:class:`tinyllm.report.Report`) as a table: one line per row, its trivial
-    baseline with the verdict (:func:`baseline_cell`), and a ``why`` column (the reason, cut to
-    60 characters) when any row is not ok."""
+    baseline with the verdict (:func:`baseline_cell`), the verdict's p and Holm-adjusted p
+    (:func:`baseline_p_cell`), and a ``why`` column (the reason, cut to 60 characters) when any
+    row is not ok. An interval with a warning (no unit boundaries, few units) is marked with a
+    number, and the warning is printed under the table as that footnote."""
     title = f"zoo report (release {report.release or '-'}, seed {report.seed})"
-    table = Table(title=title)
-    notes = any(row_note(r) for r in report.rows)
-    cols = ("name", "family", "metric", "value", "95% interval", "baseline", "n", "status")
-    for col in (*cols, "why") if notes else cols:
+    notes = interval_notes(report.rows)
+    caption = "\n".join(f"({i}) {escape(w)}" for w, i in notes.items()) or None
+    table = Table(title=title, caption=caption, caption_justify="left")
+    why = any(row_note(r) for r in report.rows)
+    cols = ("name", "family", "metric", "value", "95% interval", "baseline", "p (Holm)", "n")
+    for col in (*cols, "status", "why") if why else (*cols, "status"):
         table.add_column(col, justify="right" if col in ("value", "n") else "left")
     for r in report.rows:
         cells = [
@@ -213,12 +259,13 @@ def zoo_table(report: Any) -> Table:
             r.family,
             r.metric or "-",
             "-" if r.value is None else f"{r.value:.4f}",
-            "-" if r.lo is None else f"[{r.lo:.4f}, {r.hi:.4f}]",
+            interval_cell(r, notes),
             baseline_cell(r),
+            baseline_p_cell(r),
             "-" if r.n is None else str(r.n),
             f"[{STATUS_STYLE[r.status]}]{r.status}[/]",
         ]
-        if notes:
+        if why:
             cells.append(escape(short(row_note(r))))
         table.add_row(*cells)
     return table

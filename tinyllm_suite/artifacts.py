@@ -56,25 +56,41 @@ def md_safe_comparison(cmp: dict) -> dict:
 
 
 def artifact_rows(rows: list[dict]) -> list[dict]:
-    """The rows of the table artifact: values to 4 decimals, names and error messages as text."""
+    """The rows of the table artifact: values to 4 decimals, names and error messages as text;
+    the trivial baseline's value, the verdict against it with its p and its Holm-adjusted p over
+    the report's rows (``p_holm``, the p the verdict reads; None in reports written before
+    units), the number of sampling units and the interval's warning (no unit boundaries, few
+    units; docs/definitions.md)."""
 
     def fmt(x: Any) -> Any:
         return None if x is None else round(float(x), 4)
 
-    return [
-        {
-            "name": r["name"] if re.fullmatch(NAME_PATTERN, r["name"]) else md_text(r["name"]),
-            "family": r["family"],
-            "metric": r["metric"],
-            "value": fmt(r["value"]),
-            "lo": fmt(r["lo"]),
-            "hi": fmt(r["hi"]),
-            "n": r["n"],
-            "status": r["status"],
-            "error": _md_or_none((r.get("error") or {}).get("message") or r.get("reason")),
-        }
-        for r in rows
-    ]
+    def p(x: Any) -> Any:
+        return None if x is None else float(f"{float(x):.3g}")
+
+    out = []
+    for r in rows:
+        base, beats = r.get("baseline") or {}, r.get("beats_baseline") or {}
+        out.append(
+            {
+                "name": r["name"] if re.fullmatch(NAME_PATTERN, r["name"]) else md_text(r["name"]),
+                "family": r["family"],
+                "metric": r["metric"],
+                "value": fmt(r["value"]),
+                "lo": fmt(r["lo"]),
+                "hi": fmt(r["hi"]),
+                "n": r["n"],
+                "n_units": r.get("n_units"),
+                "baseline": fmt(base.get("value")),
+                "vs_baseline": beats.get("verdict"),
+                "p": p(beats.get("p")),
+                "p_holm": p(beats.get("p_adjusted")),
+                "status": r["status"],
+                "warning": _md_or_none(r.get("interval_warning")),
+                "error": _md_or_none((r.get("error") or {}).get("message") or r.get("reason")),
+            }
+        )
+    return out
 
 
 def _md_or_none(value: Any) -> str | None:

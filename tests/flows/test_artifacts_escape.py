@@ -19,6 +19,7 @@ import yaml
 from markdown_it import MarkdownIt
 from standing import ENTRIES, build_zoo
 
+from tinyllm_suite.artifacts import artifact_rows, md_text
 from tinyllm_suite.eval_suite import COMPARE_ARTIFACT, ROWS_ARTIFACT, eval_suite
 
 HOSTILE = (
@@ -104,7 +105,7 @@ def test_hostile_paths_and_messages_are_text_in_the_artifacts(tmp_path):
     # still one table: a '|' in the message is not a cell boundary
     table = html[html.index("<table>") : html.index("</table>")]
     assert table.count("<tr>") == 1 + 3
-    assert all(tr.count("<td") == 8 for tr in table.split("<tr>")[2:])
+    assert all(tr.count("<td") == 10 for tr in table.split("<tr>")[2:])
     _no_live_content(arts[COMPARE_ARTIFACT].description or "")
     _no_live_content(arts[ROWS_ARTIFACT].description or "")
 
@@ -116,3 +117,31 @@ def test_hostile_paths_and_messages_are_text_in_the_artifacts(tmp_path):
         _no_live_content(cell)
     error = next(r["error"] for r in table_rows if r["name"] == "bigram")
     assert _render(error) == f"<p>{_as_html(msg)}</p>\n"  # exactly the message, as text
+
+
+def test_the_rows_artifact_has_the_baseline_verdicts_p_holm_p_and_the_interval_warning():
+    ok = {
+        "name": "gpt", "family": "gpt", "metric": "bpb", "value": 2.123456, "lo": 2.0, "hi": 2.3,
+        "n": 199, "status": "ok", "n_units": 11,
+        "baseline": {"name": "unigram", "value": 3.349561},
+        "beats_baseline": {"verdict": "better", "p": 0.00097656, "p_adjusted": 0.00195312},
+        "interval_warning": "no unit boundaries: 11 contiguous blocks of 19 items stand in for "
+        "the units",
+    }  # fmt: skip
+    old = {  # a row of a report written before baselines and units
+        "name": "kn3", "family": "ngram", "metric": "bpb", "value": 2.5, "lo": 2.4, "hi": 2.6,
+        "n": 199, "status": "ok",
+    }  # fmt: skip
+    got = artifact_rows([ok, old])
+    assert {k: got[0][k] for k in ("baseline", "vs_baseline", "p", "p_holm", "n_units")} == {
+        "baseline": 3.3496,
+        "vs_baseline": "better",
+        "p": 0.000977,
+        "p_holm": 0.00195,
+        "n_units": 11,
+    }
+    assert got[0]["warning"] == md_text(ok["interval_warning"])
+    assert _render(got[0]["warning"]) == f"<p>{_as_html(ok['interval_warning'])}</p>\n"
+    assert [
+        got[1][k] for k in ("baseline", "vs_baseline", "p", "p_holm", "n_units", "warning")
+    ] == [None] * 6
