@@ -86,6 +86,7 @@ def open_lm(
     if (model is None) == (hf is None):
         raise ValueError("expected exactly one of --model DIR or --hf DIR")
     if hf is not None:
+        hf = str(hf_family.resolve_folder(hf))  # a hub id: its snapshot in the local cache
         if not Path(hf).is_dir():
             raise ValueError(f"{hf}: expected a local Hugging Face model folder")
         devices.resolve_device(device)  # a bad --device is its own error, not a load failure
