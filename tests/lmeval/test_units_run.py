@@ -24,7 +24,6 @@ from tinyllm.eval.lmeval import demo_task
 from tinyllm.eval.lmeval.intervals import task_rng
 from tinyllm.eval.lmeval.run import evaluate, load
 from tinyllm.eval.zoo import score_entry_result
-from tinyllm.report import Entry
 
 N = 16  # documents: 4 passages of 4
 
@@ -130,15 +129,11 @@ def zoo(tmp_path_factory, gpt2, tok):
     return d, [doc["passage"] for doc in docs]
 
 
-def _entry(cluster_key: str | None) -> Entry:
-    e = Entry.model_validate({"name": "cloze", "family": "hf", "kind": "lmeval", "checkpoint": "a",
-                              "data": "task/lee_cloze.yaml", "options": {}})  # fmt: skip
-    if cluster_key is not None:
-        if "cluster_key" in type(e.options).model_fields:  # the manifest's option
-            return e.model_copy(update={"options": e.options.model_copy(
-                update={"cluster_key": cluster_key})})  # fmt: skip
-        object.__setattr__(e.options, "cluster_key", cluster_key)  # read by getattr until then
-    return e
+def _entry(cluster_key: str | None) -> dict:
+    """The manifest entry of the cloze task, ``options.cluster_key`` when given."""
+    options = {} if cluster_key is None else {"cluster_key": cluster_key}
+    return {"name": "cloze", "family": "hf", "kind": "lmeval", "checkpoint": "a",
+            "data": "task/lee_cloze.yaml", "options": options}  # fmt: skip
 
 
 def test_the_rows_units_are_the_declared_clusters(zoo):

@@ -224,8 +224,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     (``"METRIC,FILTER"``), ``metrics`` (every metric of the task: ``{value, lo, hi, interval,
     n, n_units, ...}``, :func:`tinyllm.eval.lmeval.run.evaluate`), ``doc_ids``,
     ``cluster_key``, ``num_fewshot``, ``limit``, ``lm_eval_version``, ``tokenizer_class``.
-    Baseline: :func:`chance_baseline`. ``options.cluster_key`` is read as
-    ``getattr(options, "cluster_key", None)``.
+    Baseline: :func:`chance_baseline`.
 
     Example: 20 documents of which 9 are right -> value 0.45, interval (0.2582, 0.6579).
     """
@@ -247,7 +246,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     # the YAML's own task: its config resolved against its folder (:func:`task_config`)
     spec = task_config(data_path, roots) if task == own else task
     seed = int(rng.integers(0, SEED_DRAW))
-    cluster_key = getattr(opts, "cluster_key", None)
+    cluster_key = opts.cluster_key
     tok = model_tokenizer(model, entry.family)
     samples: dict = {}
     run = evaluate(
