@@ -7,8 +7,9 @@ This package implements SPEC.md sections 1-5 on top of :mod:`tinyllm.stats`:
 * :func:`summarize_nlls` / :func:`eval_ppl` -- mean NLL, perplexity and bits per byte, each with
   its Student t interval (SPEC 4);
 * :func:`choice_lls` / :func:`score_choices` / :func:`run_task` -- multiple choice by
-  log-likelihood, ``acc`` and ``acc_norm`` with a bootstrap interval (SPEC 3, 4);
-* :func:`compare` -- the paired permutation test between two runs on the same items (SPEC 5).
+  log-likelihood, ``acc`` and ``acc_norm`` with an interval over units (SPEC 3, 4);
+* :func:`compare` -- the paired comparison of two runs on the same items, over units
+  (delta, interval, sign-flip p, mde; docs/definitions.md, "Paired tests").
 
 A *model* is anything callable as ``model(ids[None])`` returning logits ``[1, T, V]``, a tuple
 whose first item is those logits, or an object with ``.logits`` (Hugging Face outputs). The

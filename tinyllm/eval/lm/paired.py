@@ -1,4 +1,5 @@
-"""Paired comparison of two runs on the same items (SPEC.md section 5)."""
+"""Paired comparison of two runs on the same items, over their sampling units
+(docs/definitions.md, "Paired tests")."""
 
 from __future__ import annotations
 
@@ -8,22 +9,61 @@ from tinyllm import stats
 from tinyllm.eval.lm.tasks import Result
 
 
+def _scores(r, name: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(per-item scores, unit ids or None)`` of a :class:`Result` or a 1-d array of scores."""
+    if isinstance(r, Result):
+        return np.asarray(r.per_item, dtype=np.float64), r.units
+    if isinstance(r, (np.ndarray, list, tuple)):
+        x = np.asarray(r, dtype=np.float64)
+        if x.ndim == 1:
+            return x, None
+    raise TypeError(
+        f"{name}: expected a Result or a 1-d array of per-item scores, got {type(r).__name__}"
+    )
+
+
 def compare(
-    a: Result, b: Result, n_perm: int = 10_000, rng: np.random.Generator | None = None
-) -> float:
-    """p-value of "A and B differ" on the same items: a paired sign-flip permutation test.
+    a,
+    b,
+    n_perm: int = 10_000,
+    rng: np.random.Generator | None = None,
+    *,
+    units=None,
+) -> stats.PairedDifference:
+    """Is A better than B on the same items? ``value(a) - value(b)`` over units, with its 95%
+    interval, the sign-flip permutation p and the minimum detectable difference.
 
-    With ``d_i = a.per_item[i] - b.per_item[i]``, the statistic is ``|sum d_i|`` and its null
-    distribution comes from random sign flips of the ``d_i``
-    (:func:`tinyllm.stats.paired_permutation_test`, exact when ``2**n <= n_perm``). Item i of
-    ``a`` and item i of ``b`` must be the same item.
+    ``a``, ``b``: two :class:`Result` of one task file (item i the same item in both), or two
+    1-d arrays of per-item scores (0/1 accuracies, per-token NLLs in nats). The units are the
+    results' own (``Result.units``, the task's ``cluster`` field; they must group the items
+    the same way in both), else ``units`` (one id per item), else each item its own unit.
+    The value is the mean over items, a ratio over positions when units hold several items:
+    :func:`tinyllm.stats.paired_difference` with ``kind="ratio"`` -- per unit g, ``D_g =
+    S^A_g - S^B_g``, ``delta = sum D_g / n``, the t interval from the linearised residuals with
+    G - 1 df, p the sign-flip test on the ``D_g`` (exact when ``2**G <= n_perm``, else
+    ``n_perm`` patterns from ``rng``; default ``numpy.random.default_rng(0)``), ``mde`` at 80%
+    power. With each item its own unit this is the item-level paired t interval and sign-flip
+    test.
 
-    Example: four items all right for A and all wrong for B -> exact p = 2/16 = 0.125.
+    Example: four items all right for A and all wrong for B -> delta 1.0, exact p = 2/16 = 0.125.
 
-    Raises ValueError (from the stats test) when the two results have different numbers of
-    items: unpaired results cannot be compared this way.
+    Raises ValueError when the two sides have different numbers of items or different units:
+    unpaired results cannot be compared this way.
     """
-    for name, r in (("a", a), ("b", b)):
-        if not isinstance(r, Result):
-            raise TypeError(f"{name}: expected a Result, got {type(r).__name__}")
-    return stats.paired_permutation_test(a.per_item, b.per_item, n_perm=n_perm, rng=rng)
+    x, ux = _scores(a, "a")
+    y, uy = _scores(b, "b")
+    if x.size != y.size:
+        raise ValueError(
+            f"expected the same items on both sides, got {x.size} items in a and {y.size} in b"
+        )
+    if ux is not None or uy is not None:
+        if ux is None or uy is None or not np.array_equal(ux, uy):
+            raise ValueError("expected the same units on both sides, got units that differ")
+        if units is not None:
+            raise ValueError("expected units from the results or from units=, got both")
+        units = ux
+    if units is None:
+        units = np.arange(x.size)
+    if rng is None:
+        rng = np.random.default_rng(0)
+    return stats.paired_difference(x, y, units, rng, kind="ratio", n_perm=n_perm)
