@@ -134,19 +134,15 @@ class TinyLLM(LM):
 
     @classmethod
     def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None):
-        """``--model tinyllm --model_args hf=DIR[,max_length=N,rolling=strided,...]``: a local
-        Hugging Face folder loaded by :func:`tinyllm.models.hf.load` with its own tokenizer."""
+        """``--model tinyllm --model_args pretrained=DIR[,dtype=D,device=X,batch_size=N,
+        max_length=N,rolling=strided,...]`` (``hf=DIR`` the same): a local Hugging Face folder
+        loaded by :func:`tinyllm.models.hf.load` with its own tokenizer (:func:`model_args`)."""
         from lm_eval.utils import simple_parse_args_string  # only for lm-eval's own CLI
 
         from tinyllm.models import hf
 
-        args = simple_parse_args_string(arg_string)
-        if "hf" not in args:
-            raise ValueError(f"model_args: expected hf=DIR (a local HF folder), got {arg_string!r}")
-        d = args.pop("hf")
-        kw = {k: v for k, v in (additional_config or {}).items() if k == "batch_size" and v}
-        kw.update(args)
-        return cls(hf.load(d, quiet=True), hf.load_tokenizer(d), **kw)
+        folder, load_kw, kw = model_args(simple_parse_args_string(arg_string), additional_config)
+        return cls(hf.load(folder, quiet=True, **load_kw), hf.load_tokenizer(folder), **kw)
 
     # ------------------------------------------------------------------ tokenization (HFLM's)
 
@@ -396,3 +392,36 @@ def _prefix(tokenizer: Any) -> int | None:
 def _device(model: Any) -> torch.device:
     p = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
     return p.device if p is not None else torch.device("cpu")
+
+
+LOAD_ARGS = ("dtype", "device")
+"""lm-eval's model args that say how the folder is loaded (:func:`tinyllm.models.hf.load`)."""
+
+
+def model_args(args: dict, additional_config: dict | None = None) -> tuple[str, dict, dict]:
+    """``(folder, load keywords, TinyLLM keywords)`` of lm-eval's parsed ``--model_args``.
+
+    The folder is ``pretrained=DIR`` (lm-eval's name) or ``hf=DIR`` (both: the same folder);
+    ``dtype`` and ``device`` (``"auto"`` when absent; lm-eval's ``--device`` arrives in
+    ``additional_config``) load it; ``batch_size`` (``--batch_size`` too; ``"auto"``: our
+    default) is rows per generation batch; every other key is a :class:`TinyLLM` keyword.
+    ``max_batch_size`` and a None value in ``additional_config`` are ignored (lm-eval's CLI
+    passes them for every model)."""
+    args = dict(args)
+    names = {k: args.pop(k) for k in ("pretrained", "hf") if k in args}
+    folders = {str(v) for v in names.values()}
+    if not folders:
+        raise ValueError(f"model_args: expected pretrained=DIR (a local HF folder), got {args!r}")
+    if len(folders) > 1:
+        raise ValueError(
+            f"model_args: expected one folder, got pretrained={names['pretrained']!r} "
+            f"and hf={names['hf']!r}"
+        )
+    extra = {k: v for k, v in (additional_config or {}).items() if v is not None}
+    load_kw = {k: str(args.pop(k, extra.get(k, "auto"))) for k in LOAD_ARGS}
+    batch = args.pop("batch_size", extra.get("batch_size"))
+    if batch is not None and not str(batch).startswith("auto"):
+        if isinstance(batch, str) and batch.isdigit():
+            batch = int(batch)
+        args["batch_size"] = batch
+    return folders.pop(), load_kw, args
