@@ -132,6 +132,14 @@ class EntryOptions(BaseModel):
         "(docs/definitions.md, units); documents sharing a value are resampled together. "
         "Default: each document is its own unit.",
     )
+    doc_sep: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="lm: the separator that ends each document of the text (or of a token "
+        "file of its bytes), the row's sampling units (docs/definitions.md, units); 'none': "
+        "no boundaries (contiguous blocks, with a warning). Default: one document per line.",
+    )
 
     @model_validator(mode="after")
     def _check_stride(self) -> EntryOptions:

@@ -328,7 +328,11 @@ class TextTokens:
       tokenizer, so per-token NLLs of two models pair up);
     * ``max_id``: the largest id (checked against a model's vocabulary without reading ``ids``);
     * ``lengths``: int64[n], the bytes each token covers, when known (:func:`tokenize_text`);
-      the spans ``[starts[i], ends[i])`` they give are contiguous and partition the text.
+      the spans ``[starts[i], ends[i])`` they give are contiguous and partition the text;
+    * ``doc_starts``: int64[D], the index of each document's first token (``doc_starts[0] ==
+      0``, strictly increasing, every document at least one token), or None for a text without
+      document boundaries (docs/definitions.md, "Units"; :func:`tinyllm.eval.text.
+      read_lm_tokens` with ``doc_sep``). :attr:`units` derives each token's document from it.
 
     The strided windows score tokens ``1 .. n-1`` (SPEC.md section 2), so bits per byte divides by
     :attr:`n_scored_bytes` = ``n_text_bytes - first_bytes``: the whole text with a prefix token,
@@ -345,6 +349,15 @@ class TextTokens:
     tokenizer: str
     max_id: int
     lengths: np.ndarray | None = None
+    doc_starts: np.ndarray | None = None
+
+    @property
+    def units(self) -> np.ndarray | None:
+        """int64[n]: the document of each token (0, 1, ... in order) from :attr:`doc_starts`,
+        made when asked (8 bytes a token, as the per-token NLLs); None without documents."""
+        if self.doc_starts is None:
+            return None
+        return doc_units(self.doc_starts, int(self.ids.size))
 
     @property
     def token_bytes(self) -> np.ndarray:
@@ -371,6 +384,32 @@ class TextTokens:
     def bytes_of(self, first: int, stop: int) -> int:
         """UTF-8 bytes covered by tokens ``first .. stop-1`` (a window's scored tokens)."""
         return int(self.token_bytes[first:stop].sum())
+
+
+def doc_units(doc_starts, n: int) -> np.ndarray:
+    """int64[n]: the document of each of ``n`` tokens, documents starting at the token offsets
+    ``doc_starts`` (strictly increasing from 0, each < n).
+
+    Example: ``doc_units([0, 2, 3], 5)`` -> ``[0, 0, 1, 2, 2]``.
+    """
+    starts = np.asarray(doc_starts, dtype=np.int64)
+    sizes = np.diff(np.append(starts, n))
+    return np.repeat(np.arange(starts.size, dtype=np.int64), sizes)
+
+
+def check_doc_starts(starts, n: int, what: str) -> np.ndarray:
+    """``starts`` as int64 document start offsets of ``n`` tokens: 1-d, the first 0, strictly
+    increasing, each < n; else a ValueError naming ``what``."""
+    a = np.asarray(starts)
+    if a.ndim != 1 or not a.size or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"{what}: expected a 1-d integer array of token offsets, got {a.dtype}")
+    a = a.astype(np.int64)
+    if a[0] != 0 or (a.size > 1 and np.any(np.diff(a) <= 0)) or a[-1] >= n:
+        raise ValueError(
+            f"{what}: expected document offsets strictly increasing from 0, each below the "
+            f"{n} tokens, got {a[:5].tolist()}{'...' if a.size > 5 else ''} (last {int(a[-1])})"
+        )
+    return a
 
 
 def id_dtype(vocab_size: int) -> np.dtype:

@@ -342,6 +342,15 @@ def check_out_dir(out_dir: str | os.PathLike, what: str = "out_dir") -> Path:
     return out
 
 
+def lm_options(family: str, options: Mapping) -> dict:
+    """A recipe's entry options; an lm entry's say its documents, ``doc_sep: "\\n"`` (each
+    corpus file holds one document per line, :func:`tinyllm.data.encode_documents`)."""
+    out = dict(options)
+    if getattr(FAMILIES.get(family), "KIND", None) == "lm":
+        out.setdefault("doc_sep", "\n")
+    return out
+
+
 def build_zoo(
     out_dir: str | os.PathLike,
     *,
@@ -453,7 +462,7 @@ def build_zoo(
                     "family": r.family_of(name),
                     "checkpoint": path.relative_to(out).as_posix(),
                     "data": Path(files[r.data][key]).relative_to(out).as_posix(),
-                    "options": dict(r.options),
+                    "options": lm_options(r.family_of(name), r.options),
                 }
             )
         for entry, spec in r.lmeval_entries.items():

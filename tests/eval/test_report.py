@@ -303,7 +303,7 @@ def test_manifest_sha256_is_the_sha256_of_the_canonical_json_written_by_hand():
     canon = (
         '{"entries":[{"checkpoint":"m/\\u00e9","data":"d.tok","family":"gpt","kind":null,'
         '"name":"zeta","options":{"beam":null,"cluster_key":null,"ctx_len":null,"device":null,'
-        '"dtype":null,'
+        '"doc_sep":null,"dtype":null,'
         '"include_path":null,"limit":null,"metric":null,"num_fewshot":null,"split":null,'
         '"stride":null,"task":null}}],"suite":"zoo"}'
     )

@@ -34,6 +34,7 @@ import numpy as np
 
 from tinyllm import safeio, stats
 from tinyllm.eval.lm import eval_ppl, token_nlls
+from tinyllm.eval.text_docs import DOC_SEP, DocScanner, check_doc_sep, piece_doc_starts
 from tinyllm.models import hf
 from tinyllm.tokens import (
     MAGIC,
@@ -388,6 +389,7 @@ def read_lm_tokens(
     progress: Callable[[int, int], Any] | None = None,
     spill: int = SPILL_BYTES,
     piece: int = PIECE_CHARS,
+    doc_sep: str | None = DOC_SEP,
 ) -> TextTokens:
     """The lm data file ``path`` (a UTF-8 text, or a token file of its byte ids: :class:`TextReader`)
     as :class:`TextTokens` of ``tokenizer``, the ids those of :func:`tinyllm.tokens.tokenize_text`
@@ -398,8 +400,16 @@ def read_lm_tokens(
     unlinked temporary file in ``TMPDIR``, refused up front naming the file when that disk has no
     room for one id per byte. ``progress(done, total)`` is told the bytes read. Spans are not
     kept (``lengths`` is None).
+
+    Documents (``doc_sep``, default one per line; None or ``"none"``: no boundaries): the text
+    is cut just after each run of separators, and each token belongs to the document its first
+    character is in (a separator's tokens go to the document before it; a token spanning a
+    boundary to the document it starts in; a prefix token to the first). ``doc_starts`` holds
+    each document's first token, one offset per document (a document left without a token of
+    its own is no document); the ids, and so every NLL, are the same whatever ``doc_sep``.
     """
     name = tokenizer_id(tokenizer)
+    sep = check_doc_sep(doc_sep)
     p = Path(path)
     with TextReader(p) as r:
         if r.size == 0:
@@ -413,9 +423,13 @@ def read_lm_tokens(
 
         if isinstance(tokenizer, ByteTokenizer):
             sink = _IdSink(np.dtype(np.uint8), p, r.size, spill)
+            scan = DocScanner(sep.encode("utf-8")) if sep is not None else None
             for raw, _ in blocks():
                 sink.add(np.frombuffer(raw, dtype=np.uint8))
-            return TextTokens(sink.finish(), r.size, 1, False, name, sink.max)
+                if scan is not None:
+                    scan.feed(raw)
+            docs = None if scan is None else scan.starts(sink.n)
+            return TextTokens(sink.finish(), r.size, 1, False, name, sink.max, doc_starts=docs)
         backend = backend_of(tokenizer)
         pid = prefix_token_id(tokenizer) if prefix else None
         vocab = max(backend.get_vocab_size(with_added_tokens=True), (pid or 0) + 1)
@@ -424,7 +438,19 @@ def read_lm_tokens(
             sink.add(np.array([pid]))
         stream = PieceStream(backend, piece=piece)
         first, before = None, 0  # token 0's bytes; the bytes of pieces without a token
-        for pc in stream.pieces(text for _, text in blocks()):
+        scan = DocScanner(sep) if sep is not None else None
+        docs: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
+        last = [0]  # the document of the last token given out
+
+        def texts() -> Iterator[str]:
+            for _, text in blocks():
+                if scan is not None:
+                    scan.feed(text)
+                yield text
+
+        for pc in stream.pieces(texts()):
+            if scan is not None and pc.j > pc.k:  # the scanner has read past the piece
+                docs.append(piece_doc_starts(pc.starts[pc.k : pc.j], scan.bounds, last, sink.n))
             if first is None and pc.j > pc.k:
                 lens = token_lengths(tokenizer, pc.enc, pc.left + pc.text, is_byte_level(tokenizer))
                 first = before - len(pc.left.encode("utf-8")) + int(lens[: pc.k + 1].sum())
@@ -441,7 +467,8 @@ def read_lm_tokens(
             stacklevel=2,
         )
     first_bytes = 0 if pid is not None else first
-    return TextTokens(ids, r.size, first_bytes, pid is not None, name, sink.max)
+    starts = None if scan is None else np.unique(np.concatenate(docs))
+    return TextTokens(ids, r.size, first_bytes, pid is not None, name, sink.max, doc_starts=starts)
 
 
 def released_behind(ids: np.ndarray, ctx_len: int, progress: Callable | None) -> Callable:

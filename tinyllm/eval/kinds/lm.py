@@ -27,10 +27,11 @@ from tinyllm.baselines import Baseline
 from tinyllm.eval.kinds.common import Scored
 from tinyllm.eval.lm import summarize_nlls
 from tinyllm.eval.text import model_tokenizer, read_lm_tokens, text_details
+from tinyllm.eval.text_docs import DOC_SEP, DocScanner, check_doc_sep
 from tinyllm.models import FAMILIES
 from tinyllm.report import Entry
 from tinyllm.stats import LN2, Interval, Method, as_units, cluster_ratio, contiguous_blocks
-from tinyllm.tokens import ByteTokenizer, is_token_file, read_tokens
+from tinyllm.tokens import ByteTokenizer, doc_units, is_token_file, read_tokens
 
 KIND = "lm"
 METRIC = metrics.BPB.name
@@ -123,6 +124,28 @@ def _check_byte_tokens(ids: np.ndarray, path: Path) -> None:
             )
 
 
+def doc_sep_of(entry: Entry) -> str | None:
+    """The entry's document separator: ``options.doc_sep`` (``"none"``: no boundaries), else
+    :data:`tinyllm.eval.text.DOC_SEP` (one document per line)."""
+    sep = getattr(entry.options, "doc_sep", None)
+    try:
+        return check_doc_sep(DOC_SEP if sep is None else sep)
+    except ValueError as e:
+        raise ValueError(f"entry {entry.name!r}: options.doc_sep: {e}") from None
+
+
+def byte_doc_starts(ids: np.ndarray, sep: str | None) -> np.ndarray | None:
+    """The first token of each document of byte ids ``ids`` (a token file of a text's bytes)
+    cut after each run of ``sep``'s UTF-8 bytes (:class:`tinyllm.eval.text.DocScanner`), read
+    a chunk at a time; None without a separator."""
+    if sep is None:
+        return None
+    scan = DocScanner(sep.encode("utf-8"))
+    for s in range(0, ids.size, BYTE_CHECK_CHUNK):
+        scan.feed(np.asarray(ids[s : s + BYTE_CHECK_CHUNK]).astype(np.uint8).tobytes())
+    return scan.starts(int(ids.size))
+
+
 def lm_data(model, entry: Entry, data_path: Path) -> tuple[np.ndarray, int, dict, Any]:
     """``(ids, n_bytes, text details, units)`` of the entry's data in the model's own tokenizer.
 
@@ -131,18 +154,22 @@ def lm_data(model, entry: Entry, data_path: Path) -> tuple[np.ndarray, int, dict
     (:func:`tinyllm.eval.text.read_lm_tokens`) and ``n_bytes`` is the bytes its tokens
     ``1 .. n-1`` cover (:attr:`tinyllm.tokens.TextTokens.n_scored_bytes`). ``units``: the
     document of each token when the text route gives them (its ``units``), else None (no unit
-    boundaries: :func:`lm_scored` uses contiguous blocks).
+    boundaries: :func:`lm_scored` uses contiguous blocks). Documents: the text cut after each
+    run of :func:`doc_sep_of` (one per line by default; a token file of bytes alike).
     """
     tok = model_tokenizer(model, entry.family)
+    sep = doc_sep_of(entry)
     if isinstance(tok, ByteTokenizer) and is_token_file(data_path):
         ids = read_tokens(data_path)
         _check_byte_tokens(ids, data_path)
         details = {"tokenizer": "byte", "n_text_tokens": int(ids.size)}
         details |= {"text_bytes": int(ids.size), "prefix": False}
-        return ids, max(int(ids.size) - 1, 0), details, None
-    tokens = read_lm_tokens(data_path, tok)
+        starts = byte_doc_starts(ids, sep)
+        units = None if starts is None else doc_units(starts, int(ids.size))
+        return ids, max(int(ids.size) - 1, 0), details | {"doc_sep": sep}, units
+    tokens = read_lm_tokens(data_path, tok, doc_sep=sep)
     units = getattr(tokens, "units", None)
-    return tokens.ids, tokens.n_scored_bytes, text_details(tokens), units
+    return tokens.ids, tokens.n_scored_bytes, text_details(tokens) | {"doc_sep": sep}, units
 
 
 def block_length(n_items: int) -> int:
@@ -157,12 +184,13 @@ def block_length(n_items: int) -> int:
 
 def _scored_units(units, n: int):
     """The scored tokens' units (tokens 1..n-1): ids of the n - 1 scored tokens, or of all n
-    tokens (token 0's, unscored, dropped); None -> contiguous blocks (:func:`block_length`)."""
-    if units is None:
-        return contiguous_blocks(n - 1, block_length(n - 1))
-    ids = np.asarray(units)
-    if ids.ndim == 1 and ids.size == n:
+    tokens (token 0's, unscored, dropped); None, or every scored token in one document (a text
+    without a separator) -> contiguous blocks (:func:`block_length`)."""
+    ids = None if units is None else np.asarray(units)
+    if ids is not None and ids.ndim == 1 and ids.size == n:
         ids = ids[1:]
+    if ids is None or (ids.ndim == 1 and ids.size == n - 1 and np.all(ids == ids[0])):
+        return contiguous_blocks(n - 1, block_length(n - 1))
     if ids.ndim != 1 or ids.size != n - 1:
         raise ValueError(
             f"units: expected one unit id per scored token ({n - 1}) or per token ({n}), "
