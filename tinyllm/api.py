@@ -1,0 +1,605 @@
+"""The Python API: one call each for a training loop or a notebook (docs/api.md).
+
+::
+
+    import tinyllm
+    r = tinyllm.bpb(model, "val.txt")                 # bits per byte, interval over documents
+    acc = tinyllm.task(model, "arc.jsonl")            # multiple choice, interval over units
+    run = tinyllm.lmeval(model, "my_tasks/arc.yaml")  # lm-eval: a name, a YAML or a folder
+    d = tinyllm.paired(acc_a, acc_b)                  # paired comparison, over units
+    steps = tinyllm.releases("./evalstore")           # a store's releases with their rows
+
+``model`` is a model object or a folder. The paired comparison is ``paired`` and a store's
+history ``releases``: ``tinyllm.compare`` and ``tinyllm.history`` are the modules of release
+comparison and history, which the API wraps. An object: one of our families' ``Model`` (the family
+is found by its class), a transformers ``PreTrainedModel`` (read as the ``hf`` family), or any
+callable ``model(ids[None]) -> logits [1, T, V]`` (scored in strided windows; its context and
+tokenizer are unknown, so ``ctx_len=`` is needed and the text is read in bytes unless
+``tokenizer=`` names another). A folder: one of our lm checkpoints or a local Hugging Face
+causal LM folder (:func:`tinyllm.eval.single.open_path`). Every function computes what the
+command line computes (``tinyllm eval ppl --text``, ``eval task``, ``eval lmeval``,
+``history``), through the same library functions; a bad input is one ValueError (a TypeError for
+an argument of the wrong type) saying what was expected and what was got.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tinyllm import stats
+from tinyllm.eval import lm, single
+from tinyllm.eval.kinds.lm import lm_scored
+from tinyllm.eval.text import load_tokenizer, model_tokenizer, read_lm_tokens, text_details
+from tinyllm.eval.text_docs import DOC_SEP, check_doc_sep
+from tinyllm.models import FAMILIES
+from tinyllm.models import hf as hf_family
+from tinyllm.tokens import ByteTokenizer, tokenizer_id
+
+__all__ = ["Comparison", "LmEvalRun", "Release", "TextBpb", "bpb", "lmeval", "paired", "releases"]
+__all__ += ["task"]
+
+OBJECT = "<model object>"
+"""The ``model`` field of a result scored on a model object (a folder's is its path)."""
+
+
+# ---- the model: an object or a folder ---------------------------------------------------------
+
+
+def _is_folder(model: Any) -> bool:
+    return isinstance(model, str | os.PathLike)
+
+
+def _family_of(model: Any) -> tuple[str, Any]:
+    """``(arch, family module or None)`` of a model object: one of our lm families' ``Model``,
+    a transformers ``PreTrainedModel`` (``hf``, None), else a plain callable (``"callable"``)."""
+    for arch, fam in FAMILIES.items():
+        cls = getattr(fam, "Model", None)
+        if isinstance(cls, type) and isinstance(model, cls):
+            if getattr(fam, "KIND", None) != "lm":
+                raise ValueError(
+                    f"model: expected a language model (kind lm), got {arch!r} of kind "
+                    f"{getattr(fam, 'KIND', None)!r}"
+                )
+            return arch, fam
+    tf = sys.modules.get("transformers")
+    if tf is not None and isinstance(model, tf.PreTrainedModel):
+        return hf_family.ARCH, None
+    if callable(model):
+        return "callable", None
+    raise TypeError(
+        "model: expected a model object (callable as model(ids[None]) -> logits) or a folder "
+        f"(our lm checkpoint or a local Hugging Face folder), got {type(model).__name__}"
+    )
+
+
+def _loaded(model: Any, ctx_len: int | None = None, **load: Any) -> single.LoadedLM:
+    """A folder opened by :func:`tinyllm.eval.single.open_path`, or a model object as a
+    :class:`tinyllm.eval.single.LoadedLM` (its context from its config, where it has one)."""
+    if _is_folder(model):
+        if not Path(model).exists():
+            raise ValueError(
+                f"model: expected a model object or an existing folder, got {str(model)!r}, "
+                "which does not exist"
+            )
+        return single.open_path(str(model), **load)
+    arch, fam = _family_of(model)
+    if arch == hf_family.ARCH:
+        ctx, vocab = hf_family.context_length(model), model.config.vocab_size
+        return single.LoadedLM(model, arch, None, vocab, ctx, "hf", OBJECT)
+    if fam is not None:
+        cfg = getattr(model, "cfg", None)
+        ctx = getattr(cfg, "ctx_len", None) or getattr(cfg, "block_size", None)
+        vocab = getattr(cfg, "vocab_size", None) or getattr(fam, "VOCAB", None)
+        return single.LoadedLM(model, arch, fam, vocab, ctx, {"type": "byte"}, OBJECT)
+    if ctx_len is None:
+        raise ValueError(
+            "ctx_len: expected the context length of a plain model callable (its windows), got None"
+        )
+    return single.LoadedLM(model, "callable", None, None, None, None, OBJECT)
+
+
+def _own_tokenizer(m: single.LoadedLM) -> Any:
+    """The tokenizer ``m`` reads: bytes for our families and a plain callable, a Hugging Face
+    model's own (bytes for a folder without one)."""
+    if m.arch == "callable":
+        return ByteTokenizer()
+    return model_tokenizer(m.model, hf_family.ARCH if m.family is None else m.arch)
+
+
+def _tokenizer(m: single.LoadedLM, tokenizer: Any) -> Any:
+    """``tokenizer`` (``None``: the model's own; ``"byte"`` or a folder:
+    :func:`tinyllm.eval.single.text_tokenizer`'s rule; a tokenizer object: used as it is,
+    when it is the model's own)."""
+    if tokenizer is None:
+        return _own_tokenizer(m)
+    if m.arch == "callable":
+        return load_tokenizer(str(tokenizer)) if _is_folder(tokenizer) else tokenizer
+    if _is_folder(tokenizer):
+        return single.text_tokenizer(m, str(tokenizer))
+    own = _own_tokenizer(m)
+    if tokenizer_id(tokenizer) != tokenizer_id(own):
+        raise ValueError(
+            f"tokenizer: expected the model's own ({tokenizer_id(own)}), got "
+            f"{tokenizer_id(tokenizer)}: a model is never fed ids of another tokenizer"
+        )
+    return tokenizer
+
+
+# ---- bits per byte of a text ------------------------------------------------------------------
+
+_PATHLIKE = re.compile(r"[^\s/]+\.[A-Za-z0-9]{1,5}|\S*/\S*")
+
+
+@contextmanager
+def _text_file(text_or_path: Any):
+    """The file to read: a path (``os.PathLike``, or a ``str`` naming an existing file), or the
+    text itself (a ``str`` that names no file, or ``bytes``) in a temporary file."""
+    if isinstance(text_or_path, os.PathLike):
+        yield str(text_or_path), str(text_or_path)
+        return
+    if isinstance(text_or_path, str) and "\n" not in text_or_path:
+        if os.path.isfile(text_or_path):
+            yield text_or_path, text_or_path
+            return
+        if _PATHLIKE.fullmatch(text_or_path):
+            raise ValueError(
+                f"text_or_path: expected an existing file or the text itself, got "
+                f"{text_or_path!r}, which looks like a file name but names no file (pass "
+                "bytes to score it as text)"
+            )
+    if isinstance(text_or_path, str):
+        data = text_or_path.encode("utf-8")
+    elif isinstance(text_or_path, bytes):
+        data = text_or_path
+    else:
+        raise TypeError(
+            f"text_or_path: expected a text (str or bytes) or a file path, got "
+            f"{type(text_or_path).__name__}"
+        )
+    with tempfile.TemporaryDirectory(prefix="tinyllm-text-") as d:
+        p = Path(d) / "text.txt"
+        p.write_bytes(data)
+        yield str(p), "<text>"
+
+
+@dataclass(frozen=True, eq=False)
+class TextBpb:
+    """Bits per byte of a text (:func:`bpb`), with its 95% interval over the text's documents.
+
+    * ``value`` = ``sum_t l_t / (n_bytes ln 2)`` over the scored tokens t = 1 .. n-1;
+    * ``lo``, ``hi``: the cluster-robust ratio interval over documents (``method``
+      ``cluster_ratio``, ``n_units`` documents; docs/definitions.md, "Units"); a text with one
+      document: contiguous blocks of tokens (``warning`` says so);
+    * ``iid``: the Student t interval over tokens, ``{"lo", "hi"}`` (what ``tinyllm eval ppl
+      --text --json`` reports as ``bpb``);
+    * ``n``: scored tokens; ``n_bytes``: the UTF-8 bytes they cover; ``nll``, ``ppl``:
+      ``{"value", "lo", "hi"}`` in nats per token and perplexity over documents;
+    * ``per_item``: each scored token's NLL (nats) and ``units`` its document, for
+      :func:`paired` of two models on the same text.
+    """
+
+    value: float
+    lo: float
+    hi: float
+    n: int
+    n_units: int
+    method: str
+    n_bytes: int
+    nll: dict
+    ppl: dict
+    iid: dict
+    model: str
+    arch: str
+    data: str
+    tokenizer: str
+    doc_sep: str | None
+    ctx_len: int | None
+    stride: int | None
+    warning: str = ""
+    per_item: np.ndarray = dataclasses.field(default=None, repr=False)
+    units: np.ndarray = dataclasses.field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        """Every field but ``per_item`` and ``units``, as JSON-native values."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        del d["per_item"], d["units"]
+        return d | {"interval": d.pop("method")}
+
+
+def bpb(
+    model: Any,
+    text_or_path: Any,
+    *,
+    tokenizer: Any = None,
+    ctx_len: int | None = None,
+    stride: int | None = None,
+    doc_sep: str | None = DOC_SEP,
+    device: Any = "auto",
+    dtype: Any = "auto",
+) -> TextBpb:
+    """Bits per byte of a text under ``model``, in the model's own tokenizer (SPEC.md section
+    2), with its 95% interval over the text's documents.
+
+    ``text_or_path``: a file (an ``os.PathLike``, or a ``str`` naming an existing file: UTF-8
+    text or a token file of its bytes) or the text itself (a ``str`` naming no file, or
+    ``bytes``). The text is read by :func:`tinyllm.eval.text.read_lm_tokens` and cut into
+    documents after each run of ``doc_sep`` (default one document per line; ``"none"``: no
+    boundaries, contiguous blocks of tokens instead). Our gpt, Hugging Face models and plain
+    callables are scored in strided windows of ``ctx_len`` tokens (default: the model's
+    context) every ``stride`` (default ``ctx_len // 2``); our other families by their own NLLs
+    (``ctx_len`` / ``stride`` unused). ``bpb = sum_t l_t / (n_bytes ln 2)``, the interval the
+    cluster-robust ratio estimator over documents (the zoo's lm row:
+    :func:`tinyllm.eval.kinds.lm.lm_scored`). The value is ``tinyllm eval ppl --text F
+    --json``'s ``bpb``; that command's interval is over tokens (here ``iid``), the text route
+    giving documents to the zoo's rows but not to that command. ``device`` / ``dtype``: for a
+    folder (:func:`tinyllm.eval.single.open_lm`).
+    """
+    check_doc_sep(doc_sep)
+    with _text_file(text_or_path) as (path, label):
+        single.text_size(path)  # what the file cannot be is refused before a model is loaded
+        m = _loaded(model, ctx_len, device=device, dtype=dtype)
+        tok = _tokenizer(m, tokenizer)
+        tokens = read_lm_tokens(path, tok, doc_sep=doc_sep)
+        if tokens.ids.size < 3:
+            raise ValueError(
+                f"{label}: expected at least 3 tokens (2 scored, for an interval), got "
+                f"{tokens.ids.size}"
+            )
+        single.check_text_vocab(tokens, m, label)
+        if m.strided or m.arch == "callable":
+            c = ctx_len if ctx_len is not None else m.ctx_len
+            c, s = single.windows(m, c, stride)
+            nlls = lm.token_nlls(m.model, tokens.ids, c, s)
+        else:
+            c = s = None
+            nlls = m.family.token_nlls(m.model, tokens.ids)
+        units = getattr(tokens, "units", None)
+        details = text_details(tokens)
+        scored = lm_scored(
+            np.asarray(nlls, np.float64), tokens.n_scored_bytes, details, None, units
+        )
+    iv, iid, d = scored.interval, scored.iid_interval, scored.details
+    return TextBpb(
+        value=float(iv.value),
+        lo=float(iv.lo),
+        hi=float(iv.hi),
+        n=int(scored.n),
+        n_units=int(iv.n_units),
+        method=str(iv.method),
+        n_bytes=int(d["n_bytes"]),
+        nll=d["nll"],
+        ppl=d["ppl"],
+        iid={"lo": float(iid.lo), "hi": float(iid.hi), "method": str(iid.method)},
+        model=m.source,
+        arch=m.arch,
+        data=label,
+        tokenizer=details["tokenizer"],
+        doc_sep=check_doc_sep(doc_sep),
+        ctx_len=c,
+        stride=s,
+        warning=iv.warning or "",
+        per_item=scored.items,
+        units=scored.units,
+    )
+
+
+# ---- a multiple-choice task -------------------------------------------------------------------
+
+
+def task(
+    model: Any,
+    task_path: str | os.PathLike,
+    *,
+    metric: str = "acc_norm",
+    seed: int = 0,
+    tokenizer: Any = None,
+    max_len: int | None = None,
+    n_boot: int = 1000,
+    device: Any = "auto",
+    dtype: Any = "auto",
+) -> lm.Result:
+    """Multiple-choice accuracy of ``model`` on the task file ``task_path``
+    (formats/task-jsonl.md): :func:`tinyllm.eval.lm.run_task`, as ``tinyllm eval task`` runs
+    it (:func:`tinyllm.eval.single.score_task`).
+
+    ``metric``: ``acc`` (the choice of highest log-likelihood) or ``acc_norm`` (highest LL per
+    UTF-8 byte of the choice). The interval is over the task's units (Wilson when each item is
+    its own unit; the bootstrap over ``cluster`` values, ``n_boot`` resamples from
+    ``numpy.random.default_rng(seed)``). ``max_len``: tokens the model reads (default: a
+    strided model's own context). Returns a :class:`tinyllm.eval.lm.Result` (``value``,
+    ``lo``, ``hi``, ``n``, ``n_units``, ``method``, ``per_item``, ``units``, ``to_dict()``).
+    """
+    if metric not in lm.METRICS:
+        raise ValueError(f"metric: expected one of {list(lm.METRICS)}, got {metric!r}")
+    if not _is_folder(task_path):
+        raise TypeError(f"task_path: expected a task file path, got {type(task_path).__name__}")
+    items = lm.read_task(task_path)
+    m = _loaded(model, max_len, device=device, dtype=dtype)
+    tok = _tokenizer(m, tokenizer)
+    scorer = (
+        m.model
+        if (m.strided or m.arch == "callable")
+        else lm.FamilyLM(m.model, m.family.token_nlls)
+    )
+    strided = m.strided or m.arch == "callable"
+    return lm.run_task(
+        scorer,
+        tok,
+        items,
+        metric,
+        np.random.default_rng(seed),
+        n_boot,
+        max_len=max_len if max_len is not None else (m.ctx_len if strided else None),
+    )
+
+
+# ---- lm-eval tasks ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LmEvalRun:
+    """lm-eval tasks scored by our engine (:func:`lmeval`): :func:`tinyllm.eval.lmeval.run.
+    evaluate`'s answer. ``tasks[name]["metrics"]["METRIC,FILTER"]`` is ``{"value", "lo", "hi",
+    "interval", "n", "n_units", ...}``; ``tasks[name]["per_item"]`` each document's scores."""
+
+    tasks: dict
+    groups: dict
+    lm_eval_version: str | None
+    seed: int
+    num_fewshot: int | None
+    limit: int | None
+    n_boot: int
+    cluster_key: str | None
+
+    def to_dict(self) -> dict:
+        """The fields as evaluate returns them (JSON-native)."""
+        return dataclasses.asdict(self)
+
+    def scores(self, task: str, metric: str | None = None) -> np.ndarray:
+        """The per-document scores of ``task`` on ``metric`` (``"acc,none"``; default the
+        task's first metric), for :func:`paired`."""
+        if task not in self.tasks:
+            raise ValueError(f"task: expected one of {sorted(self.tasks)}, got {task!r}")
+        per = self.tasks[task]["per_item"]
+        key = metric if metric is not None else next(iter(per), None)
+        if key not in per:
+            raise ValueError(f"metric: expected one of {sorted(per)}, got {metric!r}")
+        return np.asarray(per[key], dtype=np.float64)
+
+
+def _task_specs(tasks: Any) -> tuple[list, str | None, bool]:
+    """``(specs, include_path, include_defaults)`` for :func:`tinyllm.eval.lmeval.run.evaluate`:
+    a YAML file -> its task config (:func:`tinyllm.eval.lmeval.task_files.task_config`, paths
+    resolved against its folder); a folder -> each task its YAMLs define, the folder the
+    include path; a name -> itself, found in a folder given beside it, else in lm-eval's
+    bundled tasks (indexed only then)."""
+    from tinyllm.eval.lmeval.task_files import folder_tasks, task_config, task_name
+
+    if isinstance(tasks, str | os.PathLike):
+        tasks = [tasks] if not isinstance(tasks, str) or "," not in str(tasks) else tasks.split(",")
+    if not isinstance(tasks, Sequence) or not tasks:
+        raise ValueError(
+            f"tasks: expected a task name, a task YAML, a folder of them or a list of those, "
+            f"got {tasks!r}"
+        )
+    specs: list = []
+    folders: list[Path] = []
+    names: list[str] = []  # found in the folder given beside them, else in lm-eval's bundled
+    for t in tasks:
+        if not isinstance(t, str | os.PathLike) or not str(t):
+            raise ValueError(f"tasks: expected names or paths, got {t!r}")
+        p = Path(t)
+        if p.is_file():
+            specs.append(task_config(p))
+        elif p.is_dir():
+            folders.append(p)
+            for y in sorted(p.glob("*.yaml")):
+                name = task_name(y) if y.is_file() and not y.is_symlink() else None
+                if name is not None:
+                    specs.extend(folder_tasks([name], p))
+        elif str(t).endswith((".yaml", ".yml")) or os.sep in str(t):
+            raise ValueError(f"tasks: expected a task YAML or folder, got {str(t)!r}: not found")
+        else:
+            names.append(str(t))
+    if len(folders) > 1:
+        raise ValueError(f"tasks: expected at most one folder of task YAMLs, got {len(folders)}")
+    include = str(folders[0]) if folders else None
+    specs.extend(folder_tasks(names, include) if include is not None and names else names)
+    return specs, include, include is None and any(isinstance(s, str) for s in specs)
+
+
+def lmeval(
+    model: Any,
+    tasks: Any,
+    *,
+    seed: int = 0,
+    num_fewshot: int | None = None,
+    limit: int | None = None,
+    cluster_key: str | None = None,
+    n_boot: int = 1000,
+    max_length: int | None = None,
+    device: Any = "auto",
+    dtype: Any = "auto",
+) -> LmEvalRun:
+    """lm-eval tasks scored by our engine, every metric with its 95% interval and n
+    (:func:`tinyllm.eval.lmeval.run.evaluate`, as ``tinyllm eval lmeval`` runs them).
+
+    ``tasks``: a task name (lm-eval's bundled tasks, indexed only when a name needs them: about
+    a minute), a task YAML (its ``include`` and ``data_files`` resolved against its folder, so
+    it runs from anywhere), a folder of YAMLs (each task they define; names given beside it are
+    found there first), or a list of those. ``seed``: lm-eval's seeds and each task's bootstrap
+    stream; ``num_fewshot``, ``limit`` as lm-eval's; ``cluster_key``: a document field whose
+    value is the document's unit (default: each document its own). ``max_length``: tokens the
+    model reads (default its context). Needs the ``lmeval`` extra.
+    """
+    from tinyllm.eval.lmeval import run
+
+    specs, include, defaults = _task_specs(tasks)
+    m = _loaded(model, max_length, device=device, dtype=dtype)
+    tok = _own_tokenizer(m)
+    backend = {} if max_length is None else {"max_length": max_length}
+    out = run.evaluate(
+        specs,
+        m.model,
+        tok,
+        include_path=include,
+        include_defaults=defaults,
+        num_fewshot=num_fewshot,
+        limit=limit,
+        seed=seed,
+        n_boot=n_boot,
+        backend=backend,
+        cluster_key=cluster_key,
+    )
+    return LmEvalRun(**{f.name: out[f.name] for f in dataclasses.fields(LmEvalRun)})
+
+
+# ---- the paired comparison --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``value(a) - value(b)`` on the same items over units (:func:`paired`): the fields of
+    :class:`tinyllm.stats.PairedDifference` (``delta``, ``lo``, ``hi``, ``p``, ``se``, ``mde``,
+    ``n_units``, ``n_items``, ``value_a``, ``value_b``, ``method``, ...) and ``unit``: what
+    they are in (``"bits/byte"`` for two :class:`TextBpb`, else the items' own)."""
+
+    delta: float
+    lo: float
+    hi: float
+    p: float
+    se: float
+    df: int
+    mde: float
+    n_units: int
+    n_items: int
+    value_a: float
+    value_b: float
+    kind: str
+    method: str
+    exact: bool
+    n_perm: int
+    warning: str = ""
+    unit: str = "items"
+
+    @property
+    def value(self) -> float:
+        return self.delta
+
+    @property
+    def n(self) -> int:
+        return self.n_items
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self) | {"method": str(self.method)}
+
+
+def compare(
+    a: Any, b: Any, *, units: Any = None, seed: int = 0, n_perm: int = 10_000
+) -> Comparison:
+    """Paired comparison of two results on the same items, over units
+    (:func:`tinyllm.eval.lm.compare`; docs/definitions.md, "Paired tests"): delta =
+    ``value(a) - value(b)`` with its 95% interval, the sign-flip permutation p (``n_perm``
+    patterns from ``numpy.random.default_rng(seed)`` unless exact) and the minimum detectable
+    difference.
+
+    ``a``, ``b``: two :class:`tinyllm.eval.lm.Result` of one task file (their own units), two
+    :class:`TextBpb` of one text in one tokenizer (per-token NLLs over their documents; the
+    answer in bits per byte, positive: ``a`` is worse), or two 1-d arrays of per-item scores
+    (``units``: one id per item; default each item its own unit).
+    """
+    scale, unit = 1.0, "items"
+    if isinstance(a, TextBpb) or isinstance(b, TextBpb):
+        if not (isinstance(a, TextBpb) and isinstance(b, TextBpb)):
+            raise TypeError(
+                f"paired: expected two TextBpb, got {type(a).__name__} and {type(b).__name__}"
+            )
+        if a.tokenizer != b.tokenizer or a.n != b.n or a.n_bytes != b.n_bytes:
+            raise ValueError(
+                f"paired: expected two bpb results on the same tokens, got {a.n} tokens of "
+                f"{a.tokenizer} and {b.n} of {b.tokenizer}"
+            )
+        if units is None:
+            units = a.units
+            if not np.array_equal(a.units, b.units):
+                raise ValueError("paired: expected the same documents on both sides, got others")
+        scale, unit = a.n / (a.n_bytes * stats.LN2), "bits/byte"
+        a, b = a.per_item, b.per_item
+    for name, x in (("a", a), ("b", b)):
+        if isinstance(x, LmEvalRun):
+            raise TypeError(
+                f"{name}: expected per-item scores, got an LmEvalRun: pass run.scores(task)"
+            )
+    d = lm.compare(a, b, n_perm, np.random.default_rng(seed), units=units)
+    if scale != 1.0:
+        d = d.scaled(scale)
+    return Comparison(**dataclasses.asdict(d), unit=unit)
+
+
+# ---- a store's history ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Release:
+    """One release of a store's history (:func:`releases`): ``state`` (``ok``, ``unreadable``,
+    ``no report``), its ``rows`` (report.json's), ``previous`` (the release it is compared
+    with), ``verdicts`` (entry -> its verdict against ``previous``), ``regressions`` (the
+    compare rows that regressed) and ``error`` (why it cannot be read)."""
+
+    name: str
+    state: str
+    created_at: str | None
+    rows: tuple
+    previous: str | None
+    verdicts: dict
+    regressions: tuple
+    error: str | None
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        return d | {"rows": list(self.rows), "regressions": list(self.regressions)}
+
+
+def releases(store: Any, *, n_perm: int = 10_000, seed: int = 0) -> list[Release]:
+    """The releases of ``store`` (a folder, ``s3://bucket/prefix`` or a
+    :class:`tinyllm.store.Store`), oldest first, each with its rows and its verdicts against
+    the release before it, as ``tinyllm history`` shows them (:func:`tinyllm.history.
+    release_history`; nothing written). A local store must exist."""
+    from tinyllm.dashboard import load_history
+    from tinyllm.history import release_history
+    from tinyllm.store import Store, open_store
+
+    if not isinstance(store, Store):
+        if not _is_folder(store):
+            raise TypeError(f"store: expected a folder, an s3:// URI or a Store, got {store!r}")
+        if "://" not in str(store) and not os.path.isdir(store):
+            raise ValueError(f"store: expected an existing store folder, got {str(store)!r}")
+        store = open_store(store)
+    out = []
+    for step in release_history(store, load_history(store), n_perm=n_perm, seed=seed):
+        v = step.view
+        rep = v.report or {}
+        out.append(
+            Release(
+                name=v.name,
+                state=step.state,
+                created_at=rep.get("created_at"),
+                rows=tuple(rep.get("rows", ())),
+                previous=step.previous,
+                verdicts=step.verdicts,
+                regressions=tuple(step.regressions()),
+                error=v.error,
+            )
+        )
+    return out
