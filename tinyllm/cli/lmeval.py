@@ -18,7 +18,11 @@ from tinyllm.cli.lm import HF, Device, Dtype, Model
 Tasks = Annotated[str, typer.Option("--tasks", help="Comma-separated lm-eval task names.")]
 IncludePath = Annotated[
     str | None,
-    typer.Option("--include-path", help="A folder of task YAMLs (may include bundled ones)."),
+    typer.Option(
+        "--include-path",
+        "--include_path",
+        help="A folder of task YAMLs (may include bundled ones).",
+    ),
 ]
 NoBundled = Annotated[
     bool,
@@ -26,7 +30,9 @@ NoBundled = Annotated[
         "--no-bundled", help="Index only --include-path, not lm-eval's bundled tasks (faster)."
     ),
 ]
-FewShot = Annotated[int | None, typer.Option("--num-fewshot", min=0, help="Few-shot examples.")]
+FewShot = Annotated[
+    int | None, typer.Option("--num-fewshot", "--num_fewshot", min=0, help="Few-shot examples.")
+]
 Limit = Annotated[int | None, typer.Option("--limit", min=1, help="Documents per task.")]
 Rolling = Annotated[
     str,
@@ -52,6 +58,38 @@ ClusterKey = Annotated[
         "unit: intervals over those clusters (default: each document its own unit).",
     ),
 ]
+ModelArgs = Annotated[
+    str | None,
+    typer.Option(
+        "--model-args",
+        "--model_args",
+        metavar="ARGS",
+        help="lm-eval's model args: pretrained=DIR (a local HF folder, as --hf),dtype=,device=,"
+        "batch_size=, and the backend's max_length=, rolling=, stride=.",
+    ),
+]
+BatchSize = Annotated[
+    int | None,
+    typer.Option("--batch-size", "--batch_size", min=1, help="Rows per generation batch."),
+]
+OutputPath = Annotated[
+    str | None,
+    typer.Option(
+        "--output-path",
+        "--output_path",
+        metavar="DIR",
+        help="Also write lm-eval's results file there (DIR/<model>/results_<date>.json, with "
+        "our intervals in its 'tinyllm' block; formats/lmeval-results.md).",
+    ),
+]
+LogSamples = Annotated[
+    bool,
+    typer.Option(
+        "--log-samples",
+        "--log_samples",
+        help="With --output-path: lm-eval's per-document samples_<task>_<date>.jsonl too.",
+    ),
+]
 MaxLength = Annotated[
     int | None,
     typer.Option("--max-length", min=1, help="Tokens the model reads (default: its context)."),
@@ -63,6 +101,7 @@ def eval_lmeval_cmd(
     tasks: Tasks,
     model: Model = None,
     hf: HF = None,
+    model_args: ModelArgs = None,
     include_path: IncludePath = None,
     no_bundled: NoBundled = False,
     num_fewshot: FewShot = None,
@@ -75,20 +114,30 @@ def eval_lmeval_cmd(
     max_length: MaxLength = None,
     device: Device = "auto",
     dtype: Dtype = "auto",
+    batch_size: BatchSize = None,
+    output_path: OutputPath = None,
+    log_samples: LogSamples = False,
     as_json: AsJson = False,
 ) -> None:
     """lm-eval tasks (lm-eval's own configs: a task config is code) scored by our engine, 95% intervals.
 
     Metrics under lm-eval's names (acc_norm by characters, acc_bytes by bytes); intervals over units, each document or, with --cluster-key, each cluster (docs/definitions.md): Wilson for 0/1 scores of single documents, else the bootstrap over units, each in the metric's units; group aggregates as lm-eval weights them. Data from local files or the datasets cache only: offline unless you set HF_DATASETS_OFFLINE or HF_HUB_OFFLINE; a data file over 256 MiB is refused (TINYLLM_LMEVAL_MAX_DATA_BYTES sets another limit).
     """
-    if (model is None) == (hf is None):
-        raise fail("expected exactly one of --model DIR or --hf DIR")
+    if log_samples and output_path is None:
+        raise fail("expected --output-path DIR with --log-samples, got none")
+    backend = {"rolling": rolling, "stride": stride, "max_length": max_length}
+    backend |= {} if batch_size is None else {"batch_size": batch_size}
+    load = dict(hf=hf, ckpt=model, device=device, dtype=dtype)
+    load, backend = with_model_args(model_args, load, backend)
     quiet_lm_eval()
     opts = dict(include_path=include_path, include_defaults=not no_bundled, limit=limit)
     opts |= dict(num_fewshot=num_fewshot, seed=seed, n_boot=n_boot, cluster_key=cluster_key)
-    backend = {"rolling": rolling, "stride": stride, "max_length": max_length}
-    load = dict(hf=hf, ckpt=model, device=device, dtype=dtype)
-    out = evaluate_tasks(tasks, load, opts | dict(quiet=not DEBUG["on"], backend=backend))
+    run: dict = {}
+    opts |= dict(quiet=not DEBUG["on"], backend=backend, lm_eval_run=run)
+    out = evaluate_tasks(tasks, load, opts)
+    if output_path is not None:
+        for f in write_results(run, out, output_path, model_args, load, log_samples):
+            typer.echo(f"wrote {f}", err=True)
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
@@ -96,6 +145,53 @@ def eval_lmeval_cmd(
         console.print(task_table(name, task, out))
     for name, group in out["groups"].items():
         console.print(task_table(f"{name} (group of {len(group['tasks'])} tasks)", group, out))
+
+
+def with_model_args(model_args: str | None, load: dict, backend: dict) -> tuple[dict, dict]:
+    """``load`` and ``backend`` with lm-eval's ``--model_args`` (``pretrained=DIR``, ``dtype``,
+    ``device``, ``batch_size``, the backend's keywords, which win over the flags:
+    :func:`tinyllm.eval.lmeval.backend.model_args`) merged in; the folder there and ``--hf`` /
+    ``--model``, or a ``dtype`` / ``device`` there and another one given as a flag, is one
+    line."""
+    if model_args is None:
+        if (load["ckpt"] is None) == (load["hf"] is None):
+            raise fail(
+                "expected exactly one of --model DIR or --hf DIR (or --model_args pretrained=DIR)"
+            )
+        return load, backend
+    from tinyllm.eval.lmeval import MissingLmEvalError  # lm-eval's parser: not for --help
+
+    try:
+        from lm_eval.utils import simple_parse_args_string
+
+        from tinyllm.eval.lmeval.backend import model_args as parse_model_args
+
+        folder, load_kw, kw = parse_model_args(simple_parse_args_string(model_args))
+    except (ValueError, MissingLmEvalError, ImportError) as e:
+        raise fail(str(e)) from None
+    if load["ckpt"] is not None or load["hf"] not in (None, folder):
+        given = f"--hf {load['hf']}" if load["ckpt"] is None else f"--model {load['ckpt']}"
+        raise fail(f"expected one model, got --model_args pretrained={folder} and {given}")
+    load = dict(load, hf=folder)
+    for k, v in load_kw.items():
+        if v != "auto" and load[k] not in ("auto", v):
+            raise fail(f"expected one {k}, got {k}={v} in --model_args and --{k} {load[k]}")
+        load[k] = v if v != "auto" else load[k]
+    return load, backend | kw
+
+
+def write_results(
+    run: dict, out: dict, output_path: str, model_args: str | None, load: dict, samples: bool
+) -> list:
+    """lm-eval's results (and with ``samples`` its samples) files of the run under
+    ``output_path`` (:func:`tinyllm.eval.lmeval.results_files.write`); a bad path is one line."""
+    from tinyllm.eval.lmeval import results_files
+
+    args = results_files.model_args_string(model_args, load["hf"], load["ckpt"])
+    try:
+        return results_files.write(run, out, output_path, model_args=args, log_samples=samples)
+    except (OSError, ValueError) as e:
+        raise fail(str(e)) from None
 
 
 def evaluate_tasks(tasks: str, load: dict, opts: dict) -> dict:

@@ -91,6 +91,7 @@ def evaluate(
     simple_evaluate: Callable | None = None,
     quiet: bool = True,
     cluster_key: str | None = None,
+    lm_eval_run: dict | None = None,
 ) -> dict:
     """Score lm-eval ``tasks`` with our engine; every metric with its 95% interval and n.
 
@@ -108,7 +109,9 @@ def evaluate(
     ``cluster_key``: a document field whose value (a string or an integer) is the document's
     sampling unit in every task (:func:`~tinyllm.eval.lmeval.intervals.document_units`; a
     document without it is one ValueError line naming the task and the field); None: each
-    document its own unit. Data
+    document its own unit. ``lm_eval_run``: a dict filled with ``lm_eval.simple_evaluate``'s own
+    answer (``results``, ``configs``, ``samples``, ...), for its results files
+    (:mod:`tinyllm.eval.lmeval.results_files`). Data
     come from local files or the datasets cache only: datasets and the hub are offline for the
     run unless the user set ``HF_DATASETS_OFFLINE`` or ``HF_HUB_OFFLINE``
     (:func:`tinyllm.eval.lmeval.guards.offline_data`), a dataset that is neither is one
@@ -160,6 +163,8 @@ def evaluate(
             guards.check_num_fewshot((t for b in built for t in b["tasks"].values()), num_fewshot)
             run = _run(simple_evaluate or lm_eval.simple_evaluate, built, tm, model, tokenizer,
                        backend, num_fewshot, limit, seed)  # fmt: skip
+    if lm_eval_run is not None:
+        lm_eval_run.update(run)
     return _results(run, built, seed, n_boot, num_fewshot, limit, cluster_key)
 
 
@@ -332,7 +337,8 @@ def _no_env_report() -> Iterator[None]:
     """``simple_evaluate``'s environment report without torch's ``collect_env`` (it runs
     ``pip list`` and a dozen other programs, about 4.5 s of a 7 s run of 20 documents, for a
     ``pretty_env_info`` text no caller here reads): the results keep lm-eval's and
-    transformers' versions, ``pretty_env_info`` is None."""
+    transformers' versions and the ``upper_git_hash`` of the folder above, ``pretty_env_info``
+    is None."""
     import lm_eval.evaluator  # optional dependency: evaluate has checked it is there
 
     with swapped(lm_eval.evaluator, "add_env_info", lambda real: _versions_only):
@@ -347,6 +353,9 @@ def _versions_only(storage: dict) -> None:
     storage["pretty_env_info"] = None
     storage["lm_eval_version"] = importlib.metadata.version("lm_eval")
     storage["transformers_version"] = getattr(transformers, "__version__", "N/A")
+    from lm_eval.loggers.utils import get_commit_from_path  # reads files, runs nothing
+
+    storage["upper_git_hash"] = get_commit_from_path(Path(os.getcwd(), ".."))
 
 
 def _quiet_git_hash() -> str | None:
