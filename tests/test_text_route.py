@@ -17,13 +17,8 @@ from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
 
 from tinyllm.data import lee_split
 from tinyllm.eval import zoo
-from tinyllm.eval.text import (
-    compare_on_text,
-    load_tokenizer,
-    paired_nlls,
-    read_lm_tokens,
-    text_ppl,
-)
+from tinyllm.eval.text import load_tokenizer, read_lm_tokens, text_ppl
+from tinyllm.eval.text_compare import compare_on_text, paired_nlls
 from tinyllm.models import gpt, hf_train
 from tinyllm.tokens import BYTE_OF_CHAR, ByteTokenizer, tokenize_text, write_tokens
 from tinyllm.windows import iter_windows

@@ -33,8 +33,9 @@ Against = Annotated[
     str | None,
     typer.Option(
         "--against",
-        help="A second model (HF folder or checkpoint) on the same tokens: the mean per-token "
-        "NLL difference, its t interval and the paired permutation p.",
+        help="A second model (HF folder or checkpoint): the mean per-token NLL difference "
+        "and its interval over documents, the paired permutation p (different tokenizers: "
+        "each bpb, unpaired).",
     ),
 ]
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda, cuda:N or mps.")]
@@ -94,6 +95,16 @@ Seed = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap interva
 NBoot = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples.")]
 
 
+DocSep = Annotated[
+    str,
+    typer.Option(
+        "--doc-sep",
+        help="The separator ending each document of --text (the units of the intervals); "
+        "'none': no boundaries (contiguous blocks). Default: one document per line.",
+    ),
+]
+
+
 @eval_app.command("ppl")
 def eval_ppl_cmd(
     data: Data = None,
@@ -102,6 +113,7 @@ def eval_ppl_cmd(
     hf: HF = None,
     tokenizer: TextTokenizer = None,
     against: Against = None,
+    doc_sep: DocSep = "\n",
     ctx_len: CtxLen = None,
     stride: Stride = None,
     n_bytes: NBytes = 0,
@@ -114,23 +126,18 @@ def eval_ppl_cmd(
 ) -> None:
     """Strided perplexity of a text or a token file: mean NLL, perplexity and bits per byte.
 
-    A text is read in the model's own tokenizer and bpb divides by the UTF-8 bytes the scored tokens cover; --against pairs a second model on the same tokens. Our gpt and Hugging Face models are scored with strided windows (every token once, at least C - s tokens of context after the first window); other lm families with their own NLLs.
+    A text is read in the model's own tokenizer, bpb divides by the UTF-8 bytes the scored tokens cover, and each interval is over the text's documents (--doc-sep); --against pairs a second model over the documents. Our gpt and Hugging Face models are scored with strided windows (every token once, at least C - s tokens of context after the first window); other lm families with their own NLLs.
     """
     from tinyllm.eval import single  # torch and the models: not for --help
 
     check_ppl_route(data, text, against, tokenizer, n_bytes)
     opts = dict(model=model, hf=hf, ctx_len=ctx_len, stride=stride, device=device, dtype=dtype)
-    run = dict(batch_size=batch_size, progress=functools.partial(Progress, quiet=quiet))
-    run["note"] = Console(stderr=True).print
+    opts |= dict(tokenizer=tokenizer, n_bytes=n_bytes, seed=seed, doc_sep=doc_sep)
+    bar, note = functools.partial(Progress, quiet=quiet), Console(stderr=True).print
     try:  # CheckpointError and TokenFileError are ValueErrors
-        if against is not None:
-            out = single.compare_text(
-                text, against, **opts, tokenizer=tokenizer, seed=seed, progress=run["progress"]
-            )
-        elif text is not None:
-            out = single.score_text(text, **opts, tokenizer=tokenizer, **run)
-        else:
-            out = single.score_ppl(data, **opts, n_bytes=n_bytes, **run)
+        out = single.run_ppl(
+            data, text, against, **opts, batch_size=batch_size, progress=bar, note=note
+        )
     except ValueError as e:
         raise fail(str(e)) from None
     if as_json:
@@ -163,20 +170,32 @@ def ppl_table(out: dict, text: bool):
     rows = [("nll", out["nll"], "nats/token"), ("ppl", out["ppl"], "perplexity")]
     rows.append(("bpb", out["bpb"], "bits/byte"))
     caption = f"{out['n_tokens']} tokens scored{window}; bpb: {bytes_note}"
+    if "n_units" in out:
+        caption += f"; intervals over {out['n_units']} units ({out['interval']})"
+    if out.get("interval_warning"):
+        caption += f"; {out['interval_warning']}"
     return interval_table(f"perplexity of {out['model']} on {out['data']}", rows, caption)
 
 
 def delta_table(out: dict):
-    """``--against``: B - A per token (nats) and per byte (bits), Student t intervals, and p."""
+    """``--against``: B - A per token (nats) and per byte (bits) with their intervals over
+    documents, p and the smallest difference the comparison can see; in different tokenizers
+    each model's bpb with its interval, unpaired."""
+    title = f"{out['against']} against {out['model']} on {out['data']}"
+    if not out.get("paired", True):
+        rows = [(f"bpb {out['model']}", out["bpb_a"], "bits/byte")]
+        rows.append((f"bpb {out['against']}", out["bpb_b"], "bits/byte"))
+        units = f"{out['n_units_a']} and {out['n_units_b']} units"
+        return interval_table(title, rows, f"{out['note']}; {units}")
     rows = [("delta", out["delta"], "nats/token"), ("delta_bpb", out["delta_bpb"], "bits/byte")]
+    window = "" if out["ctx_len"] is None else f", ctx {out['ctx_len']}, stride {out['stride']}"
     caption = (
         f"{out['against']} - {out['model']} (positive: {out['against']} is worse); "
-        f"paired permutation p = {out['p']:.4g}; {out['n_tokens']} tokens, {out['n_bytes']} "
-        f"bytes, ctx {out['ctx_len']}, stride {out['stride']}"
+        f"paired permutation p = {out['p']:.4g} over {out['n_units']} units; mde "
+        f"{out['mde_bpb']:.4g} bits/byte; {out['n_tokens']} tokens, {out['n_bytes']} bytes"
+        f"{window}" + (f"; {out['interval_warning']}" if out.get("interval_warning") else "")
     )
-    return interval_table(
-        f"{out['against']} against {out['model']} on {out['data']}", rows, caption
-    )
+    return interval_table(title, rows, caption)
 
 
 @eval_app.command("task")

@@ -35,13 +35,14 @@ from tinyllm.console import Progress
 from tinyllm.eval import lm
 from tinyllm.eval.text import (
     TextReader,
-    compare_on_text,
     load_tokenizer,
     own_tokenizer,
     read_lm_tokens,
-    text_details,
+    summarize_text,
     text_ppl,
 )
+from tinyllm.eval.text_compare import compare_on_text, unpaired_bpb
+from tinyllm.eval.text_docs import DOC_SEP
 from tinyllm.models import FAMILIES
 from tinyllm.models import hf as hf_family
 from tinyllm.tokens import ByteTokenizer, TextTokens, read_tokens, tokenizer_id
@@ -270,15 +271,19 @@ def text_size(text: str) -> int:
 
 
 def text_tokens(
-    m: LoadedLM, text: str, tok: Any, progress: ProgressFactory | None = None
+    m: LoadedLM,
+    text: str,
+    tok: Any,
+    progress: ProgressFactory | None = None,
+    doc_sep: str | None = DOC_SEP,
 ) -> TextTokens:
     """The text file ``text`` (UTF-8, or a token file of its bytes) as tokens of ``tok``
     (:func:`text_tokenizer`), read in bounded memory (:func:`tinyllm.eval.text.read_lm_tokens`,
     ``progress("tokenizing", bytes)`` told the bytes read); the largest id is checked against
-    the model's vocabulary."""
+    the model's vocabulary; ``doc_sep``: the documents (:func:`tinyllm.eval.text.read_lm_tokens`)."""
     progress = progress or functools.partial(Progress, quiet=True)
     with progress("tokenizing", text_size(text)) as bar:
-        tokens = read_lm_tokens(text, tok, progress=bar.update)
+        tokens = read_lm_tokens(text, tok, progress=bar.update, doc_sep=doc_sep)
     if tokens.ids.size < 2:
         raise ValueError(f"{text}: expected at least 2 tokens to score, got {tokens.ids.size}")
     check_text_vocab(tokens, m, text)
@@ -305,24 +310,29 @@ def score_text(
     batch_size: int | None = None,
     device: Any = "auto",
     dtype: Any = "auto",
+    doc_sep: str | None = DOC_SEP,
     progress: ProgressFactory | None = None,
     note: Callable[[str], None] | None = None,
 ) -> dict:
     """Strided perplexity of the text file ``text`` in the model's own tokenizer (SPEC.md
     section 2; :func:`text_tokens`): ``bpb = sum_t l_t / (n_bytes ln 2)`` bits per byte with
     ``n_bytes`` the UTF-8 bytes tokens ``1 .. n-1`` cover
-    (:func:`tinyllm.eval.text.text_ppl`). Windows as :func:`score_ppl`; a family scored by its
-    own NLLs ignores them (``note`` is told so). ``device`` / ``dtype``: as :func:`open_lm`.
+    (:func:`tinyllm.eval.text.text_ppl`), each interval over the text's documents (``doc_sep``,
+    default one per line; ``"none"``: contiguous blocks with a warning). Windows as
+    :func:`score_ppl`; a family scored by its own NLLs ignores them (``note`` is told so).
+    ``device`` / ``dtype``: as :func:`open_lm`.
 
-    Returns :func:`score_ppl`'s keys (``data`` is ``text``) plus
-    :func:`tinyllm.eval.text.text_details`: ``tokenizer``, ``n_text_tokens``, ``text_bytes``,
-    ``prefix``.
+    Returns :func:`score_ppl`'s keys (``data`` is ``text``; ``nll``, ``ppl``, ``bpb`` with
+    their cluster-robust intervals over documents) plus ``interval``, ``n_units``, ``se``,
+    ``iid_interval`` (the Student t over tokens), ``interval_warning``, ``block_len``,
+    ``doc_sep`` and :func:`tinyllm.eval.text.text_details`: ``tokenizer``, ``n_text_tokens``,
+    ``text_bytes``, ``prefix``.
     """
     progress = progress or functools.partial(Progress, quiet=True)
     text_size(text)
     m = open_lm(model, hf, device=device, dtype=dtype)
-    tokens = text_tokens(m, text, text_tokenizer(m, tokenizer), progress)
-    out: dict = {"model": m.source, "arch": m.arch, "data": str(text)}
+    tokens = text_tokens(m, text, text_tokenizer(m, tokenizer), progress, doc_sep)
+    out: dict = {"model": m.source, "arch": m.arch, "data": str(text), "doc_sep": doc_sep}
     n = int(tokens.ids.size) - 1
     if m.strided:
         c, s = windows(m, ctx_len, stride)
@@ -334,8 +344,16 @@ def score_text(
     with progress(f"scoring tokens ({m.arch})", n) as bar:
         nlls = m.family.token_nlls(m.model, tokens.ids)
         bar.update(len(nlls))
-    res = lm.summarize_nlls(nlls, tokens.n_scored_bytes) | text_details(tokens)
+    res = summarize_text([(1, np.asarray(nlls, dtype=np.float64))], tokens)
     return out | {"ctx_len": None, "stride": None} | res
+
+
+def family_nlls(m: LoadedLM, ids: np.ndarray, c: int | None, s: int | None) -> np.ndarray:
+    """Per-token NLLs of tokens ``1 .. n-1`` under ``m``: the strided windows ``(c, s)`` for
+    gpt and Hugging Face models, the family's own ``token_nlls`` otherwise."""
+    if m.strided:
+        return lm.token_nlls(m.model, ids, c, s)
+    return np.asarray(m.family.token_nlls(m.model, ids), dtype=np.float64)
 
 
 def compare_text(
@@ -351,46 +369,66 @@ def compare_text(
     dtype: Any = "auto",
     seed: int = 0,
     n_perm: int = 10_000,
+    doc_sep: str | None = DOC_SEP,
     progress: ProgressFactory | None = None,
 ) -> dict:
     """Model B (``against``: a Hugging Face folder or one of our checkpoints, :func:`open_path`)
     against model A (``model`` / ``hf``) on the text file ``text``, each in its own tokenizer
-    (or both in ``tokenizer``): :func:`tinyllm.eval.text.compare_on_text` with the same strided
-    windows for both (``ctx_len`` default: the shorter of the two contexts; ``stride``: C // 2)
-    and the permutation signs from ``numpy.random.default_rng(seed)``.
+    (or both in ``tokenizer``), over the text's documents (``doc_sep``, default one per line).
 
-    Returns ``{"model", "against", "data", "ctx_len", "stride", "seed"}`` plus
-    :func:`tinyllm.eval.text.paired_nlls`' keys: ``delta`` = mean of ``l_t(B) - l_t(A)`` in
-    nats/token with its 95% Student t interval (positive: B is worse), ``delta_bpb`` (bits per
-    byte), ``p`` (paired sign-flip permutation), ``n_tokens``, ``n_bytes``, ``nll_a``,
-    ``nll_b``; different tokenizers are a ValueError ("expected the same tokenizer, got X and
-    Y"), before the text is read; the text is tokenized once (``progress`` as
-    :func:`text_tokens`).
+    One tokenizer: :func:`tinyllm.eval.text_compare.compare_on_text`, the per-token NLLs of
+    each model (any lm family: gpt and Hugging Face models in the same strided windows,
+    ``ctx_len`` default the shorter of the strided contexts, ``stride`` C // 2; other families
+    their own NLLs) paired over documents by :func:`tinyllm.stats.paired_difference`
+    (``kind="ratio"``), signs from ``numpy.random.default_rng(seed)``: ``delta`` (nats per
+    token, positive: B is worse) and ``delta_bpb`` with their intervals, ``p``, ``se``,
+    ``mde``, ``mde_bpb``, ``n_units``, ``n_tokens``, ``n_bytes``, ``nll_a``, ``nll_b``,
+    ``paired`` True.
+
+    Different tokenizers: no per-token pairing; each model's bpb with its interval over
+    documents (:func:`score_text`) side by side, ``paired`` False and the note "different
+    tokenizers: compared by bpb only, unpaired"
+    (:func:`tinyllm.eval.text_compare.unpaired_bpb`).
+
+    Returns also ``{"model", "against", "data", "ctx_len", "stride", "seed", "doc_sep"}``.
     """
     text_size(text)
     a = open_lm(model, hf, device=device, dtype=dtype)
     b = open_path(against, device=device, dtype=dtype)
-    for m in (a, b):
-        if not m.strided:
-            raise ValueError(
-                f"{m.source}: expected a model scored in strided windows (gpt or hf) to pair "
-                f"per token, got {m.arch}"
-            )
     tok_a, tok_b = text_tokenizer(a, tokenizer), text_tokenizer(b, tokenizer)
+    head = {"model": a.source, "against": b.source, "data": str(text), "seed": seed}
+    head["doc_sep"] = doc_sep
     if tokenizer_id(tok_a) != tokenizer_id(tok_b):
-        raise ValueError(
-            f"expected the same tokenizer, got {tokenizer_id(tok_a)} and {tokenizer_id(tok_b)}: "
-            f"a per-token comparison needs one tokenizer (compare each model's bpb instead)"
+        ra, rb = (
+            _one_text(m, text, t, ctx_len, stride, doc_sep, progress)
+            for m, t in ((a, tok_a), (b, tok_b))
         )
-    ta = text_tokens(a, text, tok_a, progress)
+        return head | {"ctx_len": ra["ctx_len"], "stride": ra["stride"]} | unpaired_bpb(ra, rb)
+    ta = text_tokens(a, text, tok_a, progress, doc_sep)
     check_text_vocab(ta, b, text)
-    ctx = [c for c in (a.ctx_len, b.ctx_len) if c is not None]
-    c, s = windows(a, ctx_len if ctx_len is not None else min(ctx, default=None), stride)
-    windows(b, c, s)  # the same windows must fit B too
+    c, s = None, None
+    strided = [m for m in (a, b) if m.strided]
+    if strided:
+        ctx = [m.ctx_len for m in strided if m.ctx_len is not None]
+        c, s = windows(
+            strided[0], ctx_len if ctx_len is not None else min(ctx, default=None), stride
+        )
+        for m in strided[1:]:
+            windows(m, c, s)  # the same windows must fit both
+    nlls = (family_nlls(a, ta.ids, c, s), family_nlls(b, ta.ids, c, s))
     rng = np.random.default_rng(seed)
-    res = compare_on_text(a.model, ta, b.model, ta, c, s, n_perm=n_perm, rng=rng)
-    out = {"model": a.source, "against": b.source, "data": str(text), "ctx_len": c}
-    return out | {"stride": s, "seed": seed} | res
+    res = compare_on_text(a.model, ta, b.model, ta, c, s, n_perm=n_perm, rng=rng, nlls=nlls)
+    return head | {"ctx_len": c, "stride": s, "paired": True} | res
+
+
+def _one_text(m: LoadedLM, text, tok, ctx_len, stride, doc_sep, progress) -> dict:
+    """One model's :func:`score_text` result on ``text`` in its tokenizer ``tok``."""
+    tokens = text_tokens(m, text, tok, progress, doc_sep)
+    if not m.strided:
+        nlls = family_nlls(m, tokens.ids, None, None)
+        return {"ctx_len": None, "stride": None} | summarize_text([(1, nlls)], tokens)
+    c, s = windows(m, ctx_len, stride)
+    return {"ctx_len": c, "stride": s} | text_ppl(m.model, tokens, c, s)
 
 
 def _task_tokenizer(m: LoadedLM, tokenizer: str, hf: str | None) -> Any:
@@ -465,3 +503,36 @@ def score_task(
     out.update(res.to_dict())
     out.update({"seed": seed, "n_boot": n_boot, "per_item": res.per_item.tolist()})
     return out
+
+
+def run_ppl(
+    data: str | None,
+    text: str | None,
+    against: str | None,
+    *,
+    tokenizer: str | None = None,
+    n_bytes: int = 0,
+    seed: int = 0,
+    doc_sep: str | None = DOC_SEP,
+    batch_size: int | None = None,
+    progress: ProgressFactory | None = None,
+    note: Callable[[str], None] | None = None,
+    **opts: Any,
+) -> dict:
+    """What ``tinyllm eval ppl`` computes: :func:`compare_text` with ``against``, else
+    :func:`score_text` of ``text``, else :func:`score_ppl` of the token file ``data``;
+    ``opts``: ``model``, ``hf``, ``ctx_len``, ``stride``, ``device``, ``dtype``."""
+    if against is not None:
+        return compare_text(
+            text,
+            against,
+            **opts,
+            tokenizer=tokenizer,
+            seed=seed,
+            doc_sep=doc_sep,
+            progress=progress,
+        )
+    run = {"batch_size": batch_size, "progress": progress, "note": note}
+    if text is not None:
+        return score_text(text, **opts, tokenizer=tokenizer, doc_sep=doc_sep, **run)
+    return score_ppl(data, **opts, n_bytes=n_bytes, **run)

@@ -10,9 +10,9 @@ byte over the bytes the scored tokens cover, and two models paired on the same t
 * :func:`read_lm_tokens` -- an lm data file as :class:`tinyllm.tokens.TextTokens` of a
   tokenizer, tokenized a piece at a time in bounded memory, the ids in a compact array (an
   unlinked temporary file past :data:`SPILL_BYTES`);
-* :func:`text_ppl` -- strided perplexity of such tokens, bpb over their scored bytes;
-* :func:`paired_nlls` / :func:`compare_on_text` -- the mean per-token NLL difference of two
-  models on the same tokens, its Student t interval and the paired permutation p.
+* :func:`text_ppl` / :func:`summarize_text` -- strided perplexity of such tokens, bpb over
+  their scored bytes, intervals over the text's documents (:mod:`tinyllm.eval.text_docs`);
+  two models on one text: :mod:`tinyllm.eval.text_compare`.
 """
 
 from __future__ import annotations
@@ -25,16 +25,26 @@ import re
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tinyllm import safeio, stats
-from tinyllm.eval.lm import eval_ppl, token_nlls
-from tinyllm.eval.text_docs import DOC_SEP, DocScanner, check_doc_sep, piece_doc_starts
+from tinyllm import safeio, windows
+from tinyllm.eval.lm import summarize_nlls
+from tinyllm.eval.lm.heads import views
+from tinyllm.eval.text_docs import (
+    DOC_SEP,
+    DocScanner,
+    DocSums,
+    check_doc_sep,
+    clustered,
+    piece_doc_starts,
+    scored_starts,
+)
+from tinyllm.logits import eval_mode
 from tinyllm.models import hf
 from tinyllm.tokens import (
     MAGIC,
@@ -50,6 +60,7 @@ from tinyllm.tokens import (
     token_lengths,
     tokenizer_id,
 )
+from tinyllm.windows import DEFAULT_BATCH_SIZE
 
 BYTE = "byte"
 
@@ -515,96 +526,37 @@ def text_ppl(
     batch_size: int | None = None,
     progress: Callable[[int, int], Any] | None = None,
 ) -> dict:
-    """Strided perplexity (:func:`tinyllm.eval.lm.eval_ppl`) of ``tokens``, with
-    ``bpb = sum_t l_t / (n_bytes * ln 2)``, ``n_bytes`` = :attr:`TextTokens.n_scored_bytes`
-    (the UTF-8 bytes tokens ``1 .. n-1`` cover), and :func:`text_details` added.
+    """Strided perplexity (the windows of :func:`tinyllm.eval.lm.eval_ppl`, the same NLLs and
+    values) of ``tokens``, with ``bpb = sum_t l_t / (n_bytes * ln 2)``, ``n_bytes`` =
+    :attr:`TextTokens.n_scored_bytes` (the UTF-8 bytes tokens ``1 .. n-1`` cover), the
+    intervals over the text's documents (:func:`summarize_text`) and :func:`text_details`.
 
-    Mapped ids are released as the windows pass them (:func:`released_behind`).
+    Mapped ids are released as the windows pass them (:func:`released_behind`); the NLLs are
+    streamed, only their per-document sums are kept.
 
     Example: a uniform byte model on ``"héllo"`` (6 bytes, no prefix): 5 scored tokens of
     ``ln 256`` over 5 bytes, bpb = 8.
     """
-    kw = {} if batch_size is None else {"batch_size": batch_size}
+    bs = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
     bar = released_behind(tokens.ids, ctx_len, progress)
-    out = eval_ppl(
-        model, tokens.ids, ctx_len, stride, n_bytes=tokens.n_scored_bytes, progress=bar, **kw
-    )
-    return out | text_details(tokens)
+    chunks = windows.nll_chunks(model, tokens.ids, ctx_len, stride, bs, bar, views=views(model))
+    with eval_mode(model):
+        return summarize_text(chunks, tokens)
 
 
-def check_same_tokens(a: TextTokens, b: TextTokens) -> None:
-    """Two models pair up token by token only on the same tokens of the same tokenizer."""
-    if a.tokenizer != b.tokenizer:
-        raise ValueError(f"expected the same tokenizer, got {a.tokenizer} and {b.tokenizer}")
-    if a.ids is not b.ids and (a.ids.shape != b.ids.shape or not np.array_equal(a.ids, b.ids)):
-        raise ValueError(
-            f"expected the same tokens, got {a.ids.size} and {b.ids.size} tokens that differ"
-        )
+def summarize_text(chunks: Iterable[tuple[int, np.ndarray]], tokens: TextTokens) -> dict:
+    """:func:`tinyllm.eval.lm.summarize_nlls` of the NLLs ``chunks`` gives (``(t0, nlls)``: the
+    NLLs of tokens ``t0, t0 + 1, ...``) over ``tokens``' scored bytes, its intervals over the
+    text's documents (:func:`tinyllm.eval.text_docs.clustered`: the cluster-robust ratio
+    estimator, the Student t over tokens kept as ``iid_interval``; contiguous blocks with a
+    warning when the text has no boundaries), plus :func:`text_details`."""
+    starts, block = scored_starts(tokens.doc_starts, int(tokens.ids.size))
+    sums = DocSums(starts)
 
+    def nlls() -> Iterator[np.ndarray]:
+        for t0, nll in chunks:
+            sums.add(t0, nll)
+            yield nll
 
-def paired_nlls(
-    nll_a: Any,
-    nll_b: Any,
-    *,
-    n_bytes: int = 0,
-    n_perm: int = 10_000,
-    rng: np.random.Generator | None = None,
-) -> dict:
-    """Model B against model A on the same tokens: ``d_t = l_t(B) - l_t(A)`` nats per token.
-
-    * ``delta``: ``mean(d_t)`` with its 95% Student t interval (:func:`tinyllm.stats.mean_ci`),
-      ``{"value", "lo", "hi"}``, nats per token; positive: B is worse;
-    * ``delta_bpb``: the same in bits per byte, ``sum(d_t) / (n_bytes ln 2)`` (``n_bytes = 0``:
-      one token per byte), its ends rescaled alike;
-    * ``p``: the two-sided paired sign-flip permutation p of "A and B differ"
-      (:func:`tinyllm.stats.paired_permutation_test`, drawn from ``rng``);
-    * ``n_tokens``, ``n_bytes``, ``nll_a``, ``nll_b`` (mean nats per token of each).
-
-    Example: B = A gives delta 0 with a zero-width interval and p = 1.
-
-    Raises ValueError for arrays of different lengths (unpaired) or fewer than 2 tokens.
-    """
-    a = np.asarray(nll_a, dtype=np.float64)
-    b = np.asarray(nll_b, dtype=np.float64)
-    if a.shape != b.shape or a.ndim != 1:
-        raise ValueError(
-            f"paired NLLs: expected two 1-d arrays of the same tokens, got shapes {a.shape} "
-            f"and {b.shape}"
-        )
-    d = b - a
-    ci = stats.mean_ci(d)
-    nb = int(n_bytes) or d.size
-    scale = d.size / (nb * stats.LN2)
-    return {
-        "n_tokens": int(d.size),
-        "n_bytes": nb,
-        "nll_a": float(a.mean()),
-        "nll_b": float(b.mean()),
-        "delta": {"value": ci.value, "lo": ci.lo, "hi": ci.hi},
-        "delta_bpb": {"value": ci.value * scale, "lo": ci.lo * scale, "hi": ci.hi * scale},
-        "p": stats.paired_permutation_test(a, b, n_perm=n_perm, rng=rng),
-    }
-
-
-def compare_on_text(
-    model_a: Any,
-    tokens_a: TextTokens,
-    model_b: Any,
-    tokens_b: TextTokens,
-    ctx_len: int,
-    stride: int,
-    *,
-    n_perm: int = 10_000,
-    rng: np.random.Generator | None = None,
-) -> dict:
-    """:func:`paired_nlls` of two models' strided per-token NLLs
-    (:func:`tinyllm.eval.lm.token_nlls`, the same windows for both) on the same tokens, bits
-    per byte over their scored bytes, plus :func:`text_details`. ``tokens_a`` and ``tokens_b``
-    are each model's own tokens of one text: refused unless they are the same ("expected the
-    same tokenizer, got X and Y"). The per-token NLLs of both are held (8 bytes a token each)."""
-    check_same_tokens(tokens_a, tokens_b)
-    ids = tokens_a.ids
-    a = token_nlls(model_a, ids, ctx_len, stride, progress=released_behind(ids, ctx_len, None))
-    b = token_nlls(model_b, ids, ctx_len, stride, progress=released_behind(ids, ctx_len, None))
-    out = paired_nlls(a, b, n_bytes=tokens_a.n_scored_bytes, n_perm=n_perm, rng=rng)
-    return out | text_details(tokens_a)
+    res = summarize_nlls(nlls(), tokens.n_scored_bytes)
+    return clustered(res, *sums.sums(), block) | text_details(tokens)

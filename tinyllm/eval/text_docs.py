@@ -16,6 +16,8 @@ import bisect
 
 import numpy as np
 
+from tinyllm import stats
+
 DOC_SEP = "\n"
 """The default document separator of a text: one document per line (docs/definitions.md,
 "Units")."""
@@ -79,3 +81,98 @@ def piece_doc_starts(char_starts: np.ndarray, bounds: list[int], last: list[int]
     prev = np.concatenate([[last[0] if base else doc[0]], doc[:-1]])
     last[0] = int(doc[-1])
     return (np.flatnonzero(doc != prev) + base).astype(np.int64)
+
+
+BLOCK_TOKENS = 1024
+"""The length of the contiguous blocks that stand in for documents in a text without unit
+boundaries (shorter when that would give fewer than :data:`MIN_BLOCKS` blocks)."""
+MIN_BLOCKS = 10
+
+
+def block_length(n_items: int) -> int:
+    """The block length for ``n_items`` scored tokens without unit boundaries:
+    :data:`BLOCK_TOKENS`, or ``n_items // MIN_BLOCKS`` (at least 1) when the text is too short
+    for :data:`MIN_BLOCKS` blocks of that length.
+
+    Example: 50,000 tokens -> 1024 (49 blocks); 2,000 tokens -> 200 (10 blocks).
+    """
+    return max(1, min(BLOCK_TOKENS, n_items // MIN_BLOCKS))
+
+
+def scored_starts(doc_starts, n: int) -> tuple[np.ndarray, int | None]:
+    """``(starts, block_len)``: the token offsets where the units of ``n`` tokens begin, for
+    the scored tokens ``1 .. n-1``. ``doc_starts`` (the documents) when the scored tokens span
+    at least 2 of them (``block_len`` None); else contiguous blocks of :func:`block_length`
+    scored tokens (token 0, unscored, in the first).
+
+    Example: ``scored_starts(None, 31)`` -> blocks of 3 scored tokens, starts ``[0, 4, 7, ..]``.
+    """
+    if doc_starts is not None:
+        s = np.asarray(doc_starts, dtype=np.int64)
+        if int(((s >= 2) & (s < n)).sum()) >= 1:
+            return s, None
+    length = block_length(n - 1)
+    return np.concatenate([[0], 1 + np.arange(length, n - 1, length)]).astype(np.int64), length
+
+
+class DocSums:
+    """Per-unit sums of per-token NLLs streamed in chunks: ``S_g`` (nats) and ``N_g`` (tokens)
+    of each unit beginning at the token offsets ``starts``; memory: two floats per unit."""
+
+    def __init__(self, starts: np.ndarray) -> None:
+        self.starts = np.asarray(starts, dtype=np.int64)
+        self.S = np.zeros(self.starts.size)
+        self.N = np.zeros(self.starts.size)
+
+    def add(self, t0: int, nll: np.ndarray) -> None:
+        """The NLLs of tokens ``t0, t0 + 1, ...``."""
+        if not len(nll):
+            return
+        doc = np.searchsorted(self.starts, np.arange(t0, t0 + len(nll)), side="right") - 1
+        lo, hi = int(doc[0]), int(doc[-1]) + 1
+        self.S[lo:hi] += np.bincount(doc - lo, weights=nll, minlength=hi - lo)
+        self.N[lo:hi] += np.bincount(doc - lo, minlength=hi - lo)
+
+    def sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(S, N)`` of the units that hold a scored token."""
+        keep = self.N > 0
+        return self.S[keep], self.N[keep]
+
+
+def units_warning(n_units: int, block_len: int | None) -> str:
+    """The row's line (:attr:`tinyllm.stats.Units.warning`'s words): blocks standing in for the
+    units, fewer than 10 units; ``""`` when there is nothing to say."""
+    parts = []
+    if block_len is not None:
+        parts.append(
+            f"no unit boundaries: {n_units} contiguous blocks of {block_len} items stand in "
+            "for the units"
+        )
+    parts.append(stats.units.few_units_warning(n_units))
+    return "; ".join(p for p in parts if p)
+
+
+def clustered(summary: dict, S: np.ndarray, N: np.ndarray, block_len: int | None) -> dict:
+    """:func:`tinyllm.eval.lm.summarize_nlls`' ``summary`` with its intervals over units: the
+    cluster-robust ratio estimator of the mean NLL from the per-unit sums ``S``, ``N``
+    (:func:`tinyllm.stats.ratio_from_sums`, t with G - 1 df), its half-widths around the
+    summary's own value (unchanged), ``ppl`` ends ``exp`` of the NLL ends, ``bpb`` ends the NLL
+    ends times ``N / (n_bytes ln 2)``. Adds ``interval`` (``cluster_ratio``), ``n_units``,
+    ``se`` (nats per token), ``iid_interval`` (the Student t over tokens: ``nll``, ``bpb``),
+    ``interval_warning`` and ``block_len`` (None: documents)."""
+    warning = units_warning(int(S.size), block_len)
+    iv = stats.ratio_from_sums(S, N, warning=warning)
+    v = summary["nll"]["value"]
+    lo, hi = v - (iv.value - iv.lo), v + (iv.hi - iv.value)
+    scale = summary["n_tokens"] / summary["n_bytes"] / stats.LN2
+    return summary | {
+        "nll": {"value": v, "lo": lo, "hi": hi},
+        "ppl": {"value": summary["ppl"]["value"], "lo": float(np.exp(lo)), "hi": float(np.exp(hi))},
+        "bpb": {"value": summary["bpb"]["value"], "lo": lo * scale, "hi": hi * scale},
+        "interval": str(stats.Method.CLUSTER_RATIO),
+        "n_units": int(S.size),
+        "se": None if iv.se is None else float(iv.se),
+        "iid_interval": {"nll": summary["nll"], "bpb": summary["bpb"]},
+        "interval_warning": warning,
+        "block_len": block_len,
+    }

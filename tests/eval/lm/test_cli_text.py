@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from tinyllm.cli import app
 from tinyllm.eval import zoo
-from tinyllm.eval.text import compare_on_text, model_tokenizer, read_lm_tokens, text_ppl
+from tinyllm.eval.text import model_tokenizer, read_lm_tokens, summarize_text, text_ppl
+from tinyllm.eval.text_compare import compare_on_text
 from tinyllm.models import gpt
 from tinyllm.models import hf as hf_family
 from tinyllm.tokens import ByteTokenizer, write_tokens
@@ -110,10 +111,18 @@ def test_against_is_compare_on_text(folders):
     table = _invoke([*args, "--against", folders / "b", "--seed", 3])
     assert table.exit_code == 0 and "delta_bpb" in table.stdout
     assert f"p = {want['p']:.4g}" in " ".join(table.stdout.split())
-    # a byte-level folder reads the text in bytes: not pairable with the BPE model
-    r = _invoke([*args, "--against", folders / "bytes"])
-    assert r.exit_code == 2 and "expected the same tokenizer, got hf-sha256:" in r.output
-    assert len(r.output.strip().splitlines()) == 1
+    # paired over the text's lines: the per-document sums, paired_difference over them
+    assert got["paired"] is True and got["n_units"] == len(TEXT.splitlines()) > 2
+    assert got["interval"] == "paired_t" and got["mde_bpb"] > 0
+    # a byte-level folder reads the text in bytes: not pairable with the BPE model, each bpb
+    # with its interval over documents side by side
+    r = _json([*args, "--against", folders / "bytes"])
+    one = _json(["eval", "ppl", "--hf", folders / "bytes", "--text", folders / "val.txt",
+                 "--tokenizer", "byte", "--ctx-len", 32])  # fmt: skip
+    assert r["paired"] is False
+    assert r["note"] == "different tokenizers: compared by bpb only, unpaired"
+    assert r["bpb_b"] == pytest.approx(one["bpb"], rel=1e-12)
+    assert r["n_units_b"] == one["n_units"] and r["tokenizer_b"] == "byte"
 
 
 def test_cli_and_zoo_score_a_bf16_folder_alike(folders, tmp_path):
@@ -183,8 +192,13 @@ def test_a_family_scored_by_its_own_nlls_stays_on_the_cpu(folders, tmp_path):
     args = ["eval", "ppl", "--model", path, "--text", folders / "val.txt"]
     got = _json([*args, "--device", "cpu"])
     tokens = read_lm_tokens(folders / "val.txt", ByteTokenizer())
-    want = summarize_nlls(ngram.token_nlls(ngram.load(path), tokens.ids), tokens.n_scored_bytes)
-    assert got["bpb"] == pytest.approx(want["bpb"], rel=1e-12)
+    nlls = ngram.token_nlls(ngram.load(path), tokens.ids)
+    want = summarize_nlls(nlls, tokens.n_scored_bytes)
+    assert got["bpb"]["value"] == pytest.approx(want["bpb"]["value"], rel=1e-12)
+    assert got["iid_interval"]["bpb"] == pytest.approx(want["bpb"], rel=1e-12)
+    clustered = summarize_text([(1, nlls)], tokens)
+    assert got["bpb"] == pytest.approx(clustered["bpb"], rel=1e-12)
+    assert got["n_units"] == clustered["n_units"] == len(TEXT.splitlines())
     assert got["n_bytes"] == len(TEXT.encode()) - 1
     for extra in (["--device", "cuda"], ["--dtype", "float16"]):
         r = _invoke([*args, *extra])
@@ -228,3 +242,37 @@ def test_against_our_checkpoint_and_a_byte_level_hf_folder(folders, tmp_path):
     want = compare_on_text(a, tokens, gpt.load(ck), tokens, 32, 16, rng=np.random.default_rng(0))
     assert (got["ctx_len"], got["stride"], got["against"]) == (32, 16, str(ck))
     assert got["delta"] == pytest.approx(want["delta"], rel=1e-12) and got["p"] == want["p"]
+
+
+def test_against_pairs_any_lm_family_per_document(folders, tmp_path):
+    """gpt (strided windows) against an n-gram (its own NLLs): the same byte tokens, paired over
+    the text's lines through stats.paired_difference on per-document sums computed here."""
+    from tinyllm import stats
+    from tinyllm.models import ngram
+
+    torch.manual_seed(0)
+    ck = gpt.save(
+        gpt.Model(gpt.Config(block_size=32, n_layer=1, n_head=2, n_embd=16)), tmp_path / "g"
+    )
+    ng = ngram.save(
+        ngram.train(ngram.Config(order=3), ByteTokenizer().encode(TEXT), seed=0),
+        tmp_path / "ngram.safetensors",
+    )
+    got = _json(["eval", "ppl", "--model", ck, "--text", folders / "val.txt", "--against", ng])
+    tokens = read_lm_tokens(folders / "val.txt", ByteTokenizer())
+    a = gpt.token_nlls(gpt.load(ck), tokens.ids, ctx_len=32, stride=16)
+    b = ngram.token_nlls(ngram.load(ng), tokens.ids)
+    ids = np.asarray(tokens.ids, dtype=np.int64)
+    doc = np.concatenate([[0], np.cumsum((ids[:-1] == 10) & (ids[1:] != 10))])[1:]
+    SA, SB = np.bincount(doc, weights=a), np.bincount(doc, weights=b)
+    N = np.bincount(doc).astype(float)
+    want = stats.paired_difference(
+        SB, SA, np.arange(N.size), np.random.default_rng(0), kind="ratio", weights=N
+    )
+    assert got["paired"] is True and got["n_units"] == want.n_units == 6
+    assert got["delta"]["value"] == pytest.approx(want.delta, rel=1e-9)
+    assert got["delta"]["lo"] == pytest.approx(want.lo, rel=1e-9)
+    assert got["p"] == want.p and got["mde"] == pytest.approx(want.mde, rel=1e-9)
+    scale = a.size / (got["n_bytes"] * np.log(2))
+    assert got["delta_bpb"]["hi"] == pytest.approx(want.hi * scale, rel=1e-9)
+    assert got["ctx_len"] == 32 and got["stride"] == 16

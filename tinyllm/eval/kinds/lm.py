@@ -27,7 +27,12 @@ from tinyllm.baselines import Baseline
 from tinyllm.eval.kinds.common import Scored
 from tinyllm.eval.lm import summarize_nlls
 from tinyllm.eval.text import model_tokenizer, read_lm_tokens, text_details
-from tinyllm.eval.text_docs import DOC_SEP, DocScanner, check_doc_sep
+from tinyllm.eval.text_docs import (
+    DOC_SEP,
+    DocScanner,
+    block_length,
+    check_doc_sep,
+)
 from tinyllm.models import FAMILIES
 from tinyllm.report import Entry
 from tinyllm.stats import LN2, Interval, Method, as_units, cluster_ratio, contiguous_blocks
@@ -40,10 +45,6 @@ ITEM_SCALE = metrics.BPB.item_scale
 MEAN_OF_ITEMS = metrics.BPB.mean_of_items
 INTERVAL = Method.CLUSTER_RATIO
 BYTE_CHECK_CHUNK = 1 << 20
-BLOCK_TOKENS = 1024
-"""The length of the contiguous blocks that stand in for documents in a text without unit
-boundaries (shorter when that would give fewer than :data:`MIN_BLOCKS` blocks)."""
-MIN_BLOCKS = 10
 
 
 def _accepts_window_options(fn: Callable) -> bool:
@@ -170,16 +171,6 @@ def lm_data(model, entry: Entry, data_path: Path) -> tuple[np.ndarray, int, dict
     tokens = read_lm_tokens(data_path, tok, doc_sep=sep)
     units = getattr(tokens, "units", None)
     return tokens.ids, tokens.n_scored_bytes, text_details(tokens) | {"doc_sep": sep}, units
-
-
-def block_length(n_items: int) -> int:
-    """The block length for ``n_items`` scored tokens without unit boundaries:
-    :data:`BLOCK_TOKENS`, or ``n_items // MIN_BLOCKS`` (at least 1) when the text is too short
-    for :data:`MIN_BLOCKS` blocks of that length.
-
-    Example: 50,000 tokens -> 1024 (49 blocks); 2,000 tokens -> 200 (10 blocks).
-    """
-    return max(1, min(BLOCK_TOKENS, n_items // MIN_BLOCKS))
 
 
 def _scored_units(units, n: int):
