@@ -151,3 +151,23 @@ def test_bpe_tokens_get_the_documents_of_the_whole_texts_tokens(lee):
         assert t.has_prefix and t.ids.size == len(enc.ids) + 1
         np.testing.assert_array_equal(t.doc_starts, want)
         assert np.unique(t.units).size == 29
+
+
+def test_text_ppl_values_are_eval_ppls_bit_for_bit(lee):
+    """The text route's windows and values are eval_ppl's (the instrument's, no units); only the
+    intervals are over documents, the Student t over tokens kept as iid_interval."""
+    from tinyllm.eval.lm import eval_ppl
+    from tinyllm.eval.text import text_ppl
+    from tinyllm.models import gpt
+
+    d, val = lee
+    torch.manual_seed(0)
+    model = gpt.Model(gpt.Config(block_size=32, n_layer=1, n_head=2, n_embd=16))
+    tokens = read_lm_tokens(d / "val.txt", ByteTokenizer())
+    got = text_ppl(model, tokens, 32, 16)
+    old = eval_ppl(model, tokens.ids, 32, 16, n_bytes=tokens.n_scored_bytes)
+    for k in ("nll", "ppl", "bpb"):
+        assert got[k]["value"] == old[k]["value"]
+    assert got["iid_interval"]["bpb"] == old["bpb"] and got["sum_nll"] == old["sum_nll"]
+    assert got["n_units"] == 29 and got["interval"] == "cluster_ratio"
+    assert got["bpb"]["hi"] - got["bpb"]["lo"] > old["bpb"]["hi"] - old["bpb"]["lo"]
