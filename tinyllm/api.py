@@ -37,11 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from tinyllm import stats
 from tinyllm.eval import lm, single
-from tinyllm.eval.kinds.lm import lm_scored
-from tinyllm.eval.text import load_tokenizer, model_tokenizer, read_lm_tokens, text_details
-from tinyllm.eval.text_docs import DOC_SEP, check_doc_sep
+from tinyllm.eval.text import load_tokenizer, model_tokenizer, summarize_text
+from tinyllm.eval.text_compare import paired_nlls
+from tinyllm.eval.text_docs import DOC_SEP, check_doc_sep, scored_starts
 from tinyllm.models import FAMILIES
 from tinyllm.models import hf as hf_family
 from tinyllm.tokens import ByteTokenizer, tokenizer_id
@@ -179,14 +178,13 @@ class TextBpb:
 
     * ``value`` = ``sum_t l_t / (n_bytes ln 2)`` over the scored tokens t = 1 .. n-1;
     * ``lo``, ``hi``: the cluster-robust ratio interval over documents (``method``
-      ``cluster_ratio``, ``n_units`` documents; docs/definitions.md, "Units"); a text with one
-      document: contiguous blocks of tokens (``warning`` says so);
-    * ``iid``: the Student t interval over tokens, ``{"lo", "hi"}`` (what ``tinyllm eval ppl
-      --text --json`` reports as ``bpb``);
+      ``cluster_ratio``, ``n_units`` documents; docs/definitions.md, "Units"); a text without
+      boundaries: contiguous blocks of ``block_len`` tokens (``warning`` says so);
+    * ``iid``: the Student t interval over tokens, ``{"value", "lo", "hi"}``;
     * ``n``: scored tokens; ``n_bytes``: the UTF-8 bytes they cover; ``nll``, ``ppl``:
-      ``{"value", "lo", "hi"}`` in nats per token and perplexity over documents;
-    * ``per_item``: each scored token's NLL (nats) and ``units`` its document, for
-      :func:`paired` of two models on the same text.
+      ``{"value", "lo", "hi"}`` in nats per token and perplexity, over documents;
+    * ``per_item``: each scored token's NLL (nats) and ``doc_starts`` where each unit begins
+      among them, for :func:`paired` of two models on the same text.
     """
 
     value: float
@@ -206,14 +204,16 @@ class TextBpb:
     doc_sep: str | None
     ctx_len: int | None
     stride: int | None
+    block_len: int | None = None
     warning: str = ""
     per_item: np.ndarray = dataclasses.field(default=None, repr=False)
-    units: np.ndarray = dataclasses.field(default=None, repr=False)
+    doc_starts: np.ndarray = dataclasses.field(default=None, repr=False)
 
     def to_dict(self) -> dict:
-        """Every field but ``per_item`` and ``units``, as JSON-native values."""
+        """Every field but ``per_item`` and ``doc_starts`` (JSON-native); ``method`` is named
+        ``interval`` as in a zoo row."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        del d["per_item"], d["units"]
+        del d["per_item"], d["doc_starts"]
         return d | {"interval": d.pop("method")}
 
 
@@ -229,68 +229,55 @@ def bpb(
     dtype: Any = "auto",
 ) -> TextBpb:
     """Bits per byte of a text under ``model``, in the model's own tokenizer (SPEC.md section
-    2), with its 95% interval over the text's documents.
+    2), with its 95% interval over the text's documents: ``tinyllm eval ppl --text F --json``'s
+    ``bpb`` (:func:`tinyllm.eval.single.score_text`).
 
     ``text_or_path``: a file (an ``os.PathLike``, or a ``str`` naming an existing file: UTF-8
     text or a token file of its bytes) or the text itself (a ``str`` naming no file, or
-    ``bytes``). The text is read by :func:`tinyllm.eval.text.read_lm_tokens` and cut into
-    documents after each run of ``doc_sep`` (default one document per line; ``"none"``: no
-    boundaries, contiguous blocks of tokens instead). Our gpt, Hugging Face models and plain
-    callables are scored in strided windows of ``ctx_len`` tokens (default: the model's
+    ``bytes``). Documents: the text cut after each run of ``doc_sep`` (default one per line;
+    ``"none"``: contiguous blocks of tokens, with a warning). Our gpt, Hugging Face models and
+    plain callables are scored in strided windows of ``ctx_len`` tokens (default: the model's
     context) every ``stride`` (default ``ctx_len // 2``); our other families by their own NLLs
-    (``ctx_len`` / ``stride`` unused). ``bpb = sum_t l_t / (n_bytes ln 2)``, the interval the
-    cluster-robust ratio estimator over documents (the zoo's lm row:
-    :func:`tinyllm.eval.kinds.lm.lm_scored`). The value is ``tinyllm eval ppl --text F
-    --json``'s ``bpb``; that command's interval is over tokens (here ``iid``), the text route
-    giving documents to the zoo's rows but not to that command. ``device`` / ``dtype``: for a
-    folder (:func:`tinyllm.eval.single.open_lm`).
+    (``ctx_len`` / ``stride`` unused). ``bpb = sum_t l_t / (n_bytes ln 2)``; the interval is the
+    cluster-robust ratio estimator over documents
+    (:func:`tinyllm.eval.text.summarize_text`). ``device`` / ``dtype``: for a folder
+    (:func:`tinyllm.eval.single.open_lm`).
     """
-    check_doc_sep(doc_sep)
+    sep = check_doc_sep(doc_sep)
     with _text_file(text_or_path) as (path, label):
         single.text_size(path)  # what the file cannot be is refused before a model is loaded
         m = _loaded(model, ctx_len, device=device, dtype=dtype)
-        tok = _tokenizer(m, tokenizer)
-        tokens = read_lm_tokens(path, tok, doc_sep=doc_sep)
-        if tokens.ids.size < 3:
-            raise ValueError(
-                f"{label}: expected at least 3 tokens (2 scored, for an interval), got "
-                f"{tokens.ids.size}"
-            )
-        single.check_text_vocab(tokens, m, label)
+        tokens = single.text_tokens(m, path, _tokenizer(m, tokenizer), None, doc_sep)
         if m.strided or m.arch == "callable":
-            c = ctx_len if ctx_len is not None else m.ctx_len
-            c, s = single.windows(m, c, stride)
+            c, s = single.windows(m, ctx_len if ctx_len is not None else m.ctx_len, stride)
             nlls = lm.token_nlls(m.model, tokens.ids, c, s)
         else:
             c = s = None
-            nlls = m.family.token_nlls(m.model, tokens.ids)
-        units = getattr(tokens, "units", None)
-        details = text_details(tokens)
-        scored = lm_scored(
-            np.asarray(nlls, np.float64), tokens.n_scored_bytes, details, None, units
-        )
-    iv, iid, d = scored.interval, scored.iid_interval, scored.details
+            nlls = np.asarray(m.family.token_nlls(m.model, tokens.ids), dtype=np.float64)
+        res = summarize_text([(1, nlls)], tokens)
+        starts, _ = scored_starts(tokens.doc_starts, int(tokens.ids.size))
     return TextBpb(
-        value=float(iv.value),
-        lo=float(iv.lo),
-        hi=float(iv.hi),
-        n=int(scored.n),
-        n_units=int(iv.n_units),
-        method=str(iv.method),
-        n_bytes=int(d["n_bytes"]),
-        nll=d["nll"],
-        ppl=d["ppl"],
-        iid={"lo": float(iid.lo), "hi": float(iid.hi), "method": str(iid.method)},
+        value=res["bpb"]["value"],
+        lo=res["bpb"]["lo"],
+        hi=res["bpb"]["hi"],
+        n=res["n_tokens"],
+        n_units=res["n_units"],
+        method=res["interval"],
+        n_bytes=res["n_bytes"],
+        nll=res["nll"],
+        ppl=res["ppl"],
+        iid=res["iid_interval"]["bpb"],
         model=m.source,
         arch=m.arch,
         data=label,
-        tokenizer=details["tokenizer"],
-        doc_sep=check_doc_sep(doc_sep),
+        tokenizer=res["tokenizer"],
+        doc_sep=sep,
         ctx_len=c,
         stride=s,
-        warning=iv.warning or "",
-        per_item=scored.items,
-        units=scored.units,
+        block_len=res.get("block_len"),
+        warning=res.get("interval_warning") or "",
+        per_item=nlls,
+        doc_starts=starts,
     )
 
 
@@ -505,9 +492,7 @@ class Comparison:
         return dataclasses.asdict(self) | {"method": str(self.method)}
 
 
-def compare(
-    a: Any, b: Any, *, units: Any = None, seed: int = 0, n_perm: int = 10_000
-) -> Comparison:
+def paired(a: Any, b: Any, *, units: Any = None, seed: int = 0, n_perm: int = 10_000) -> Comparison:
     """Paired comparison of two results on the same items, over units
     (:func:`tinyllm.eval.lm.compare`; docs/definitions.md, "Paired tests"): delta =
     ``value(a) - value(b)`` with its 95% interval, the sign-flip permutation p (``n_perm``
@@ -519,32 +504,41 @@ def compare(
     answer in bits per byte, positive: ``a`` is worse), or two 1-d arrays of per-item scores
     (``units``: one id per item; default each item its own unit).
     """
-    scale, unit = 1.0, "items"
     if isinstance(a, TextBpb) or isinstance(b, TextBpb):
-        if not (isinstance(a, TextBpb) and isinstance(b, TextBpb)):
-            raise TypeError(
-                f"paired: expected two TextBpb, got {type(a).__name__} and {type(b).__name__}"
-            )
-        if a.tokenizer != b.tokenizer or a.n != b.n or a.n_bytes != b.n_bytes:
-            raise ValueError(
-                f"paired: expected two bpb results on the same tokens, got {a.n} tokens of "
-                f"{a.tokenizer} and {b.n} of {b.tokenizer}"
-            )
-        if units is None:
-            units = a.units
-            if not np.array_equal(a.units, b.units):
-                raise ValueError("paired: expected the same documents on both sides, got others")
-        scale, unit = a.n / (a.n_bytes * stats.LN2), "bits/byte"
-        a, b = a.per_item, b.per_item
+        return _paired_text(a, b, seed, n_perm)
     for name, x in (("a", a), ("b", b)):
         if isinstance(x, LmEvalRun):
             raise TypeError(
                 f"{name}: expected per-item scores, got an LmEvalRun: pass run.scores(task)"
             )
     d = lm.compare(a, b, n_perm, np.random.default_rng(seed), units=units)
-    if scale != 1.0:
-        d = d.scaled(scale)
-    return Comparison(**dataclasses.asdict(d), unit=unit)
+    return Comparison(**dataclasses.asdict(d))
+
+
+def _paired_text(a: Any, b: Any, seed: int, n_perm: int) -> Comparison:
+    """Two :class:`TextBpb` of one text: :func:`tinyllm.eval.text_compare.paired_nlls` over
+    its documents (as ``tinyllm eval ppl --against``), in bits per byte."""
+    if not (isinstance(a, TextBpb) and isinstance(b, TextBpb)):
+        raise TypeError(
+            f"paired: expected two TextBpb, got {type(a).__name__} and {type(b).__name__}"
+        )
+    if (a.tokenizer, a.n, a.n_bytes) != (b.tokenizer, b.n, b.n_bytes) or not np.array_equal(
+        a.doc_starts, b.doc_starts
+    ):
+        raise ValueError(
+            f"paired: expected two bpb results on the same tokens and documents, got {a.n} "
+            f"tokens of {a.tokenizer} and {b.n} of {b.tokenizer}"
+        )
+    rng = np.random.default_rng(seed)
+    r = paired_nlls(b.per_item, a.per_item, n_bytes=a.n_bytes, n_perm=n_perm, rng=rng,
+                    doc_starts=a.doc_starts, block_len=a.block_len)  # fmt: skip
+    d = r["delta_bpb"]
+    g = int(r["n_units"])
+    return Comparison(
+        d["value"], d["lo"], d["hi"], r["p"], r["se_bpb"], g - 1, r["mde_bpb"], g, a.n,
+        a.value, b.value, "ratio", r["interval"], 2**g <= n_perm, n_perm,
+        r["interval_warning"] or "", "bits/byte",
+    )  # fmt: skip
 
 
 # ---- a store's history ------------------------------------------------------------------------
