@@ -171,3 +171,32 @@ def test_text_ppl_values_are_eval_ppls_bit_for_bit(lee):
     assert got["iid_interval"]["bpb"] == old["bpb"] and got["sum_nll"] == old["sum_nll"]
     assert got["n_units"] == 29 and got["interval"] == "cluster_ratio"
     assert got["bpb"]["hi"] - got["bpb"]["lo"] > old["bpb"]["hi"] - old["bpb"]["lo"]
+
+
+def test_a_jsonl_text_is_one_document_per_record(lee, tmp_path):
+    """Records holding newlines are still one document each; the text scored is the records'
+    texts each followed by a newline, so its NLLs are those of that plain text."""
+    import json
+
+    d, val = lee
+    lines = [x.decode() for x in val.tobytes().split(b"\n") if x]
+    records = ["\n".join(lines[i : i + 3]) for i in range(0, len(lines), 3)]  # 10 records
+    (d / "val.jsonl").write_text(
+        "".join(json.dumps({"text": r, "id": i}) + "\n\n" for i, r in enumerate(records)),
+        encoding="utf-8",
+    )
+    (d / "joined.txt").write_text("".join(r + "\n" for r in records), encoding="utf-8")
+    row = _row(d, "val.jsonl", tmp_path / "j")
+    plain = _row(d, "joined.txt", tmp_path / "p")
+    assert row["n_units"] == len(records) == 10 and plain["n_units"] == 29
+    assert row["value"] == plain["value"]
+    assert row["details"]["text_bytes"] == sum(len(r.encode()) + 1 for r in records)
+    t = read_lm_tokens(d / "val.jsonl", ByteTokenizer())
+    want = np.cumsum([0] + [len(r.encode()) + 1 for r in records[:-1]])
+    np.testing.assert_array_equal(t.doc_starts, want)
+    (d / "bad.jsonl").write_text('{"text": "a"}\n{"txt": "b"}\n', encoding="utf-8")
+    with pytest.raises(ValueError) as ei:
+        read_lm_tokens(d / "bad.jsonl", ByteTokenizer())
+    assert str(ei.value) == (
+        f"{d / 'bad.jsonl'}:2: expected an object with a string field 'text', got None"
+    )

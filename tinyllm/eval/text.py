@@ -39,6 +39,7 @@ from tinyllm.eval.text_docs import (
     DOC_SEP,
     DocScanner,
     DocSums,
+    JsonlReader,
     check_doc_sep,
     clustered,
     piece_doc_starts,
@@ -412,7 +413,9 @@ def read_lm_tokens(
     room for one id per byte. ``progress(done, total)`` is told the bytes read. Spans are not
     kept (``lengths`` is None).
 
-    Documents (``doc_sep``, default one per line; None or ``"none"``: no boundaries): the text
+    A ``.jsonl`` file is a text of one document per record (:class:`tinyllm.eval.text_docs.
+    JsonlReader`: each record's ``text`` and a newline; ``doc_sep`` is not used). Documents of
+    a text (``doc_sep``, default one per line; None or ``"none"``: no boundaries): the text
     is cut just after each run of separators, and each token belongs to the document its first
     character is in (a separator's tokens go to the document before it; a token spanning a
     boundary to the document it starts in; a prefix token to the first). ``doc_starts`` holds
@@ -422,7 +425,8 @@ def read_lm_tokens(
     name = tokenizer_id(tokenizer)
     sep = check_doc_sep(doc_sep)
     p = Path(path)
-    with TextReader(p) as r:
+    jsonl = p.suffix == ".jsonl"
+    with JsonlReader(p) if jsonl else TextReader(p) as r:
         if r.size == 0:
             raise ValueError(f"{p}: expected at least one character, got an empty text")
 
@@ -435,6 +439,7 @@ def read_lm_tokens(
         if isinstance(tokenizer, ByteTokenizer):
             sink = _IdSink(np.dtype(np.uint8), p, r.size, spill)
             scan = DocScanner(sep.encode("utf-8")) if sep is not None else None
+            scan = r.scanner(True) if jsonl else scan
             for raw, _ in blocks():
                 sink.add(np.frombuffer(raw, dtype=np.uint8))
                 if scan is not None:
@@ -449,7 +454,7 @@ def read_lm_tokens(
             sink.add(np.array([pid]))
         stream = PieceStream(backend, piece=piece)
         first, before = None, 0  # token 0's bytes; the bytes of pieces without a token
-        scan = DocScanner(sep) if sep is not None else None
+        scan = r.scanner(False) if jsonl else DocScanner(sep) if sep is not None else None
         docs: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
         last = [0]  # the document of the last token given out
 

@@ -13,10 +13,12 @@ prefix token (BOS) to the first. The boundaries are kept as one offset per docum
 from __future__ import annotations
 
 import bisect
+import json
 
 import numpy as np
 
 from tinyllm import stats
+from tinyllm.tokens import open_regular
 
 DOC_SEP = "\n"
 """The default document separator of a text: one document per line (docs/definitions.md,
@@ -176,3 +178,76 @@ def clustered(summary: dict, S: np.ndarray, N: np.ndarray, block_len: int | None
         "interval_warning": warning,
         "block_len": block_len,
     }
+
+
+MAX_RECORD_BYTES = 1 << 24
+"""The longest line of a JSONL text (16 MiB): a longer one is refused, naming the line."""
+
+
+class JsonlReader:
+    """A JSONL text (``.jsonl``): one document per record, its field ``text`` (a string), read
+    a line at a time (each at most :data:`MAX_RECORD_BYTES`; blank lines skipped). The text
+    scored is the records' texts, each followed by a newline; the documents are the records
+    (:meth:`scanner`), whatever newlines a record holds. A first pass checks every record and
+    counts the text's UTF-8 bytes (``size``); a bad record is one line naming the file and the
+    line. Used as :class:`tinyllm.eval.text.TextReader` is: ``size``, :meth:`blocks`."""
+
+    def __init__(self, path) -> None:
+        self.path = path
+        self.char_bounds: list[int] = []
+        self.byte_bounds: list[int] = []
+        self.size = sum(len(t.encode("utf-8")) for t in self._texts())
+
+    def _texts(self):
+        with open_regular(self.path, "JSONL text") as f:
+            for i, line in enumerate(iter(lambda: f.readline(MAX_RECORD_BYTES + 1), b""), 1):
+                where = f"{self.path}:{i}"
+                if len(line) > MAX_RECORD_BYTES:
+                    raise ValueError(
+                        f"{where}: expected a line of at most {MAX_RECORD_BYTES} bytes, got more"
+                    )
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                    raise ValueError(f"{where}: expected a JSON object, got: {e}") from None
+                text = rec.get("text") if isinstance(rec, dict) else None
+                if not isinstance(text, str):
+                    got = type(rec).__name__ if not isinstance(rec, dict) else repr(text)[:40]
+                    raise ValueError(
+                        f"{where}: expected an object with a string field 'text', got {got}"
+                    )
+                yield text + "\n"
+
+    def __enter__(self) -> JsonlReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def blocks(self, block: int = 0):
+        """``(raw, text, done)`` a record at a time (``done``: the text's bytes so far); the
+        end of each record is a document boundary (:meth:`scanner`)."""
+        chars = done = 0
+        for text in self._texts():
+            raw = text.encode("utf-8")
+            chars, done = chars + len(text), done + len(raw)
+            self.char_bounds.append(chars)
+            self.byte_bounds.append(done)
+            yield raw, text, done
+
+    def scanner(self, in_bytes: bool) -> RecordBounds:
+        """The records' boundaries as a :class:`DocScanner` gives them: byte offsets
+        (``in_bytes``, a byte tokenizer's token offsets) or character offsets."""
+        return RecordBounds(self.byte_bounds if in_bytes else self.char_bounds)
+
+
+class RecordBounds(DocScanner):
+    """The boundaries of a JSONL text's records (:class:`JsonlReader`), filled as it is read."""
+
+    def __init__(self, bounds: list[int]) -> None:
+        self.bounds = bounds
+
+    def feed(self, block) -> None:
+        return None
