@@ -139,9 +139,14 @@ class TinyLLM(LM):
         loaded by :func:`tinyllm.models.hf.load` with its own tokenizer (:func:`model_args`)."""
         from lm_eval.utils import simple_parse_args_string  # only for lm-eval's own CLI
 
+        return cls.create_from_arg_obj(simple_parse_args_string(arg_string), additional_config)
+
+    @classmethod
+    def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
+        """The same from lm-eval's parsed ``model_args`` (its CLI hands a dict here)."""
         from tinyllm.models import hf
 
-        folder, load_kw, kw = model_args(simple_parse_args_string(arg_string), additional_config)
+        folder, load_kw, kw = model_args(arg_dict, additional_config)
         return cls(hf.load(folder, quiet=True, **load_kw), hf.load_tokenizer(folder), **kw)
 
     # ------------------------------------------------------------------ tokenization (HFLM's)
