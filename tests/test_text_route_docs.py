@@ -200,3 +200,32 @@ def test_a_jsonl_text_is_one_document_per_record(lee, tmp_path):
     assert str(ei.value) == (
         f"{d / 'bad.jsonl'}:2: expected an object with a string field 'text', got None"
     )
+
+
+def test_a_token_file_sidecar_marks_its_documents(lee, tmp_path):
+    """``<file>.docs.npy`` (int64 token offsets) gives eval ppl --data and the lm kind their
+    documents; a bad sidecar is one line naming it."""
+    from tinyllm.eval.single import score_ppl
+    from tinyllm.eval.text_docs import write_doc_starts
+
+    d, val = lee
+    tok = write_tokens(tmp_path / "v.tok", val)
+    plain = score_ppl(str(tok), model=str(d / "bigram"))
+    assert "n_units" not in plain  # no sidecar: over tokens, as before
+    starts = np.arange(0, val.size, 1000)
+    write_doc_starts(tok, starts)
+    got = score_ppl(str(tok), model=str(d / "bigram"))
+    nlls = FAMILIES["bigram"].token_nlls(FAMILIES["bigram"].load(d / "bigram"), val)
+    doc = np.searchsorted(starts, np.arange(1, val.size), side="right") - 1
+    ci = stats.ratio_from_sums(np.bincount(doc, weights=nlls), np.bincount(doc).astype(float))
+    assert got["n_units"] == starts.size == 36 and got["bpb"]["value"] == plain["bpb"]["value"]
+    assert got["nll"]["hi"] - got["nll"]["lo"] == pytest.approx(ci.hi - ci.lo, rel=1e-12)
+    assert got["iid_interval"]["bpb"] == plain["bpb"]
+    side = tmp_path / "v.tok.docs.npy"
+    np.save(side, np.array([0, 5, 5]))
+    with pytest.raises(ValueError) as ei:
+        score_ppl(str(tok), model=str(d / "bigram"))
+    assert str(ei.value).startswith(f"{side}: expected document offsets strictly increasing")
+    np.save(side, np.array([0.0, 5.0]))
+    with pytest.raises(ValueError, match="expected int64 token offsets, got float64"):
+        score_ppl(str(tok), model=str(d / "bigram"))

@@ -67,8 +67,9 @@ def test_byte_values_are_never_fed_to_a_bpe_model(models):
         )
         assert "a model is never fed ids of another tokenizer" in r.output
         assert len(r.output.splitlines()) == 1
-    # without --tokenizer each model reads its own: different tokenizers do not pair per token
-    with pytest.raises(
-        ValueError, match=r"expected the same tokenizer, got byte and hf-sha256:\w+: a per-token"
-    ):
-        single.compare_text(str(text), str(llama), model=str(gpt_dir))
+    # without --tokenizer each model reads its own: different tokenizers do not pair per token,
+    # each bpb comes with its interval over documents, side by side
+    out = single.compare_text(str(text), str(llama), model=str(gpt_dir))
+    assert out["paired"] is False and out["tokenizer_a"] == "byte"
+    assert out["note"] == "different tokenizers: compared by bpb only, unpaired"
+    assert out["tokenizer_b"].startswith("hf-sha256:") and out["delta_bpb"]["lo"] is None

@@ -397,21 +397,6 @@ def doc_units(doc_starts, n: int) -> np.ndarray:
     return np.repeat(np.arange(starts.size, dtype=np.int64), sizes)
 
 
-def check_doc_starts(starts, n: int, what: str) -> np.ndarray:
-    """``starts`` as int64 document start offsets of ``n`` tokens: 1-d, the first 0, strictly
-    increasing, each < n; else a ValueError naming ``what``."""
-    a = np.asarray(starts)
-    if a.ndim != 1 or not a.size or not np.issubdtype(a.dtype, np.integer):
-        raise ValueError(f"{what}: expected a 1-d integer array of token offsets, got {a.dtype}")
-    a = a.astype(np.int64)
-    if a[0] != 0 or (a.size > 1 and np.any(np.diff(a) <= 0)) or a[-1] >= n:
-        raise ValueError(
-            f"{what}: expected document offsets strictly increasing from 0, each below the "
-            f"{n} tokens, got {a[:5].tolist()}{'...' if a.size > 5 else ''} (last {int(a[-1])})"
-        )
-    return a
-
-
 def id_dtype(vocab_size: int) -> np.dtype:
     """The smallest dtype of :attr:`TextTokens.ids` for ``vocab_size`` ids: uint8 up to 256,
     uint16 up to 65536, else int32."""

@@ -37,12 +37,14 @@ from tinyllm.eval.text import (
     TextReader,
     load_tokenizer,
     own_tokenizer,
+    ppl_over_docs,
     read_lm_tokens,
+    summarize_docs,
     summarize_text,
     text_ppl,
 )
 from tinyllm.eval.text_compare import compare_on_text, unpaired_bpb
-from tinyllm.eval.text_docs import DOC_SEP
+from tinyllm.eval.text_docs import DOC_SEP, read_doc_starts
 from tinyllm.models import FAMILIES
 from tinyllm.models import hf as hf_family
 from tinyllm.tokens import ByteTokenizer, TextTokens, read_tokens, tokenizer_id
@@ -197,6 +199,10 @@ def score_ppl(
     of the scored text (0: one token per byte), at least the scored tokens. ``device`` /
     ``dtype``: as :func:`open_lm`.
 
+    A token file with a document sidecar (``<data>.docs.npy``, formats/tokens-bin.md) has its
+    intervals over those documents (:func:`tinyllm.eval.text.summarize_docs`: ``interval``,
+    ``n_units``, ``iid_interval``, ...; values unchanged); without one, over tokens.
+
     Returns ``{"model", "arch", "data", "ctx_len", "stride"}`` (``None`` for a family's own
     NLLs) and :func:`tinyllm.eval.lm.summarize_nlls`' keys: ``n_tokens``, ``n_bytes``,
     ``sum_nll`` (nats), and ``nll`` (nats/token), ``ppl``, ``bpb`` (bits/byte), each
@@ -208,11 +214,16 @@ def score_ppl(
     m = open_lm(model, hf, device=device, dtype=dtype)
     check_vocab(ids, m.vocab_size, data, m.source)
     out: dict = {"model": m.source, "arch": m.arch, "data": str(data)}
+    docs = read_doc_starts(data, int(ids.size))
     if m.strided:
         c, s = windows(m, ctx_len, stride)
         bs = batch_size if batch_size is not None else lm.DEFAULT_BATCH_SIZE
         with progress("scoring tokens", int(ids.size) - 1) as bar:
-            res = lm.eval_ppl(m.model, ids, c, s, n_bytes, bs, progress=bar.update)
+            if docs is None:
+                res = lm.eval_ppl(m.model, ids, c, s, n_bytes, bs, progress=bar.update)
+            else:
+                res = ppl_over_docs(m.model, ids, c, s, n_bytes, docs, batch_size=bs,
+                                    progress=bar.update)  # fmt: skip
         out.update({"ctx_len": c, "stride": s})
     else:
         if (ctx_len is not None or stride is not None) and note is not None:
@@ -221,7 +232,10 @@ def score_ppl(
         with progress(f"scoring tokens ({m.arch})", int(ids.size) - 1) as bar:
             nlls = m.family.token_nlls(m.model, ids)
             bar.update(len(nlls))
-        res = lm.summarize_nlls(nlls, n_bytes)
+        if docs is None:
+            res = lm.summarize_nlls(nlls, n_bytes)
+        else:
+            res = summarize_docs([(1, np.asarray(nlls, np.float64))], ids.size, n_bytes, docs)
         out.update({"ctx_len": None, "stride": None})
     out.update(res)
     return out

@@ -542,20 +542,44 @@ def text_ppl(
     Example: a uniform byte model on ``"héllo"`` (6 bytes, no prefix): 5 scored tokens of
     ``ln 256`` over 5 bytes, bpb = 8.
     """
-    bs = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
     bar = released_behind(tokens.ids, ctx_len, progress)
-    chunks = windows.nll_chunks(model, tokens.ids, ctx_len, stride, bs, bar, views=views(model))
+    res = ppl_over_docs(
+        model, tokens.ids, ctx_len, stride, tokens.n_scored_bytes, tokens.doc_starts,
+        batch_size=batch_size, progress=bar,
+    )  # fmt: skip
+    return res | text_details(tokens)
+
+
+def ppl_over_docs(
+    model: Any,
+    ids: np.ndarray,
+    ctx_len: int,
+    stride: int,
+    n_bytes: int,
+    doc_starts: Any,
+    *,
+    batch_size: int | None = None,
+    progress: Callable[[int, int], Any] | None = None,
+) -> dict:
+    """Strided perplexity of ``ids`` (the windows, NLLs and values of
+    :func:`tinyllm.eval.lm.eval_ppl`), its intervals over the documents beginning at the
+    token offsets ``doc_starts`` (:func:`summarize_docs`; None: contiguous blocks)."""
+    bs = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
+    chunks = windows.nll_chunks(model, ids, ctx_len, stride, bs, progress, views=views(model))
     with eval_mode(model):
-        return summarize_text(chunks, tokens)
+        return summarize_docs(chunks, int(ids.size), n_bytes, doc_starts)
 
 
-def summarize_text(chunks: Iterable[tuple[int, np.ndarray]], tokens: TextTokens) -> dict:
+def summarize_docs(
+    chunks: Iterable[tuple[int, np.ndarray]], n: int, n_bytes: int, doc_starts: Any
+) -> dict:
     """:func:`tinyllm.eval.lm.summarize_nlls` of the NLLs ``chunks`` gives (``(t0, nlls)``: the
-    NLLs of tokens ``t0, t0 + 1, ...``) over ``tokens``' scored bytes, its intervals over the
-    text's documents (:func:`tinyllm.eval.text_docs.clustered`: the cluster-robust ratio
-    estimator, the Student t over tokens kept as ``iid_interval``; contiguous blocks with a
-    warning when the text has no boundaries), plus :func:`text_details`."""
-    starts, block = scored_starts(tokens.doc_starts, int(tokens.ids.size))
+    NLLs of tokens ``t0, t0 + 1, ...`` of ``n`` tokens) over ``n_bytes`` (0: one per token),
+    its intervals over the documents beginning at ``doc_starts``
+    (:func:`tinyllm.eval.text_docs.clustered`: the cluster-robust ratio estimator, the Student t
+    over tokens kept as ``iid_interval``; contiguous blocks with a warning when there are no
+    boundaries). Only the per-document sums are kept."""
+    starts, block = scored_starts(doc_starts, n)
     sums = DocSums(starts)
 
     def nlls() -> Iterator[np.ndarray]:
@@ -563,5 +587,13 @@ def summarize_text(chunks: Iterable[tuple[int, np.ndarray]], tokens: TextTokens)
             sums.add(t0, nll)
             yield nll
 
-    res = summarize_nlls(nlls(), tokens.n_scored_bytes)
-    return clustered(res, *sums.sums(), block) | text_details(tokens)
+    res = summarize_nlls(nlls(), n_bytes)
+    return clustered(res, *sums.sums(), block)
+
+
+def summarize_text(chunks: Iterable[tuple[int, np.ndarray]], tokens: TextTokens) -> dict:
+    """:func:`summarize_docs` over ``tokens``' scored bytes and documents, plus
+    :func:`text_details`."""
+    n = int(tokens.ids.size)
+    res = summarize_docs(chunks, n, tokens.n_scored_bytes, tokens.doc_starts)
+    return res | text_details(tokens)

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 
-from tinyllm import stats
-from tinyllm.tokens import open_regular
+from tinyllm import safeio, stats
+from tinyllm.tokens import TokenFileError, open_regular
 
 DOC_SEP = "\n"
 """The default document separator of a text: one document per line (docs/definitions.md,
@@ -251,3 +253,60 @@ class RecordBounds(DocScanner):
 
     def feed(self, block) -> None:
         return None
+
+
+# ---- the documents of a token file: a sidecar of token offsets (formats/tokens-bin.md) ----
+
+
+def check_doc_starts(starts, n: int, what: str) -> np.ndarray:
+    """``starts`` as int64 document start offsets of ``n`` tokens: 1-d, the first 0, strictly
+    increasing, each < n; else a ValueError naming ``what``."""
+    a = np.asarray(starts)
+    if a.ndim != 1 or not a.size or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"{what}: expected a 1-d integer array of token offsets, got {a.dtype}")
+    a = a.astype(np.int64)
+    if a[0] != 0 or (a.size > 1 and np.any(np.diff(a) <= 0)) or a[-1] >= n:
+        raise ValueError(
+            f"{what}: expected document offsets strictly increasing from 0, each below the "
+            f"{n} tokens, got {a[:5].tolist()}{'...' if a.size > 5 else ''} (last {int(a[-1])})"
+        )
+    return a
+
+
+DOCS_SUFFIX = ".docs.npy"
+"""The sidecar of a token file that marks its documents: ``<file>.docs.npy``."""
+
+
+def docs_sidecar(path: str | os.PathLike) -> Path:
+    """``<path>.docs.npy``: where a token file's document offsets live (formats/tokens-bin.md)."""
+    p = Path(path)
+    return p.with_name(p.name + DOCS_SUFFIX)
+
+
+def read_doc_starts(path: str | os.PathLike, n: int) -> np.ndarray | None:
+    """The document offsets of the token file ``path`` of ``n`` ids from its sidecar
+    (:func:`docs_sidecar`: a ``.npy`` of int64 token offsets, read without pickle, checked by
+    :func:`check_doc_starts`), or None when it has none. A sidecar that is not such a file is a
+    TokenFileError naming it."""
+    side = docs_sidecar(path)
+    if not side.exists():
+        return None
+    try:
+        with open_regular(side, "document offsets") as f:
+            a = np.load(f, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise TokenFileError(f"{side}: expected a .npy of int64 token offsets, got: {e}") from None
+    if a.dtype != np.dtype("<i8"):
+        raise TokenFileError(f"{side}: expected int64 token offsets, got {a.dtype}")
+    try:
+        return check_doc_starts(a, n, str(side))
+    except ValueError as e:
+        raise TokenFileError(str(e)) from None
+
+
+def write_doc_starts(path: str | os.PathLike, starts) -> Path:
+    """Write the document offsets of the token file ``path`` to its sidecar (atomically)."""
+    a = np.ascontiguousarray(np.asarray(starts, dtype="<i8"))
+    side = docs_sidecar(path)
+    safeio.write_atomic(side, lambda f: np.save(f, a, allow_pickle=False), what="document offsets")
+    return side

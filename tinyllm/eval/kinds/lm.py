@@ -32,11 +32,17 @@ from tinyllm.eval.text_docs import (
     DocScanner,
     block_length,
     check_doc_sep,
+    read_doc_starts,
 )
 from tinyllm.models import FAMILIES
 from tinyllm.report import Entry
 from tinyllm.stats import LN2, Interval, Method, as_units, cluster_ratio, contiguous_blocks
-from tinyllm.tokens import ByteTokenizer, doc_units, is_token_file, read_tokens
+from tinyllm.tokens import (
+    ByteTokenizer,
+    doc_units,
+    is_token_file,
+    read_tokens,
+)
 
 KIND = "lm"
 METRIC = metrics.BPB.name
@@ -165,7 +171,8 @@ def lm_data(model, entry: Entry, data_path: Path) -> tuple[np.ndarray, int, dict
         _check_byte_tokens(ids, data_path)
         details = {"tokenizer": "byte", "n_text_tokens": int(ids.size)}
         details |= {"text_bytes": int(ids.size), "prefix": False}
-        starts = byte_doc_starts(ids, sep)
+        starts = read_doc_starts(data_path, int(ids.size))  # a sidecar wins over doc_sep
+        starts = byte_doc_starts(ids, sep) if starts is None else starts
         units = None if starts is None else doc_units(starts, int(ids.size))
         return ids, max(int(ids.size) - 1, 0), details | {"doc_sep": sep}, units
     tokens = read_lm_tokens(data_path, tok, doc_sep=sep)
