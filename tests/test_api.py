@@ -155,7 +155,7 @@ def test_bad_inputs_are_one_clear_error(files, tmp_path):
         tinyllm.bpb(tmp_path / "nope", files["text"])
     with pytest.raises(ValueError, match="looks like a file name but names no file"):
         tinyllm.bpb(files["model"], "missing.txt")
-    with pytest.raises(ValueError, match="ctx_len: expected the context length"):
+    with pytest.raises(ValueError, match="ctx_len: expected the context of a plain model callable"):
         tinyllm.bpb(lambda ids: ids, files["text"])
     with pytest.raises(ValueError, match="metric: expected one of"):
         tinyllm.task(files["model"], files["task"], metric="f1")

@@ -43,10 +43,11 @@ from tinyllm.eval.text_compare import paired_nlls
 from tinyllm.eval.text_docs import DOC_SEP, check_doc_sep, scored_starts
 from tinyllm.models import FAMILIES
 from tinyllm.models import hf as hf_family
+from tinyllm.stats import exact_sign_flips
 from tinyllm.tokens import ByteTokenizer, tokenizer_id
 
-__all__ = ["Comparison", "LmEvalRun", "Release", "TextBpb", "bpb", "lmeval", "paired", "releases"]
-__all__ += ["task"]
+__all__ = ["Comparison", "LmEvalRun", "Release", "TextBpb", "bpb", "lmeval", "paired"]
+__all__ += ["releases", "task"]
 
 OBJECT = "<model object>"
 """The ``model`` field of a result scored on a model object (a folder's is its path)."""
@@ -82,7 +83,7 @@ def _family_of(model: Any) -> tuple[str, Any]:
     )
 
 
-def _loaded(model: Any, ctx_len: int | None = None, **load: Any) -> single.LoadedLM:
+def _loaded(model: Any, ctx_len: int | None, what: str, **load: Any) -> single.LoadedLM:
     """A folder opened by :func:`tinyllm.eval.single.open_path`, or a model object as a
     :class:`tinyllm.eval.single.LoadedLM` (its context from its config, where it has one)."""
     if _is_folder(model):
@@ -102,9 +103,7 @@ def _loaded(model: Any, ctx_len: int | None = None, **load: Any) -> single.Loade
         vocab = getattr(cfg, "vocab_size", None) or getattr(fam, "VOCAB", None)
         return single.LoadedLM(model, arch, fam, vocab, ctx, {"type": "byte"}, OBJECT)
     if ctx_len is None:
-        raise ValueError(
-            "ctx_len: expected the context length of a plain model callable (its windows), got None"
-        )
+        raise ValueError(f"{what}: expected the context of a plain model callable, got None")
     return single.LoadedLM(model, "callable", None, None, None, None, OBJECT)
 
 
@@ -210,8 +209,7 @@ class TextBpb:
     doc_starts: np.ndarray = dataclasses.field(default=None, repr=False)
 
     def to_dict(self) -> dict:
-        """Every field but ``per_item`` and ``doc_starts`` (JSON-native); ``method`` is named
-        ``interval`` as in a zoo row."""
+        """The fields but ``per_item``, ``doc_starts``; ``method`` named ``interval``."""
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         del d["per_item"], d["doc_starts"]
         return d | {"interval": d.pop("method")}
@@ -246,7 +244,7 @@ def bpb(
     sep = check_doc_sep(doc_sep)
     with _text_file(text_or_path) as (path, label):
         single.text_size(path)  # what the file cannot be is refused before a model is loaded
-        m = _loaded(model, ctx_len, device=device, dtype=dtype)
+        m = _loaded(model, ctx_len, "ctx_len", device=device, dtype=dtype)
         tokens = single.text_tokens(m, path, _tokenizer(m, tokenizer), None, doc_sep)
         if m.strided or m.arch == "callable":
             c, s = single.windows(m, ctx_len if ctx_len is not None else m.ctx_len, stride)
@@ -312,7 +310,7 @@ def task(
     if not _is_folder(task_path):
         raise TypeError(f"task_path: expected a task file path, got {type(task_path).__name__}")
     items = lm.read_task(task_path)
-    m = _loaded(model, max_len, device=device, dtype=dtype)
+    m = _loaded(model, max_len, "max_len", device=device, dtype=dtype)
     tok = _tokenizer(m, tokenizer)
     scorer = (
         m.model
@@ -433,7 +431,7 @@ def lmeval(
     from tinyllm.eval.lmeval import run
 
     specs, include, defaults = _task_specs(tasks)
-    m = _loaded(model, max_length, device=device, dtype=dtype)
+    m = _loaded(model, max_length, "max_length", device=device, dtype=dtype)
     tok = _own_tokenizer(m)
     backend = {} if max_length is None else {"max_length": max_length}
     out = run.evaluate(
@@ -480,13 +478,8 @@ class Comparison:
     warning: str = ""
     unit: str = "items"
 
-    @property
-    def value(self) -> float:
-        return self.delta
-
-    @property
-    def n(self) -> int:
-        return self.n_items
+    value = property(lambda self: self.delta, doc="``delta``, as other results' ``value``.")
+    n = property(lambda self: self.n_items, doc="``n_items``.")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self) | {"method": str(self.method)}
@@ -536,7 +529,7 @@ def _paired_text(a: Any, b: Any, seed: int, n_perm: int) -> Comparison:
     g = int(r["n_units"])
     return Comparison(
         d["value"], d["lo"], d["hi"], r["p"], r["se_bpb"], g - 1, r["mde_bpb"], g, a.n,
-        a.value, b.value, "ratio", r["interval"], 2**g <= n_perm, n_perm,
+        a.value, b.value, "ratio", r["interval"], exact_sign_flips(g, n_perm), n_perm,
         r["interval_warning"] or "", "bits/byte",
     )  # fmt: skip
 
