@@ -64,7 +64,7 @@ ModelArgs = Annotated[
         "--model-args",
         "--model_args",
         metavar="ARGS",
-        help="lm-eval's model args: pretrained=DIR (a local HF folder, as --hf),dtype=,device=,"
+        help="lm-eval's model args: pretrained=DIR (a local HF folder, as --hf), dtype=, device=, "
         "batch_size=, and the backend's max_length=, rolling=, stride=.",
     ),
 ]
