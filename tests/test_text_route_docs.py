@@ -229,3 +229,16 @@ def test_a_token_file_sidecar_marks_its_documents(lee, tmp_path):
     np.save(side, np.array([0.0, 5.0]))
     with pytest.raises(ValueError, match="expected int64 token offsets, got float64"):
         score_ppl(str(tok), model=str(d / "bigram"))
+
+
+def test_the_demo_manifest_says_one_document_per_line_for_lm_entries():
+    from tinyllm.report import EntryOptions
+    from tinyllm.train import lm_options
+
+    assert lm_options("gpt", {"ctx_len": 32, "stride": 16}) == {
+        "ctx_len": 32,
+        "stride": 16,
+        "doc_sep": "\n",
+    }
+    assert lm_options("bigram", {}) == {"doc_sep": "\n"} and lm_options("bert", {}) == {}
+    assert EntryOptions(doc_sep="\n").doc_sep == "\n" and EntryOptions().doc_sep is None
