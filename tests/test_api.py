@@ -25,6 +25,7 @@ from tinyllm.history import release_history
 from tinyllm.models import bigram, gpt
 from tinyllm.publish import publish_run
 from tinyllm.store import open_store
+from tinyllm.tokens import ByteTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,6 +112,8 @@ def test_bpb_of_a_hugging_face_object_equals_its_folder_and_the_cli(files, hf_pa
                     "--stride", 16, "--json")  # fmt: skip
     assert r.value == pytest.approx(want["bpb"]["value"], rel=1e-9)
     assert folder.value == pytest.approx(r.value, rel=1e-9) and r.arch == "hf"
+    given = tinyllm.bpb(m, files["text"], tokenizer=ByteTokenizer(), ctx_len=32, stride=16)
+    assert given.value == r.value  # a model without a tokenizer of its own takes the one given
     # a plain callable: the same windows, its context given
     plain = tinyllm.bpb(lambda ids: m(ids).logits, files["text"], ctx_len=32, stride=16)
     assert plain.value == pytest.approx(r.value, rel=1e-6)

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from tinyllm.eval import lm, single
-from tinyllm.eval.text import load_tokenizer, model_tokenizer, summarize_text
+from tinyllm.eval.text import load_tokenizer, model_tokenizer, own_tokenizer, summarize_text
 from tinyllm.eval.text_compare import paired_nlls
 from tinyllm.eval.text_docs import DOC_SEP, check_doc_sep, scored_starts
 from tinyllm.models import FAMILIES
@@ -118,15 +118,16 @@ def _own_tokenizer(m: single.LoadedLM) -> Any:
 def _tokenizer(m: single.LoadedLM, tokenizer: Any) -> Any:
     """``tokenizer`` (``None``: the model's own; ``"byte"`` or a folder:
     :func:`tinyllm.eval.single.text_tokenizer`'s rule; a tokenizer object: used as it is,
-    when it is the model's own)."""
+    when it is the model's own or the model has none, as a Hugging Face model from a training
+    loop)."""
     if tokenizer is None:
         return _own_tokenizer(m)
     if m.arch == "callable":
         return load_tokenizer(str(tokenizer)) if _is_folder(tokenizer) else tokenizer
     if _is_folder(tokenizer):
         return single.text_tokenizer(m, str(tokenizer))
-    own = _own_tokenizer(m)
-    if tokenizer_id(tokenizer) != tokenizer_id(own):
+    own = own_tokenizer(m.model, hf_family.ARCH if m.family is None else m.arch)
+    if own is not None and tokenizer_id(tokenizer) != tokenizer_id(own):
         raise ValueError(
             f"tokenizer: expected the model's own ({tokenizer_id(own)}), got "
             f"{tokenizer_id(tokenizer)}: a model is never fed ids of another tokenizer"
