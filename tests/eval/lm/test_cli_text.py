@@ -276,3 +276,19 @@ def test_against_pairs_any_lm_family_per_document(folders, tmp_path):
     scale = a.size / (got["n_bytes"] * np.log(2))
     assert got["delta_bpb"]["hi"] == pytest.approx(want.hi * scale, rel=1e-9)
     assert got["ctx_len"] == 32 and got["stride"] == 16
+
+
+def test_doc_sep_sets_the_units_of_the_intervals(folders):
+    args = ["eval", "ppl", "--hf", folders / "a", "--text", folders / "val.txt", "--ctx-len", 32]
+    lines, none = _json(args), _json([*args, "--doc-sep", "none"])
+    sentences = _json([*args, "--doc-sep", ". "])
+    assert lines["n_units"] == 6 and lines["block_len"] is None and lines["doc_sep"] == "\n"
+    assert lines["interval_warning"] == (
+        "only 6 units: an interval over fewer than 10 units is unreliable"
+    )
+    assert none["block_len"] >= 1 and none["interval_warning"].startswith("no unit boundaries")
+    assert sentences["n_units"] == 7  # one ". " a line: 6 cuts, 7 documents
+    assert lines["bpb"]["value"] == none["bpb"]["value"] == sentences["bpb"]["value"]
+    assert lines["iid_interval"] == none["iid_interval"]
+    table = _invoke(args)
+    assert "intervals over 6 units (cluster_ratio)" in " ".join(table.stdout.split())
