@@ -134,11 +134,8 @@ class EntryOptions(BaseModel):
     )
     doc_sep: str | None = Field(
         default=None,
-        min_length=1,
-        max_length=64,
-        description="lm: the separator that ends each document of the text (or of a token "
-        "file of its bytes), the row's sampling units (docs/definitions.md, units); 'none': "
-        "no boundaries (contiguous blocks, with a warning). Default: one document per line.",
+        description="lm: the separator ending each document of the text, its sampling units "
+        "(docs/definitions.md); 'none': contiguous blocks. Default: one document per line.",
     )
 
     @model_validator(mode="after")
