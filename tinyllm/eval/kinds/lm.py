@@ -174,10 +174,10 @@ def lm_data(model, entry: Entry, data_path: Path) -> tuple[np.ndarray, int, dict
         starts = read_doc_starts(data_path, int(ids.size))  # a sidecar wins over doc_sep
         starts = byte_doc_starts(ids, sep) if starts is None else starts
         units = None if starts is None else doc_units(starts, int(ids.size))
-        return ids, max(int(ids.size) - 1, 0), details | {"doc_sep": sep}, units
+        return ids, max(int(ids.size) - 1, 0), details, units
     tokens = read_lm_tokens(data_path, tok, doc_sep=sep)
     units = getattr(tokens, "units", None)
-    return tokens.ids, tokens.n_scored_bytes, text_details(tokens) | {"doc_sep": sep}, units
+    return tokens.ids, tokens.n_scored_bytes, text_details(tokens), units
 
 
 def _scored_units(units, n: int):
