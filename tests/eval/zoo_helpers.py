@@ -80,6 +80,7 @@ def hf_gpt2(path, vocab=256, n_positions=64):
 NO_OPTIONS = {
     "ctx_len": None, "stride": None, "beam": None, "split": None, "device": None, "dtype": None,
     "task": None, "include_path": None, "num_fewshot": None, "limit": None, "metric": None,
+    "cluster_key": None, "doc_sep": None,
 }  # fmt: skip
 
 

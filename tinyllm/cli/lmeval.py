@@ -128,16 +128,29 @@ def eval_lmeval_cmd(
     backend = {"rolling": rolling, "stride": stride, "max_length": max_length}
     backend |= {} if batch_size is None else {"batch_size": batch_size}
     load = dict(hf=hf, ckpt=model, device=device, dtype=dtype)
-    load, backend = with_model_args(model_args, load, backend)
-    quiet_lm_eval()
     opts = dict(include_path=include_path, include_defaults=not no_bundled, limit=limit)
     opts |= dict(num_fewshot=num_fewshot, seed=seed, n_boot=n_boot, cluster_key=cluster_key)
+    out = _evaluate(tasks, load, backend, opts, (model_args, output_path, log_samples))
+    _print(out, as_json)
+
+
+def _evaluate(tasks: str, load: dict, backend: dict, opts: dict, files: tuple) -> dict:
+    """:func:`evaluate_tasks` with ``--model_args`` merged in; lm-eval's results (and samples)
+    files written under ``--output_path`` when given, each named on stderr."""
+    model_args, output_path, log_samples = files
+    load, backend = with_model_args(model_args, load, backend)
+    quiet_lm_eval()
     run: dict = {}
-    opts |= dict(quiet=not DEBUG["on"], backend=backend, lm_eval_run=run)
+    opts = dict(opts, quiet=not DEBUG["on"], backend=backend, lm_eval_run=run)
     out = evaluate_tasks(tasks, load, opts)
     if output_path is not None:
         for f in write_results(run, out, output_path, model_args, load, log_samples):
             typer.echo(f"wrote {f}", err=True)
+    return out
+
+
+def _print(out: dict, as_json: bool) -> None:
+    """The run as JSON, or one table per task and per group."""
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
