@@ -1,4 +1,4 @@
-"""Text in (SPEC.md section 2): tokens with their UTF-8 byte spans (tinyllm/tokens.py), an lm
+"""Text in (docs/definitions.md, bits per byte and text in): tokens with their UTF-8 byte spans (tinyllm/tokens.py), an lm
 entry's data as a text in the model's own tokenizer (tinyllm/eval/kinds/lm.py,
 tinyllm/eval/text.py), and two models paired on the same tokens.
 

@@ -1,4 +1,4 @@
-"""A tokenizer without BOS or EOS counts exactly the bytes its scored tokens cover (SPEC.md
+"""A tokenizer without BOS or EOS counts exactly the bytes its scored tokens cover (docs/definitions.md
 section 2, "Text in"; issue 33 item 5): token 0 is unscored and the bytes IT covers are left
 out, and a marker the tokenizer inserts (Metaspace's leading "▁", standing for no character of
 the text) covers none.

@@ -227,7 +227,7 @@ def bpb(
     device: Any = "auto",
     dtype: Any = "auto",
 ) -> TextBpb:
-    """Bits per byte of a text under ``model``, in the model's own tokenizer (SPEC.md section
+    """Bits per byte of a text under ``model``, in the model's own tokenizer (docs/definitions.md section
     2), with its 95% interval over the text's documents: ``tinyllm eval ppl --text F --json``'s
     ``bpb`` (:func:`tinyllm.eval.single.score_text`).
 

@@ -1,4 +1,4 @@
-"""Every row's trivial baseline and the verdict "does the model beat it?" (SPEC.md section 6).
+"""Every row's trivial baseline and the verdict "does the model beat it?" (docs/definitions.md, the zoo).
 
 A kind's scorer returns its baseline as a :class:`Baseline`: a name ("copy", "majority class",
 "always original", "most frequent byte", "unigram", "zero correlation", "zero accuracy"), its

@@ -6,7 +6,7 @@ keys last) and its local JSON/JSONL data, and writes one line per document in th
 format of formats/task-jsonl.md:
 ``{"context", "choices", "gold", "target_delimiter", "doc_id"}``. With the delimiter kept apart
 from the choice, :func:`tinyllm.eval.lm.run_task` then scores ``target_delimiter + choice`` and
-divides acc_norm by the bytes of the choice alone, as lm-eval does (SPEC.md section 3).
+divides acc_norm by the bytes of the choice alone, as lm-eval does (docs/definitions.md, multiple choice).
 
 The fields follow lm-eval's own rules (``ConfigurableTask.doc_to_text`` / ``doc_to_choice`` /
 ``doc_to_target``, lm-eval 0.4):

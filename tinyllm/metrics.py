@@ -1,4 +1,4 @@
-"""What each reported metric is (SPEC.md sections 5, 6): which way is better and how its per-item
+"""What each reported metric is (docs/definitions.md, paired tests, the zoo): which way is better and how its per-item
 scores give its value. The one table of these facts: every kind (``tinyllm/eval/kinds/``) names
 its metric from here, and :mod:`tinyllm.compare`, :mod:`tinyllm.dashboard` and
 :mod:`tinyllm.report` read their tables from here.

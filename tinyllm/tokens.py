@@ -15,7 +15,7 @@ keeps memory bounded by what the caller reads at a time. Only a regular file is 
 device is refused, saying what it is, and never blocks), and an int64 file's ids are checked to be
 non-negative, a chunk at a time. Writing goes through :func:`tinyllm.safeio.write_atomic`.
 
-Text in (SPEC.md section 2): :class:`TextTokens` (a text's ids and the bytes its scored tokens
+Text in (docs/definitions.md, bits per byte and text in): :class:`TextTokens` (a text's ids and the bytes its scored tokens
 cover), :func:`token_lengths` (the bytes each token of one tokenizer call covers) and
 :func:`tokenize_text` (a whole text in memory); a file of any size is read a piece at a time by
 :func:`tinyllm.eval.text.read_lm_tokens`.
@@ -303,7 +303,7 @@ def check_byte_range(seg: np.ndarray, who: str) -> np.ndarray:
     return seg
 
 
-# ---- text in: a UTF-8 text, tokenized, with the bytes each token covers (SPEC.md section 2) ----
+# ---- text in: a UTF-8 text, tokenized, with the bytes each token covers (docs/definitions.md, bits per byte and text in) ----
 
 
 def is_token_file(path: str | os.PathLike) -> bool:
@@ -334,7 +334,7 @@ class TextTokens:
       document boundaries (docs/definitions.md, "Units"; :func:`tinyllm.eval.text.
       read_lm_tokens` with ``doc_sep``). :attr:`units` derives each token's document from it.
 
-    The strided windows score tokens ``1 .. n-1`` (SPEC.md section 2), so bits per byte divides by
+    The strided windows score tokens ``1 .. n-1`` (docs/definitions.md, bits per byte and text in), so bits per byte divides by
     :attr:`n_scored_bytes` = ``n_text_bytes - first_bytes``: the whole text with a prefix token,
     the text less the bytes of token 0 without one.
 

@@ -1,4 +1,4 @@
-"""Strided windows (SPEC.md section 2): which windows, which tokens each scores, and the NLLs a
+"""Strided windows (docs/definitions.md, strided perplexity): which windows, which tokens each scores, and the NLLs a
 model gives them.
 
 Window k over ``n`` tokens is ``[a_k, e_k)`` with ``a_k = k * stride`` and
@@ -369,7 +369,7 @@ def token_nlls(
     ``(kind, view)`` pairs whose ``hidden`` + ``lm_head`` may score the head only at the scored
     positions (default: the model itself).
 
-    Example (SPEC.md section 2): ``n = 6, ctx_len = 4, stride = 2`` calls the model on windows
+    Example (docs/definitions.md, strided perplexity): ``n = 6, ctx_len = 4, stride = 2`` calls the model on windows
     ``[0, 4)`` and ``[2, 6)``; a model that gives the true next token probability ``1/(j+2)`` at
     window position j yields ``[ln 2, ln 3, ln 4, ln 3, ln 4]``.
 

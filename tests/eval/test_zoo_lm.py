@@ -166,7 +166,7 @@ def test_hf_weights_saved_in_float16_are_scored_in_float32(tmp_path):
 
 
 class _UniformHF:
-    """A stand-in Hugging Face causal LM (SPEC.md section 1: anything callable on ids[None]
+    """A stand-in Hugging Face causal LM (docs/definitions.md, symbols: anything callable on ids[None]
     returning logits): uniform logits over 256 ids, a ``config`` with only the given fields,
     and the length of every window it was called on."""
 

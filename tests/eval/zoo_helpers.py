@@ -85,7 +85,7 @@ NO_OPTIONS = {
 
 
 def uniform_bigram(d) -> dict:
-    """A uniform bigram checkpoint (every byte 1/256, SPEC.md section 6) and an 18-byte token
+    """A uniform bigram checkpoint (every byte 1/256, docs/definitions.md, the zoo) and an 18-byte token
     file in ``d``; the entry that scores them (relative paths)."""
     bigram = FAMILIES["bigram"]
     bigram.save(bigram.Model(bigram.Config()), d / "uniform")

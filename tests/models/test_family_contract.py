@@ -1,4 +1,4 @@
-"""The family contract (DESIGN.md), checked on every family in ``FAMILIES``.
+"""The family contract (tinyllm/models/__init__.py), checked on every family in ``FAMILIES``.
 
 Every family: ARCH/KIND, a frozen JSON-native Config that refuses unknown keys, ``train`` with
 keyword-only ``seed``/``steps``/``progress``; the one family trained elsewhere, ``hf`` (a local

@@ -4,7 +4,7 @@ Each model is a tiny random config built with transformers (hidden 32, 2 layers,
 128 positions, seed fixed): GPT-2, Llama (tied embeddings; grouped-query attention), Mistral
 with a 16-token sliding window, Qwen2 with ``use_sliding_window``, GPT-NeoX, OPT, Phi, Gemma and
 Gemma 2 (local layers and logit soft-capping). The oracle is written here: the model copied to
-float64, one plain forward pass per strided window (SPEC.md section 2) or per context + choice
+float64, one plain forward pass per strided window (docs/definitions.md, bits per byte and text in) or per context + choice
 (section 3, lm-eval's truncation), log-softmax in float64. The instrument, in float32, must give
 the same per-token NLLs and per-choice LLs within 1e-5 -- on a task whose contexts are longer
 than the sliding windows, so a cache that does not apply the window is caught.
@@ -125,7 +125,7 @@ def items_crossing_window(seed: int, n: int = 12) -> list[dict]:
 
 
 def oracle_nlls(model64, ids: np.ndarray, C: int, s: int) -> np.ndarray:
-    """SPEC.md section 2, one float64 window per forward pass."""
+    """docs/definitions.md, strided perplexity, one float64 window per forward pass."""
     out = np.full(ids.size - 1, np.nan)
     for a, e, first in lm.windows(ids.size, C, s):
         x = torch.as_tensor(ids[a:e])[None]
@@ -137,7 +137,7 @@ def oracle_nlls(model64, ids: np.ndarray, C: int, s: int) -> np.ndarray:
 
 
 def oracle_lls(model64, items: list[dict], L: int) -> list[np.ndarray]:
-    """SPEC.md section 3, one float64 forward pass per context + choice, lm-eval's truncation:
+    """docs/definitions.md, multiple choice, one float64 forward pass per context + choice, lm-eval's truncation:
     the model reads ``(ctx + cont)[-(L+1):][:-1]``."""
     tok, out = IdTok(), []
     for it in items:

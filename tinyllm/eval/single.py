@@ -261,7 +261,7 @@ def text_tokenizer(m: LoadedLM, tokenizer: str | None = None) -> Any:
     own_tokenizer`), or ``tokenizer`` (``"byte"`` or a tokenizer folder,
     :func:`tinyllm.eval.text.load_tokenizer`), which must then be that same tokenizer unless the
     model has none of its own (a Hugging Face folder without one: bytes by default). A model is
-    never fed ids from another tokenizer (SPEC.md section 2): byte values are not token ids of
+    never fed ids from another tokenizer (docs/definitions.md, bits per byte and text in): byte values are not token ids of
     a BPE model, nor BPE ids bytes."""
     own = own_tokenizer(m.model, hf_family.ARCH if m.family is None else m.arch)
     if tokenizer is None:
@@ -328,7 +328,7 @@ def score_text(
     progress: ProgressFactory | None = None,
     note: Callable[[str], None] | None = None,
 ) -> dict:
-    """Strided perplexity of the text file ``text`` in the model's own tokenizer (SPEC.md
+    """Strided perplexity of the text file ``text`` in the model's own tokenizer (docs/definitions.md
     section 2; :func:`text_tokens`): ``bpb = sum_t l_t / (n_bytes ln 2)`` bits per byte with
     ``n_bytes`` the UTF-8 bytes tokens ``1 .. n-1`` cover
     (:func:`tinyllm.eval.text.text_ppl`), each interval over the text's documents (``doc_sep``,

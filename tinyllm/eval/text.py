@@ -1,4 +1,4 @@
-"""Text in (SPEC.md section 2): a UTF-8 text scored with the model's own tokenizer, bits per
+"""Text in (docs/definitions.md, bits per byte and text in): a UTF-8 text scored with the model's own tokenizer, bits per
 byte over the bytes the scored tokens cover, and two models paired on the same tokens.
 
 * :func:`load_tokenizer` -- ``"byte"`` (:class:`tinyllm.tokens.ByteTokenizer`) or a folder's

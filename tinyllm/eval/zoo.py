@@ -1,4 +1,4 @@
-"""The zoo: a manifest of checkpoints in, one row per entry out, in one report (SPEC.md section 6).
+"""The zoo: a manifest of checkpoints in, one row per entry out, in one report (docs/definitions.md, the zoo).
 
 The pieces, each usable alone::
 

@@ -1,6 +1,6 @@
 """The model families. ``FAMILIES`` is the only list of them: ``tl_arch`` -> family module.
 
-Every family module exposes the same names (DESIGN.md, "The family contract"): ``ARCH``,
+Every family module exposes the same names (the family contract): ``ARCH``,
 ``KIND``, ``Config`` (frozen dataclass of the model's shape, ``Config(**d)`` fails on unknown
 keys), ``TrainConfig`` (frozen dataclass of the training settings: lr, batch size, schedule ...),
 ``Model`` (``model.train_cfg``: the settings it was trained with),

@@ -6,7 +6,7 @@ logits of the next byte. Training counts byte pairs and applies add-k smoothing:
     p(b | a) = (c(a, b) + k) / (c(a) + 256 k),   table[a, b] = ln p(b | a)
 
 An all-zero table is uniform: every byte has probability 1/256, i.e. exactly 8 bits per byte (the
-zoo's unit, SPEC.md section 6). The table is stored in nats and read through ``log_softmax`` over
+zoo's unit, docs/definitions.md, the zoo). The table is stored in nats and read through ``log_softmax`` over
 each row, so a hand-made (unnormalized) table is valid too.
 """
 

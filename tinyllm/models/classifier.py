@@ -1,6 +1,6 @@
 """Sentence classifiers: a backbone encoder plus a classification head, fine-tuned end to end.
 
-A checkpoint is a classifier when its ``config.json`` has a top-level ``tl_head`` (SPEC.md
+A checkpoint is a classifier when its ``config.json`` has a top-level ``tl_head`` (docs/definitions.md
 section 6, :func:`tinyllm.eval.zoo.kind_of`): ``tl_arch`` is ``"classifier"`` whatever the
 backbone, so :func:`tinyllm.eval.zoo.load_model` dispatches here, and the backbone is named by the
 config's ``backbone`` field (``"bert"``: a :class:`tinyllm.models.encoder.Encoder`, the only

@@ -538,7 +538,7 @@ def token_nlls(
     progress: Callable[[int, int], object] | None = None,
 ) -> np.ndarray:
     """NLL in nats of tokens 1..n-1 of ``ids``: ``float64[n-1]``, by the strided windows of
-    SPEC.md section 2 (:func:`tinyllm.windows.token_nlls`). Defaults: ``ctx_len = block_size``,
+    docs/definitions.md, strided perplexity (:func:`tinyllm.windows.token_nlls`). Defaults: ``ctx_len = block_size``,
     ``stride = ctx_len // 2`` (each token after the first window sees at least ctx_len/2 tokens).
     ``batch_size`` (windows per forward pass; None: :func:`tinyllm.windows.default_batch_size`)
     and ``progress(done, total)`` are passed through to the windows."""

@@ -1,4 +1,4 @@
-"""hf: a local Hugging Face causal LM as a tinyllm family (SPEC.md section 6).
+"""hf: a local Hugging Face causal LM as a tinyllm family (docs/definitions.md, the zoo).
 
 A folder that ``transformers.AutoModelForCausalLM.from_pretrained`` reads: a ``config.json``
 with a ``model_type`` (and no ``tl_arch``) and its weights in safetensors. The family's names:
@@ -265,7 +265,7 @@ def token_nlls(
     progress: Callable[[int, int], object] | None = None,
 ) -> np.ndarray:
     """NLL in nats of tokens 1..n-1 of ``ids``: ``float64[n-1]``, by the strided windows of
-    SPEC.md section 2 (:func:`tinyllm.windows.token_nlls`, through :func:`views`).
+    docs/definitions.md, strided perplexity (:func:`tinyllm.windows.token_nlls`, through :func:`views`).
 
     Defaults: ``ctx_len`` = :func:`context_length` (a window holds 2 tokens at least),
     ``stride = max(1, ctx_len // 2)``. The ids are the model's token ids: its own tokenizer's

@@ -1,6 +1,6 @@
 """Training a small Hugging Face ``LlamaForCausalLM`` with its own byte-level BPE: the zoo's
 ``hf`` row (docs/zoo.md), a real subword model scored in the same bits-per-byte column as the
-byte families (SPEC.md section 2, "Text in").
+byte families (docs/definitions.md, bits per byte and text in, "Text in").
 
 :func:`train` takes the byte ids of a UTF-8 training text (what the ``lee`` corpus gives every
 lm family), trains a byte-level BPE on its lines with the ``tokenizers`` library

@@ -99,7 +99,7 @@ class Model:
 
     ``Model(cfg)`` with no counts is the uniform model (every context unseen: ``P = 1/256``).
     ``model(idx)`` with ``idx`` [B, T] returns log-probabilities [B, T, 256] of the byte after
-    each position (SPEC.md's model callable).
+    each position (docs/definitions.md's model callable).
     """
 
     def __init__(self, cfg: Config, discounts: list[float] | None = None) -> None:

@@ -1,8 +1,8 @@
 """Models, tokenizers, oracles and items shared by the instrument's tests (tests/eval/lm/).
 
-The oracles: SPEC.md section 2 one window per forward pass from a model's full logits
+The oracles: docs/definitions.md, strided perplexity one window per forward pass from a model's full logits
 (:func:`reference_nlls`), and section 3 with lm-eval's truncation one choice per forward pass
-(:func:`oracle_lls`); the models are built so that their NLLs reveal their context (SPEC.md's
+(:func:`oracle_lls`); the models are built so that their NLLs reveal their context (docs/definitions.md's
 worked examples) or have random weights (no download). Models that need transformers skip the
 test calling them when it is not installed.
 """
@@ -33,11 +33,11 @@ def _need_transformers() -> None:
         pytest.skip("transformers is not installed")
 
 
-# ------------------------------------- SPEC.md section 2: models whose NLLs reveal their context
+# ------------------------------------- docs/definitions.md, bits per byte and text in: models whose NLLs reveal their context
 
 
 class RevealingModel:
-    """Gives the true next token probability 1/(j+2) at window position j (SPEC.md section 2).
+    """Gives the true next token probability 1/(j+2) at window position j (docs/definitions.md, strided perplexity).
 
     The sequence is ``0, 1, 2, ...`` modulo ``V``, so the true next token after id ``i`` is
     ``(i + 1) % V``; the rest of the mass is spread evenly. Records every window it is called on.
@@ -57,7 +57,7 @@ class RevealingModel:
 
 
 def revealing_logits(ids: torch.Tensor, V: int = 11) -> torch.Tensor:
-    """True next token (id + 1) % V gets probability 1/(j+2) at window position j (SPEC 2)."""
+    """True next token (id + 1) % V gets probability 1/(j+2) at window position j (docs/definitions.md, strided perplexity)."""
     B, T = ids.shape
     pt = 1.0 / (torch.arange(T, dtype=torch.float64) + 2.0)
     p = ((1.0 - pt) / (V - 1))[None, :, None].expand(B, T, V).clone()
@@ -79,7 +79,7 @@ def window_settings(draw, max_n=3000, max_c=400):
 
 
 def reference_nlls(model, ids: np.ndarray, C: int, s: int) -> np.ndarray:
-    """SPEC.md section 2 written out independently: one window per forward pass, full logits."""
+    """docs/definitions.md, strided perplexity written out independently: one window per forward pass, full logits."""
     n = len(ids)
     out = np.full(n - 1, np.nan)
     prev_end = 0
@@ -97,18 +97,18 @@ def reference_nlls(model, ids: np.ndarray, C: int, s: int) -> np.ndarray:
 
 
 def ref_nlls(fn, ids: np.ndarray, C: int, s: int) -> np.ndarray:
-    """SPEC.md section 2 from ``fn(x)`` = full logits, one window per pass, float64."""
+    """docs/definitions.md, strided perplexity from ``fn(x)`` = full logits, one window per pass, float64."""
     return reference_nlls(lambda x: types.SimpleNamespace(logits=fn(x)), ids, C, s)
 
 
 IDS = np.random.default_rng(7).integers(0, 23, size=60)
 
 
-# ------------------------------------------- SPEC.md section 3: the bigram of the worked example
+# ------------------------------------------- docs/definitions.md, multiple choice: the bigram of the worked example
 
 
 def spec_choice_table() -> torch.Tensor:
-    """Bigram table of SPEC.md section 3: p(b|a) = 0.4, p(c|a) = 0.45, p(b|b) = 0.9."""
+    """Bigram table of docs/definitions.md, multiple choice: p(b|a) = 0.4, p(c|a) = 0.45, p(b|b) = 0.9."""
     V = 256
     P = torch.full((V, V), 1.0 / V, dtype=torch.float64)
     a, b, c = ord("a"), ord("b"), ord("c")
@@ -138,14 +138,14 @@ def table_token_nlls(model: TableModel, ids) -> np.ndarray:
 
 
 class Table(TableModel):
-    """The table model on SPEC.md section 3's bigram."""
+    """The table model on docs/definitions.md, multiple choice's bigram."""
 
     def __init__(self) -> None:
         super().__init__(spec_choice_table())
 
 
 LN = math.log
-SPEC_S3_LL = [LN(0.4) + LN(0.9), LN(0.45)]  # SPEC.md section 3: "bb", "c" after "a"
+SPEC_S3_LL = [LN(0.4) + LN(0.9), LN(0.45)]  # docs/definitions.md, multiple choice: "bb", "c" after "a"
 
 
 ITEMS = [

@@ -1,6 +1,6 @@
-"""tinyllm/eval/lm/choices.py: choice_lls and score_choices against SPEC.md section 3.
+"""tinyllm/eval/lm/choices.py: choice_lls and score_choices against docs/definitions.md, multiple choice.
 
-Oracles: SPEC.md's worked example (a bigram table: LL("bb") = ln 0.4 + ln 0.9, LL("c") =
+Oracles: docs/definitions.md's worked example (a bigram table: LL("bb") = ln 0.4 + ln 0.9, LL("c") =
 ln 0.45), lm-eval's truncation rule one choice at a time (lm_helpers.oracle_lls), the exact
 error and warning messages, and hypothesis over any items, budgets and context lengths.
 """
@@ -42,7 +42,7 @@ LN = math.log
 V = 7  # vocabulary of the GPT in the property test
 
 
-# ----------------------------------------------------------------------------- SPEC.md section 3
+# ----------------------------------------------------------------------------- docs/definitions.md, multiple choice
 
 
 def test_spec_choice_example_sums_normalizations_and_winners():
@@ -105,14 +105,14 @@ def test_target_delimiter_is_scored_and_left_out_of_acc_norm():
 
 
 def test_an_items_own_delimiter_is_scored():
-    # continuation d + c = "bb" and "bc": LL includes the delimiter's token (SPEC 3)
+    # continuation d + c = "bb" and "bc": LL includes the delimiter's token (docs/definitions.md, multiple choice)
     items = [{"context": "a", "choices": ["b", "c"], "gold": 0, "target_delimiter": "b"}]
     got = lm.choice_lls(Table(), ByteTokenizer(), items)[0]
     np.testing.assert_allclose(got, [LN(0.4) + LN(0.9), LN(0.4) + LN(0.1 / 255)], rtol=1e-12)
 
 
 class DropTable(nn.Module):
-    """SPEC.md section 3's bigram behind a dropout layer."""
+    """docs/definitions.md, multiple choice's bigram behind a dropout layer."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -41,7 +41,7 @@ from tinyllm.tokens import ByteTokenizer
 
 
 class OneHotBigram:
-    """A bigram written with F.one_hot, which needs int64 ids (as SPEC.md section 1 says)."""
+    """A bigram written with F.one_hot, which needs int64 ids (as docs/definitions.md, symbols says)."""
 
     def __init__(self, V: int = 8) -> None:
         g = torch.Generator().manual_seed(0)

@@ -1,6 +1,6 @@
 """tinyllm/eval/lm/kvcache.py: multiple choice from cached keys/values and the check guarding it.
 
-The oracle is the plainest reading of SPEC.md section 3 with lm-eval's truncation: for every
+The oracle is the plainest reading of docs/definitions.md, multiple choice with lm-eval's truncation: for every
 choice, one full forward pass of ``(ctx + cont)[-(L+1):][:-1]`` alone (batch 1, no cache, no
 padding), float64 log-softmax, the choice tokens read at the position before each
 (lm_helpers.oracle_lls). Models: our GPT (KV cache in ``hidden_cached``) and transformers'
@@ -564,7 +564,7 @@ def test_probe_is_the_shortest_and_longest_of_the_first_three_contexts():
 
 
 class SelfBased(nn.Module):
-    """SPEC section 3's bigram as a module that is its own base model (a Hugging Face base
+    """docs/definitions.md, multiple choice's bigram as a module that is its own base model (a Hugging Face base
     model's ``base_model`` is itself) with no output embeddings: no cache to drive."""
 
     def __init__(self) -> None:

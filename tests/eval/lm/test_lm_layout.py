@@ -1,5 +1,5 @@
 """The instrument's package layout (tinyllm/eval/lm/): one way down, no cycle, small modules,
-the SPEC names exported from ``tinyllm.eval.lm``; and the layers around it: the model families
+the names of docs/definitions.md exported from ``tinyllm.eval.lm``; and the layers around it: the model families
 never import the instrument, and the strided windows and the scoring head below them
 (tinyllm/windows.py, tinyllm/logits.py) import neither.
 
@@ -25,7 +25,7 @@ LIBRARY = Path(tinyllm.__file__).parent
 # each module may import only those before it (the order of the package docstring)
 ORDER = ["heads", "ppl", "scoring", "kvcache", "choices", "tasks", "paired"]
 
-# the names callers use (SPEC.md, the CLI, the zoo, the benchmarks, the families)
+# the names callers use (docs/definitions.md, the CLI, the zoo, the benchmarks, the families)
 SPEC_NAMES = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_MC_TOKEN_BUDGET",

@@ -1,6 +1,6 @@
-"""tinyllm/eval/lm/ppl.py: token_nlls, summarize_nlls and eval_ppl against SPEC.md sections 2 and 4.
+"""tinyllm/eval/lm/ppl.py: token_nlls, summarize_nlls and eval_ppl against docs/definitions.md, strided perplexity, intervals.
 
-Oracles: the SPEC's worked examples (models built so that each NLL reveals its context), an
+Oracles: the definitions' worked examples (models built so that each NLL reveals its context), an
 independent per-window computation from transformers' own GPT2LMHeadModel logits (random weights,
 no download: lm_helpers.reference_nlls), scipy's Student t interval and tinyllm.stats on the same
 numbers; hypothesis over any windows for the closed form of the revealing model's NLLs.
@@ -32,7 +32,7 @@ from tinyllm.tokens import read_tokens, write_tokens
 
 LN = math.log
 
-SPEC_S2 = [LN(2), LN(3), LN(4), LN(3), LN(4)]  # SPEC.md section 2, stride 2
+SPEC_S2 = [LN(2), LN(3), LN(4), LN(3), LN(4)]  # docs/definitions.md, strided perplexity, stride 2
 V = 7  # vocabulary of the revealing model in the property test
 
 
@@ -43,7 +43,7 @@ class HalfRevealing:
         return revealing_logits(ids).to(torch.bfloat16)
 
 
-# --------------------------------------------------------------------- SPEC.md section 2 example
+# --------------------------------------------------------------------- docs/definitions.md, strided perplexity example
 
 
 @pytest.mark.parametrize(
@@ -146,7 +146,7 @@ def test_half_precision_logits_are_scored_in_fp32():
 
 
 class DropRevealing(nn.Module):
-    """The revealing model behind a dropout layer: only eval mode gives SPEC's numbers."""
+    """The revealing model behind a dropout layer: only eval mode gives the definitions' numbers."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -301,7 +301,7 @@ def test_progress_counts_scored_tokens():
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
-# -------------------------------------------------------- SPEC.md section 4: ppl / bpb intervals
+# -------------------------------------------------------- docs/definitions.md, intervals: ppl / bpb intervals
 
 
 def test_eval_ppl_intervals_equal_the_stats_module(gpt2, gpt2_ids):

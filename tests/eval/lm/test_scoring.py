@@ -2,7 +2,7 @@
 the plain path's batching (rows x padded length within the token budget, longest first, at
 most 25% padding per row).
 
-Oracles: SPEC.md section 3's bigram and a random byte bigram whose LLs are sums of table
+Oracles: docs/definitions.md, multiple choice's bigram and a random byte bigram whose LLs are sums of table
 entries, models that record every pass, and hypothesis over any lengths and budgets.
 """
 

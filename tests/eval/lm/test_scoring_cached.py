@@ -7,7 +7,7 @@ quarter of the token budget, at least 1); prefixes run longest first, with the p
 max_pad allows; the reads split into head blocks of max_logits // V rows (the plain path's as
 well); a token id
 outside the vocabulary is refused with its message; finished() hears every request. The LLs
-are checked against one full pass per request (SPEC.md section 3) every time.
+are checked against one full pass per request (docs/definitions.md, multiple choice) every time.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """tinyllm/eval/lm/tasks.py: task files (formats/task-jsonl.md), predictions and run_task's
 accuracy with its interval over units (docs/definitions.md, "Multiple choice", "Intervals").
 
-Oracles: SPEC.md section 3's bigram (per-item scores by hand, ties to the first choice),
+Oracles: docs/definitions.md, multiple choice's bigram (per-item scores by hand, ties to the first choice),
 the Wilson interval of items that are their own units, tinyllm.stats.cluster_bootstrap with the
 documented defaults on the caller's rng, and the exact messages naming the file and line.
 The task file's 'cluster' key: tests/eval/lm/test_tasks_units.py.

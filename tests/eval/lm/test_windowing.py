@@ -1,6 +1,6 @@
-"""tinyllm/windows.py: the strided windows of SPEC.md section 2.
+"""tinyllm/windows.py: the strided windows of docs/definitions.md, strided perplexity.
 
-The windows are checked by hand on SPEC.md's example, against a reference written from the
+The windows are checked by hand on docs/definitions.md's example, against a reference written from the
 docstrings (window grouping), and with hypothesis over any n, ctx_len and stride: every token
 scored exactly once, with at least ctx_len - stride tokens of context after the first window.
 """
@@ -104,6 +104,6 @@ def reference_groups(n: int, ctx_len: int, stride: int, batch_size: int) -> list
 def test_window_groups_are_the_maximal_runs_of_equal_windows(n, ctx_len, stride, batch_size):
     got = list(windows.window_groups(n, ctx_len, stride, batch_size))
     assert got == reference_groups(n, ctx_len, stride, batch_size)
-    # SPEC 2's example by hand: the first window scores 3 tokens, the second 2: two groups
+    # docs/definitions.md, strided perplexity's example by hand: the first window scores 3 tokens, the second 2: two groups
     if (n, ctx_len, stride) == (6, 4, 2):
         assert got == [[(0, 4, 1)], [(2, 6, 4)]]

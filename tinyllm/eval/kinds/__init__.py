@@ -1,4 +1,4 @@
-"""One scorer per kind (SPEC.md section 6), one module per kind, the same names in each:
+"""One scorer per kind (docs/definitions.md, the zoo), one module per kind, the same names in each:
 
 * ``KIND``: the kind it scores (a family's ``KIND``; ``"classifier"`` for configs with ``tl_head``;
   ``"lmeval"`` for a manifest entry that names it as its ``kind``, an lm checkpoint);
@@ -28,6 +28,6 @@ SCORERS = {m.KIND: m.score for m in KIND_MODULES}
 """kind -> scoring function. A kind without one is reported as a skipped row."""
 
 METRIC_OF_KIND = {m.KIND: m.METRIC for m in KIND_MODULES}
-"""kind -> the metric it reports (SPEC.md section 6); bpb lower is better, the rest higher."""
+"""kind -> the metric it reports (docs/definitions.md, the zoo); bpb lower is better, the rest higher."""
 
 __all__ = ["KIND_MODULES", "METRIC_OF_KIND", "SCORERS", "Scored", "proportion_scored"]

@@ -1,6 +1,6 @@
 """The ``classifier`` kind: accuracy of a sentence classifier on rows it was not trained on.
 
-Any checkpoint whose config has ``tl_head`` (SPEC.md section 6). The data is a rows file
+Any checkpoint whose config has ``tl_head`` (docs/definitions.md, the zoo). The data is a rows file
 (formats/rows.md). A plain checkpoint scores ONLY the file's ``val`` rows (rows of every other
 split, "train" among them, are never scored); a cross-fitted checkpoint (k classifiers, one per
 fold, :mod:`tinyllm.models.classifier`) scores every row, each by the classifier trained without

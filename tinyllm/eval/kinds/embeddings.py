@@ -1,5 +1,5 @@
 """The ``embeddings`` kind: word vectors against human similarity judgements and word analogies
-(SPEC.md sections 4, 6).
+(docs/definitions.md, intervals, the zoo).
 
 Two kinds of task data, told apart by the file (:func:`is_analogy_file`):
 

@@ -1,4 +1,4 @@
-"""The ``lm`` kind: bits per byte of a language model on a text (SPEC.md sections 2, 6).
+"""The ``lm`` kind: bits per byte of a language model on a text (docs/definitions.md, bits per byte and text in, the zoo).
 
 The data file is a UTF-8 text or a token file of byte ids (the text's bytes). It is read in the
 model's own tokenizer (:func:`tinyllm.eval.text.model_tokenizer`: bytes for our families, the

@@ -1,4 +1,4 @@
-"""The ``seq2seq`` kind: exact match of the best beam hypothesis (SPEC.md section 6).
+"""The ``seq2seq`` kind: exact match of the best beam hypothesis (docs/definitions.md, the zoo).
 
 Task data: JSONL, one ``{"src": ..., "tgt": ...}`` object per line (formats/seq2seq-jsonl.md).
 Each source is decoded by its family's beam search (``translate_ids``: batched over sources and

@@ -1,13 +1,13 @@
 """The instrument: strided perplexity, multiple choice, intervals and paired comparison.
 
-This package implements SPEC.md sections 1-5 on top of :mod:`tinyllm.stats`:
+This package implements docs/definitions.md, symbols-5 on top of :mod:`tinyllm.stats`:
 
-* :func:`windows` / :func:`iter_windows` -- the strided window arithmetic (SPEC 2);
+* :func:`windows` / :func:`iter_windows` -- the strided window arithmetic (docs/definitions.md, strided perplexity);
 * :func:`token_nlls` -- the NLL of every token ``1 .. n-1``, each scored exactly once;
 * :func:`summarize_nlls` / :func:`eval_ppl` -- mean NLL, perplexity and bits per byte, each with
-  its Student t interval (SPEC 4);
+  its Student t interval (docs/definitions.md, intervals);
 * :func:`choice_lls` / :func:`score_choices` / :func:`run_task` -- multiple choice by
-  log-likelihood, ``acc`` and ``acc_norm`` with an interval over units (SPEC 3, 4);
+  log-likelihood, ``acc`` and ``acc_norm`` with an interval over units (docs/definitions.md, multiple choice, 4);
 * :func:`compare` -- the paired comparison of two runs on the same items, over units
   (delta, interval, sign-flip p, mde; docs/definitions.md, "Paired tests").
 
@@ -36,12 +36,12 @@ One concept per module, each importing only those above it in this list:
 
 * :mod:`~tinyllm.eval.lm.heads` -- the views of a model the head may use, a family's own NLLs
   (:class:`FamilyLM`), the log-probabilities of one sequence;
-* :mod:`~tinyllm.eval.lm.ppl` -- per-token NLLs and their summary (SPEC 2, 4);
+* :mod:`~tinyllm.eval.lm.ppl` -- per-token NLLs and their summary (docs/definitions.md, strided perplexity, 4);
 * :mod:`~tinyllm.eval.lm.scoring` -- multiple-choice requests, the plain and the cached passes;
 * :mod:`~tinyllm.eval.lm.kvcache` -- the cache engines and their check;
-* :mod:`~tinyllm.eval.lm.choices` -- ``LL(c)`` of every choice (SPEC 3);
+* :mod:`~tinyllm.eval.lm.choices` -- ``LL(c)`` of every choice (docs/definitions.md, multiple choice);
 * :mod:`~tinyllm.eval.lm.tasks` -- task files, predictions, accuracy with its interval;
-* :mod:`~tinyllm.eval.lm.paired` -- the paired comparison (SPEC 5).
+* :mod:`~tinyllm.eval.lm.paired` -- the paired comparison (docs/definitions.md, paired tests).
 """
 
 from tinyllm.eval.lm.choices import (

@@ -1,4 +1,4 @@
-"""Multiple choice by log-likelihood (SPEC.md section 3): ``LL(c)`` for every choice of every item.
+"""Multiple choice by log-likelihood (docs/definitions.md, multiple choice): ``LL(c)`` for every choice of every item.
 
 :func:`choice_lls` tokenizes and truncates the items (:mod:`tinyllm.eval.lm.scoring`), then
 scores them from a KV cache when the model has one that passes its check
@@ -95,7 +95,7 @@ def choice_lls(
     cache: str = "auto",
     max_logits: int = MAX_LOGITS,
 ) -> list[np.ndarray]:
-    """``LL(c)`` in nats for every choice of every item: ``float64[k_i]`` per item (SPEC 3).
+    """``LL(c)`` in nats for every choice of every item: ``float64[k_i]`` per item (docs/definitions.md, multiple choice).
 
     ``LL(c) = sum_j ln p(c_j | context, c_<j)``. Items are dicts with ``context``, ``choices``
     and optionally ``target_delimiter`` (formats/task-jsonl.md); ``target_delimiter`` here
@@ -123,7 +123,7 @@ def choice_lls(
     ``max_logits`` bounds the elements of one ``[rows, V]`` block of head output (default
     :data:`~tinyllm.logits.MAX_LOGITS`; one row at least); the LLs do not depend on it.
 
-    Example (SPEC.md section 3): context "a", choices "bb", "c" with p(b|a) = 0.4,
+    Example (docs/definitions.md, multiple choice): context "a", choices "bb", "c" with p(b|a) = 0.4,
     p(b|b) = 0.9, p(c|a) = 0.45 -> ``[array([-1.0217, -0.7985])]``.
     """
     items = list(items)
@@ -177,7 +177,7 @@ def score_choices(
     lm-eval does: the model reads ``(ctx + cont)[-(max_len+1):][:-1]``. ``cache`` is
     :func:`choice_lls`'s. ``model`` may also be a :class:`~tinyllm.eval.lm.heads.FamilyLM`.
 
-    Example (SPEC.md section 3): context "a", choices "bb", "c" with p(b|a) = 0.4,
+    Example (docs/definitions.md, multiple choice): context "a", choices "bb", "c" with p(b|a) = 0.4,
     p(b|b) = 0.9, p(c|a) = 0.45 -> ``normalize=False``: ``[-1.0217, -0.7985]`` (acc picks "c");
     ``normalize=True``: ``[-0.5108, -0.7985]`` (acc_norm picks "bb").
     """

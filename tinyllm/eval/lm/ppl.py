@@ -1,4 +1,4 @@
-"""Strided perplexity (SPEC.md sections 2 and 4): per-token NLLs and their summary.
+"""Strided perplexity (docs/definitions.md, strided perplexity, intervals): per-token NLLs and their summary.
 
 :func:`token_nlls` runs any model over the strided windows of :mod:`tinyllm.windows`, scored
 through :class:`tinyllm.logits.Head` with the views the instrument finds for the model
@@ -49,7 +49,7 @@ def token_nlls(
     :data:`~tinyllm.logits.MAX_LOGITS`, 256 MB in float32; one row at least); the NLLs do
     not depend on it.
 
-    Example (SPEC.md section 2): ``n = 6, ctx_len = 4, stride = 2`` calls the model on windows
+    Example (docs/definitions.md, strided perplexity): ``n = 6, ctx_len = 4, stride = 2`` calls the model on windows
     ``[0, 4)`` and ``[2, 6)``; a model that gives the true next token probability ``1/(j+2)`` at
     window position j yields ``[ln 2, ln 3, ln 4, ln 3, ln 4]``.
 
@@ -154,7 +154,7 @@ def eval_ppl(
     times ``N / (n_bytes ln 2)``). ``n_bytes = 0`` means one token per byte. ``batch_size``,
     ``progress`` and ``max_logits`` are :func:`token_nlls`'s.
 
-    Example: the SPEC.md stride-2 example (n = 6, ctx_len = 4) gives ``n_tokens = 5`` and
+    Example: the docs/definitions.md stride-2 example (n = 6, ctx_len = 4) gives ``n_tokens = 5`` and
     ``ppl["value"] = 288 ** (1/5) = 3.1037``.
     """
     chunks = windows.nll_chunks(

@@ -1,4 +1,4 @@
-"""Multiple-choice requests and the two ways to score them (SPEC.md section 3).
+"""Multiple-choice requests and the two ways to score them (docs/definitions.md, multiple choice).
 
 A request (:class:`Req`) is one choice of one item, tokenized and truncated by lm-eval's rules
 (:func:`make_requests`): the model reads ``ctx + cont[:-1]`` and the choice's log-likelihood is

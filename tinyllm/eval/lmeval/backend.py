@@ -20,7 +20,7 @@ tokens split off; an empty context is the prefix token), truncated by its rule (
 * ``loglikelihood_rolling``: ``rolling="lmeval"`` (default) scores lm-eval's own disjoint
   windows (``lm_eval.utils.get_rolling_token_windows`` with ``context_len=1``), so numbers match
   published ones; ``rolling="strided"`` scores the prefix token + text with our strided windows
-  (SPEC.md section 2: every token after the first window has at least ``L - stride`` tokens of
+  (docs/definitions.md, strided perplexity: every token after the first window has at least ``L - stride`` tokens of
   context), the fairer number.
 * ``generate_until``: greedy from the model's KV cache (:mod:`tinyllm.eval.lmeval.generate`), the
   context left-truncated to ``L - max_gen_toks``, stopping at the ``until`` strings (and the
