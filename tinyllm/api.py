@@ -43,7 +43,7 @@ from tinyllm.eval.text_compare import paired_nlls
 from tinyllm.eval.text_docs import DOC_SEP, check_doc_sep, scored_starts
 from tinyllm.models import FAMILIES
 from tinyllm.models import hf as hf_family
-from tinyllm.stats import exact_sign_flips
+from tinyllm.stats import PairedDifference, exact_sign_flips
 from tinyllm.tokens import ByteTokenizer, tokenizer_id
 
 __all__ = ["Comparison", "LmEvalRun", "Release", "TextBpb", "bpb", "lmeval", "paired"]
@@ -455,28 +455,12 @@ def lmeval(
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(PairedDifference):
     """``value(a) - value(b)`` on the same items over units (:func:`paired`): the fields of
     :class:`tinyllm.stats.PairedDifference` (``delta``, ``lo``, ``hi``, ``p``, ``se``, ``mde``,
     ``n_units``, ``n_items``, ``value_a``, ``value_b``, ``method``, ...) and ``unit``: what
     they are in (``"bits/byte"`` for two :class:`TextBpb`, else the items' own)."""
 
-    delta: float
-    lo: float
-    hi: float
-    p: float
-    se: float
-    df: int
-    mde: float
-    n_units: int
-    n_items: int
-    value_a: float
-    value_b: float
-    kind: str
-    method: str
-    exact: bool
-    n_perm: int
-    warning: str = ""
     unit: str = "items"
 
     value = property(lambda self: self.delta, doc="``delta``, as other results' ``value``.")
