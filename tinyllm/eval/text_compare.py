@@ -19,7 +19,7 @@ import numpy as np
 from tinyllm import stats
 from tinyllm.eval.lm import token_nlls
 from tinyllm.eval.text import released_behind, text_details
-from tinyllm.eval.text_docs import DocSums, scored_starts, units_warning
+from tinyllm.eval.text_docs import DocSums, scored_starts
 from tinyllm.tokens import TextTokens
 
 UNPAIRED_NOTE = "different tokenizers: compared by bpb only, unpaired"
@@ -101,7 +101,9 @@ def paired_nlls(
         "mde_bpb": bpb.mde,
         "n_units": d.n_units,
         "interval": str(d.method),
-        "interval_warning": units_warning(d.n_units, block_len) if doc_starts is not None else "",
+        "interval_warning": stats.units.units_warning(d.n_units, block_len)
+        if doc_starts is not None
+        else "",
         "block_len": block_len,
     }
 

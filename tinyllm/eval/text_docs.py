@@ -143,19 +143,6 @@ class DocSums:
         return self.S[keep], self.N[keep]
 
 
-def units_warning(n_units: int, block_len: int | None) -> str:
-    """The row's line (:attr:`tinyllm.stats.Units.warning`'s words): blocks standing in for the
-    units, fewer than 10 units; ``""`` when there is nothing to say."""
-    parts = []
-    if block_len is not None:
-        parts.append(
-            f"no unit boundaries: {n_units} contiguous blocks of {block_len} items stand in "
-            "for the units"
-        )
-    parts.append(stats.units.few_units_warning(n_units))
-    return "; ".join(p for p in parts if p)
-
-
 def clustered(summary: dict, S: np.ndarray, N: np.ndarray, block_len: int | None) -> dict:
     """:func:`tinyllm.eval.lm.summarize_nlls`' ``summary`` with its intervals over units: the
     cluster-robust ratio estimator of the mean NLL from the per-unit sums ``S``, ``N``
@@ -164,7 +151,7 @@ def clustered(summary: dict, S: np.ndarray, N: np.ndarray, block_len: int | None
     ends times ``N / (n_bytes ln 2)``. Adds ``interval`` (``cluster_ratio``), ``n_units``,
     ``se`` (nats per token), ``iid_interval`` (the Student t over tokens: ``nll``, ``bpb``),
     ``interval_warning`` and ``block_len`` (None: documents)."""
-    warning = units_warning(int(S.size), block_len)
+    warning = stats.units.units_warning(int(S.size), block_len)
     iv = stats.ratio_from_sums(S, N, warning=warning)
     v = summary["nll"]["value"]
     lo, hi = v - (iv.value - iv.lo), v + (iv.hi - iv.value)

@@ -32,6 +32,20 @@ def few_units_warning(n_units: int) -> str:
     return f"only {n_units} units: an interval over fewer than {MIN_UNITS} units is unreliable"
 
 
+def units_warning(n_units: int, block_len: int | None = None) -> str:
+    """One line for a row over ``n_units`` units, ``""`` when there is nothing to say: the
+    contiguous blocks of ``block_len`` items that stand in for units (None: declared units),
+    and fewer than :data:`MIN_UNITS` units."""
+    parts = []
+    if block_len is not None:
+        parts.append(
+            f"no unit boundaries: {n_units} contiguous blocks of {block_len} items stand in "
+            "for the units"
+        )
+    parts.append(few_units_warning(n_units))
+    return "; ".join(p for p in parts if p)
+
+
 @dataclass(frozen=True, eq=False)
 class Units:
     """The unit of each of ``n_items`` items.
@@ -73,15 +87,8 @@ class Units:
     @property
     def warning(self) -> str:
         """One line for the row, ``""`` when there is nothing to say: the blocks that stand in
-        for units, and fewer than :data:`MIN_UNITS` units."""
-        parts = []
-        if self.block_len is not None:
-            parts.append(
-                f"no unit boundaries: {self.n_units} contiguous blocks of {self.block_len} "
-                "items stand in for the units"
-            )
-        parts.append(few_units_warning(self.n_units))
-        return "; ".join(p for p in parts if p)
+        for units, and fewer than :data:`MIN_UNITS` units (:func:`units_warning`)."""
+        return units_warning(self.n_units, self.block_len)
 
     def sums(self, x, name: str = "items") -> np.ndarray:
         """``[G]`` per-unit sums ``S_g = sum_{i in g} x_i`` of per-item values ``x`` (float64).
