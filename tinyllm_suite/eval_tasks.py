@@ -71,8 +71,10 @@ def entry_cache_key(context: TaskRunContext, parameters: dict[str, Any]) -> str 
     base = Path(parameters["base_dir"])
     parts = {"entry": entry.model_dump(mode="json"), "seed": parameters["seed"]}
     for what in ("checkpoint", "data"):
-        p = Path(getattr(entry, what))
-        p = p if p.is_absolute() else base / p
+        try:  # an hf checkpoint named by a hub id not in the local cache: no key
+            p = zoo.resolve_input(entry, what, base)
+        except (OSError, ValueError):
+            return None
         if not p.exists():
             return None
         try:  # an lmeval task's data is its YAMLs and data files, not the YAML alone

@@ -286,9 +286,15 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, OSError)
 
 
-def _resolve(base_dir: Path, rel: str) -> Path:
-    p = Path(rel)
-    return p if p.is_absolute() else base_dir / p
+def resolve_input(entry: Entry, what: str, base_dir: str | os.PathLike) -> Path:
+    """The path of an entry's ``checkpoint`` or ``data`` (``what``): absolute as written, else
+    relative to ``base_dir`` (the manifest's folder). An ``hf`` checkpoint with nothing at that
+    path and written as a hub id (``org/name``) is its snapshot in the local Hugging Face cache
+    (:func:`tinyllm.models.hf.resolve_folder`, offline; not cached: one line naming the cache)."""
+    rel = getattr(entry, what)
+    p = Path(rel) if Path(rel).is_absolute() else Path(base_dir) / rel
+    hub = what == "checkpoint" and entry.family == hf.ARCH and hf.is_hub_id(rel)
+    return hf.resolve_folder(rel) if hub and not os.path.lexists(p) else p
 
 
 def _check_input(path: Path, what: str, name: str, *, folder: bool) -> None:
@@ -390,8 +396,8 @@ def score_entry_result(
         return EntryResult(row, None, None, None)
     try:
         rng = entry_rng(seed, entry.name)
-        ckpt = _resolve(base_dir, entry.checkpoint)
-        data = _resolve(base_dir, entry.data)
+        ckpt = resolve_input(entry, "checkpoint", base_dir)
+        data = resolve_input(entry, "data", base_dir)
         _check_input(ckpt, "checkpoint", entry.name, folder=True)
         row["checkpoint_sha256"] = sha256_path(ckpt)
         _check_input(data, "data file", entry.name, folder=False)
