@@ -12,13 +12,12 @@ from scipy import stats as sps
 
 from tinyllm.compare import (
     SCHEMA_PATH,
-    compare_markdown,
     compare_reports,
     compare_row,
-    compare_table,
     regressions,
     validate_compare,
 )
+from tinyllm.compare_render import compare_markdown, compare_table
 from tinyllm.stats import paired_permutation_test
 from tinyllm.store import open_store
 

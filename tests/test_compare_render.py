@@ -3,7 +3,8 @@ against a rendering written out by hand (tinyllm/compare.py's rendering half).""
 
 from __future__ import annotations
 
-from tinyllm.compare import compare_markdown, compare_table, summary_line, validate_compare
+from tinyllm.compare import validate_compare
+from tinyllm.compare_render import compare_markdown, compare_table, summary_line
 
 # One hand-built compare.json with every kind of row, and its expected rendering written out by
 # hand (column by column: 4 decimals, signed deltas, p as 3 decimals or 1.0e-04 below 0.001, the

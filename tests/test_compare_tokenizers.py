@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from tests.store_helpers import make_row
-from tinyllm.compare import compare_row, row_items_problem
+from tinyllm.compare import compare_row
+from tinyllm.compare_checks import row_items_problem
 from tinyllm.metrics import row_item_scale
 
 LN2 = math.log(2.0)

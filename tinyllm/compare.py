@@ -17,10 +17,10 @@ release's per-item scores and ``b`` the previous one's:
   ln 2)`` for a tokenizer whose tokens cover ``n_bytes`` bytes, :func:`tinyllm.metrics.row_item_scale`);
   LM rows in different tokenizers (``details.tokenizer``) are not comparable;
 * a Spearman row (word pairs: items are each pair's cosine, ``details.human_scores``
-  (:data:`HUMAN_KEY`) the human scores, equal in both releases): ``delta = rho(cur, h) -
-  rho(prev, h)`` on the pairs both cover, ``[lo, hi]`` the percentile bootstrap resampling units
-  (:data:`N_BOOT` draws), ``p`` the swap test with whole units swapped (PERM-BOTH of Deutsch et
-  al. 2021), method ``paired_bootstrap``, both from one ``default_rng(seed)``;
+  (:data:`tinyllm.compare_checks.HUMAN_KEY`) the human scores, equal in both releases):
+  ``delta = rho(cur, h) - rho(prev, h)`` on the pairs both cover, ``[lo, hi]`` the percentile
+  bootstrap resampling units (:data:`N_BOOT` draws), ``p`` the swap test with whole units
+  swapped (PERM-BOTH of Deutsch et al. 2021), method ``paired_bootstrap``, both from one ``default_rng(seed)``;
 * ``se``, ``n_units`` (G) and ``mde = (t_{.975, G-1} + t_{.80, G-1}) se``, the smallest true
   change the row could see at 80% power and two-sided alpha 0.05, in the metric's units.
 
@@ -36,11 +36,12 @@ Holm (:func:`tinyllm.stats.holm_adjust`): ``p_adjusted``, and the verdict is rea
 and the metric's direction (bpb lower is better, the rest higher), else "unchanged". A row
 compared alone (:func:`compare_row`) is a family of one: ``p_adjusted = p``.
 
-**Coverage** (the kinds of :data:`COVERAGE_KINDS`, i.e. word vectors): per-item scores line up
-with the task file's items and are NaN where the model does not cover one; such rows are
-compared on the items both releases cover (the row's ``n``), ``delta`` measured there (equal to
-current value - previous value when both cover the same items). Fewer than :data:`MIN_PAIRS`
-common pairs, missing or different human scores or constant scores: "not comparable".
+**Coverage** (the kinds of :data:`tinyllm.compare_checks.COVERAGE_KINDS`, i.e. word vectors):
+per-item scores line up with the task file's items and are NaN where the model does not cover
+one; such rows are compared on the items both releases cover (the row's ``n``), ``delta``
+measured there (equal to current value - previous value when both cover the same items). Fewer
+than :data:`MIN_PAIRS` common pairs, missing or different human scores or constant scores: "not
+comparable".
 
 Every other pair is "not comparable" with the reason (a status that is not ok, different data,
 different n, no per-item scores). Rows in only one release are "added" or "removed". The result
@@ -59,21 +60,12 @@ from typing import Any
 import numpy as np
 
 from tinyllm import metrics, schemas
-from tinyllm.compare_checks import (  # the row checks, public names of this module too
+from tinyllm.compare_checks import (
     COVERAGE_KINDS,
     HUMAN_KEY,
-    RowItemsMismatchError,
     finite_number,
     human_scores,
     paired_units,
-    row_items_problem,
-)
-from tinyllm.compare_render import (  # the rendering half, public names of this module too
-    compare_markdown,
-    compare_table,
-    format_number,
-    format_p,
-    summary_line,
 )
 from tinyllm.errors import StorageError
 from tinyllm.stats import (
@@ -115,24 +107,15 @@ UnitLoader = Callable[[str], "np.ndarray | None"]
 """``name -> unit ids`` of a release's row (one per item), None when it names no units file."""
 
 __all__ = [
-    "COVERAGE_KINDS",
-    "HUMAN_KEY",
     "MAX_N_PERM",
     "MIN_PAIRS",
     "N_BOOT",
     "SCHEMA_PATH",
     "ItemLoader",
-    "RowItemsMismatchError",
     "UnitLoader",
-    "compare_markdown",
     "compare_reports",
     "compare_row",
-    "compare_table",
-    "format_number",
-    "format_p",
     "regressions",
-    "row_items_problem",
-    "summary_line",
     "validate_compare",
 ]
 

@@ -1,6 +1,11 @@
-"""How a comparison reads (the rendering half of :mod:`tinyllm.compare`, which re-exports these
-names): :func:`compare_markdown` for a Prefect artifact or a PR comment, :func:`compare_table`
-for the terminal, :func:`summary_line`, and the number formats every table uses."""
+"""How a comparison reads: :func:`compare_markdown` for a Prefect artifact or a PR comment,
+:func:`compare_table` for the terminal, :func:`summary_line`, and the number formats every table
+uses (:func:`format_number`, :func:`format_p`, :func:`mde_text`).
+
+A module of its own because it is a concept of its own and sits below the comparison: it reads
+a finished comparison (the dict :func:`tinyllm.compare.compare_reports` returns, or one loaded
+from the store) and imports nothing but :mod:`tinyllm.metrics`, so the console, the dashboard and
+the CLI format numbers and comparisons without loading numpy, scipy or the schemas."""
 
 from __future__ import annotations
 

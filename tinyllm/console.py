@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tinyllm.compare_render import format_p
+from tinyllm.compare_render import compare_table, format_p
 
 STATUS_STYLE = {"ok": "green", "error": "red", "skipped": "yellow"}
 """The colour of a row's status in the zoo table."""
@@ -289,7 +289,6 @@ def print_suite_run(console: Console, out: dict, release: str) -> None:
     """The result of one EvalSuite run (``{"run_id", "report", "compare", "store"}``, as the
     flow and :func:`tinyllm.publish.publish_run` return it): the release's report, where the
     run was written, and its comparison with the previous release (or that there is none)."""
-    from tinyllm.compare import compare_table  # numpy and the schemas: only after a run
     from tinyllm.report import Report
 
     where = f"{out['store'].rstrip('/')}/releases/{release}/"

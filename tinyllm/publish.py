@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from tinyllm.baselines import adjust_verdicts
-from tinyllm.compare import RowItemsMismatchError, compare_reports, row_items_problem
+from tinyllm.compare import compare_reports
+from tinyllm.compare_checks import RowItemsMismatchError, row_items_problem
 from tinyllm.report import validate_report
 from tinyllm.store import (
     CAS_ATTEMPTS,
@@ -146,7 +147,7 @@ def publish_run(
     """Publish one run of a release: items, the run file, the comparison, the merged report.
 
     0. every ``status: "ok"`` row with per-item scores is checked against them
-       (:func:`tinyllm.compare.row_items_problem`: ``n`` is their count, and ``value`` their
+       (:func:`tinyllm.compare_checks.row_items_problem`: ``n`` is their count, and ``value`` their
        mean in the metric's units for the mean metrics), and against its baseline's per-item
        scores in ``baseline_items`` (:func:`baseline_items_problem`); a row that disagrees with
        either becomes an error row saying why, and neither of its arrays is stored;
@@ -221,7 +222,7 @@ def baseline_items_problem(row: dict, items: Any, own: Any = None) -> str | None
     agrees (or has no result to check: a row that is not ``status: "ok"``).
 
     The baseline is scored on the row's very items, in the row's units, so its scores are
-    checked as :func:`tinyllm.compare.row_items_problem` checks the row's own, with the
+    checked as :func:`tinyllm.compare_checks.row_items_problem` checks the row's own, with the
     baseline's value in place of the row's: a ``baseline`` field to hold them; one score per
     item of the row's own scores ``own`` (when given); ``n`` equal to their count (that are not
     NaN, for the embeddings kinds); for the mean metrics ``baseline.value`` equal to their mean

@@ -36,7 +36,7 @@ def md_link(url: str) -> str:
 
 def md_safe_comparison(cmp: dict) -> dict:
     """A copy of a comparison whose free-text fields (reasons: error messages, paths; release
-    names) are :func:`md_text`, for :func:`tinyllm.compare.compare_markdown`, which inserts them
+    names) are :func:`md_text`, for :func:`tinyllm.compare_render.compare_markdown`, which inserts them
     as they are. Entry names go into code spans there, where references would show as typed:
     they are kept when they are plain names (the manifest's pattern), escaped otherwise."""
     rows = []

@@ -52,7 +52,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.futures import wait
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from tinyllm.compare import compare_markdown
+from tinyllm.compare_render import compare_markdown
 from tinyllm.eval import zoo
 from tinyllm.publish import check_publish_args, publish_run
 from tinyllm.report import Manifest, ManifestError, load_manifest

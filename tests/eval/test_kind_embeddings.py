@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from tinyllm import compare
+from tinyllm import compare_checks
 from tinyllm.compare import compare_reports
 from tinyllm.data import WORD_PAIR_SOURCES, gensim_word_pairs, wordsim_files
 from tinyllm.eval import zoo
@@ -202,15 +202,16 @@ def test_registered_and_the_report_validates(hand_case, tmp_path):
     assert row["kind"] == "embeddings"
     items = zoo.load_items(out, row)
     assert items.size == 10 and int(np.isnan(items).sum()) == 3
-    assert compare.row_items_problem(row, items) is None  # n, rho and the human scores agree
+    assert compare_checks.row_items_problem(row, items) is None  # n, rho and the human scores agree
 
 
 def test_compare_knows_which_kinds_have_nan_items():
     """compare imports no kind: its table of coverage kinds is the kinds' NAN_ITEMS."""
     from tinyllm.eval.kinds import KIND_MODULES
 
-    assert {m.KIND for m in KIND_MODULES if getattr(m, "NAN_ITEMS", 0)} == compare.COVERAGE_KINDS
-    assert compare.HUMAN_KEY == kind.HUMAN_KEY
+    nan_kinds = {m.KIND for m in KIND_MODULES if getattr(m, "NAN_ITEMS", 0)}
+    assert nan_kinds == compare_checks.COVERAGE_KINDS
+    assert compare_checks.HUMAN_KEY == kind.HUMAN_KEY
 
 
 def test_two_releases_of_a_spearman_row_are_compared_pair_by_pair(hand_case, tmp_path):
@@ -425,7 +426,7 @@ def test_analogy_row_through_the_zoo(tmp_path):
         "royals": {"correct": 2, "answered": 3, "questions": 3},
         "other": {"correct": 1, "answered": 1, "questions": 2},
     }
-    assert compare.row_items_problem(row, items) is None
+    assert compare_checks.row_items_problem(row, items) is None
     none = write_questions(tmp_path / "none.txt", ": s\nzebra lion tiger cat\n")
     bad = zoo.score_entry(entry("an", ckpt, none))
     assert bad["status"] == "error"

@@ -17,6 +17,7 @@ from rich.text import Text
 from tinyllm import safeio
 from tinyllm.cli.app import app, console
 from tinyllm.cli.common import MAX_N_PERM, check_n_perm, existing_store, store_error
+from tinyllm.compare_render import summary_line
 
 Store = Annotated[str, typer.Option("--store", help="A folder or s3://bucket/prefix.")]
 STYLE = {"regressed": "bold red", "improved": "green", "error": "red", "skipped": "yellow"}
@@ -54,8 +55,6 @@ def _release_table(report: dict, verdicts: dict[str, str]) -> Table:
 def print_step(step: Any) -> None:
     """One release of `tinyllm history`: its title and comparison summary, its rows with their
     verdicts, then each regression on a line of its own."""
-    from tinyllm.compare import summary_line  # numpy: only once there is a release
-
     v = step.view
     if step.state == "unreadable":
         return _line(f"{v.name}  unreadable: {v.error}", "bold red")

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from tinyllm.cli.app import app, console
 from tinyllm.cli.common import MAX_N_PERM, fail
+from tinyllm.compare_render import summary_line
 
 STYLE = {"better": "green", "worse": "bold red", "not compared": "yellow"}
 
@@ -139,7 +140,6 @@ def import_release(
     published as a release (:func:`tinyllm.publish.publish_run`), its comparison's summary."""
     if store is None or release is None:
         raise fail("--import: expected --store and --release")
-    from tinyllm.compare import summary_line  # numpy, the store: after the arguments are parsed
     from tinyllm.lmeval_judge import release_report
     from tinyllm.lmeval_logs import LogError, read_run
     from tinyllm.publish import check_publish_args, publish_run

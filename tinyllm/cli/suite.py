@@ -25,6 +25,7 @@ from tinyllm.cli.common import (
     fail,
     store_error,
 )
+from tinyllm.compare_render import compare_table
 from tinyllm.console import Progress, print_report, print_suite_run
 
 Store = Annotated[str, typer.Option("--store", help="A folder or s3://bucket/prefix.")]
@@ -262,7 +263,7 @@ def compare_cmd(
     fail_on_regression: FailOnRegression = False,
 ) -> None:
     """Compare release B with release A: a paired permutation test per row (nothing written)."""
-    from tinyllm.compare import compare_table, regressions  # numpy and scipy: after parsing
+    from tinyllm.compare import regressions  # numpy and scipy: after parsing
     from tinyllm.history import compare_releases
     from tinyllm.store import StoreError
 

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinyllm import metrics
-from tinyllm.compare import format_number, format_p
-from tinyllm.compare_render import mde_text
+from tinyllm.compare_render import format_number, format_p, mde_text
 from tinyllm.store import Store, StoreError, history_order, parse_created_at
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

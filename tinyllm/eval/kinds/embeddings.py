@@ -55,8 +55,8 @@ ZERO_ACCURACY = Baseline("zero accuracy", 0.0)
 MIN_PAIRS = 4  # the Fisher z interval divides by sqrt(n - 3)
 NAN_ITEMS = True
 """Per-item scores follow the task file's items, NaN where the model does not cover one
-(tinyllm.compare.COVERAGE_KINDS names this kind)."""
-HUMAN_KEY = "human_scores"  # the details key of every pair's human score (compare.HUMAN_KEY)
+(tinyllm.compare_checks.COVERAGE_KINDS names this kind)."""
+HUMAN_KEY = "human_scores"  # the details key of every pair's human score (compare_checks.HUMAN_KEY)
 ANALOGY_METRIC = metrics.ACC.name
 ANALOGY_INTERVAL = PROPORTION_INTERVAL
 RESTRICT_VOCAB = 300_000
