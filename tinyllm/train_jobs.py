@@ -1,11 +1,16 @@
 """The zoo's training jobs and the worker processes that run them (:func:`tinyllm.train.build_zoo`).
 
-A job is a :func:`tinyllm.train._job_spec`, JSON-native. :func:`run_parallel` runs jobs on
-``jobs`` worker processes, ``python -m tinyllm.train_jobs --serve``, one per job slot, each
-training one model after the other (torch's ~3 s of import paid once per slot, not once per
-model): each job's specification goes in as one JSON line on stdin, its progress and result
-come back as JSON lines on stdout (nothing is pickled), its stderr goes to its own
-``logs/<name>.log``.
+A job is a JSON-native specification (``tinyllm.train`` writes one per recipe).
+:func:`run_parallel` runs jobs on ``jobs`` worker processes, ``python -m tinyllm.train_jobs
+--serve``, one per job slot, each training one model after the other (torch's ~3 s of import
+paid once per slot, not once per model): each job's specification goes in as one JSON line on
+stdin, its progress and result come back as JSON lines on stdout (nothing is pickled), its
+stderr goes to its own ``logs/<name>.log``.
+
+A module of its own because it is a concept of its own: the worker pool and its wire protocol
+(scheduling by dependency, the JSON lines, killing the rest at the first failure), and the
+worker's ``-m`` entry point. :mod:`tinyllm.train` says what the zoo trains (its recipes and
+manifest) and knows nothing of pipes and processes.
 """
 
 from __future__ import annotations
