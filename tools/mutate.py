@@ -1,4 +1,4 @@
-"""Mutation testing of tinyllm's core with mutmut (issue 15; results in docs/mutation.md).
+"""Mutation testing of tinyllm's core with mutmut (how to run it and the scores: docs/mutation.md).
 
     .venv/bin/python tools/mutate.py                          # every module of the core, in turn
     .venv/bin/python tools/mutate.py --module 'tinyllm/stats/*.py'  # one module (repeatable)
@@ -67,9 +67,10 @@ STORE_TESTS = [
 ZOO_TESTS = [
     f"tests/eval/test_zoo_{t}.py" for t in ("lm", "dispatch", "report", "cli", "rows", "workflow")
 ]
-# tests that cannot give a verdict on a mutant: the layout test counts the lines of the mutated
-# copy (over 600 with its mutants), and the slow-batch pick is a wall-clock race that a niced
-# mutmut worker on a loaded box loses whatever the mutant (it fails mutmut's clean run)
+# tests that cannot give a verdict on a mutant: the layout test reads the package's source files
+# (in mutmut's copy, the mutated ones with their trampolines), not what the code does; the
+# slow-batch pick is a wall-clock race that a niced mutmut worker on a loaded machine loses
+# whatever the mutant (it fails mutmut's clean run)
 NOT_UNDER_MUTMUT = [
     "--ignore=tests/eval/lm/test_lm_layout.py",
     "--deselect=tests/eval/lm/test_measured_batch.py::"
