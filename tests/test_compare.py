@@ -374,8 +374,7 @@ def test_store_compare_and_cli(tmp_path, nll):
     assert "regressed r3 gpt: bpb" in out and "vs r2" in out
 
 
-# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/compare.py` --------
-# (docs/mutation.md)
+# ---- edges: the acc interval, the fewest pairs, one-sided defects, the guards' bounds ------------
 
 
 def test_accuracy_interval_is_the_t_interval_of_0_1_differences():

@@ -275,8 +275,7 @@ def test_accumulator_refuses_nonfinite_and_empty_summary():
         acc.bpb(0)
 
 
-# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/stats.py` ----------
-# (docs/mutation.md lists each mutant and the test here that kills it)
+# ---- argument errors, the smallest inputs, the defaults and each estimator's edges ---------------
 
 
 def test_errors_name_the_argument():

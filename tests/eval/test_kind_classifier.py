@@ -178,7 +178,7 @@ def test_corpora_files(tmp_path):
             assert train == data.read_rows(f["train"]) and {r.fold for r in train} == set(range(5))
 
 
-# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/kinds/*.py` ---
+# ---- proportion_scored by hand; no val rows, fewer answers than rows -----------------------------
 
 
 def test_proportion_scored_hand_values_and_refusals():

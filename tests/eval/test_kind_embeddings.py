@@ -241,7 +241,7 @@ def test_two_releases_of_a_spearman_row_are_compared_pair_by_pair(hand_case, tmp
     assert r["verdict"] == "unchanged" and r["p"] * 128 == round(r["p"] * 128)
 
 
-# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/kinds/*.py` ---
+# ---- word pairs: OOV pairs, the scored positions, the fewest pairs, any locale -------------------
 
 
 def test_pairs_after_an_oov_pair_are_still_scored(tmp_path):

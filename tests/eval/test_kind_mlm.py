@@ -97,7 +97,7 @@ def test_most_frequent_baseline_hand_values():
     assert mlm.most_frequent_baseline(np.array([98, 97]))["byte"] == 97  # ties: smallest
 
 
-# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/kinds/*.py` ---
+# ---- the baseline's edges, the details by hand, the refusals -------------------------------------
 
 
 def test_most_frequent_baseline_of_one_and_of_no_targets():

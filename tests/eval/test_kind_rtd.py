@@ -81,7 +81,7 @@ def test_only_val_rows_are_scored(zoo_dir):
     np.testing.assert_array_equal(ia, ib)
 
 
-# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/kinds/*.py` ---
+# ---- the details by hand from a known detection; a file without val rows -------------------------
 
 
 def _detection(correct, replaced, masked, gen_correct):

@@ -258,7 +258,7 @@ def test_the_manifest_that_zoo_build_writes_for_seq2seq_recipes_is_scored(tmp_pa
         assert zoo.read_config(tmp_path / e["checkpoint"])["tl_arch"] == e["family"]
 
 
-# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/eval/kinds/*.py` ---
+# ---- reading pairs (blank lines, any locale), refused options, short answers ---------------------
 
 
 @contextlib.contextmanager

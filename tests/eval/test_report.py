@@ -289,8 +289,7 @@ def test_sha256_path_of_a_folder_follows_the_definition(tmp_path):
         rp.sha256_path(tmp_path / "nothing")
 
 
-# ---- oracles written for mutants that survived `make mutate MODULE=tinyllm/report.py` ---------
-# (docs/mutation.md)
+# ---- the manifest's hash, its errors word for word, reading and validating -----------------------
 
 
 def test_manifest_sha256_is_the_sha256_of_the_canonical_json_written_by_hand():

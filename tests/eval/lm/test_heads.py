@@ -1,8 +1,8 @@
 """tinyllm/logits.py through the instrument: reading a model's logits, and its head only where
 tokens are scored.
 
-Written in part from the surviving mutants of Head, out_features, the keep check and
-call_logits (docs/mutation.md). The oracles: the model's own full forward pass (logits ->
+It pins Head, its vocabulary size (out_features), the keep check and call_logits against these
+oracles: the model's own full forward pass (logits ->
 float64 log-softmax, one window at a time: lm_helpers.reference_nlls) on inputs where the hook
 path is really taken (asserted: its kind, no fallback warning); heads of several kinds whose
 vocabulary size is known; and the documented acceptance rule of a head-only hook
