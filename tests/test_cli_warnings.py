@@ -24,7 +24,7 @@ CUT = (
 
 @pytest.fixture
 def task(tmp_path):
-    """A bigram checkpoint and a 2-item task whose contexts are longer than --max-len."""
+    """A bigram checkpoint and a 2-item task whose contexts are longer than --max-length."""
     bigram.save(bigram.train(bigram.Config(k=0.5), np.frombuffer(TEXT, np.uint8), seed=0),
                 tmp_path / "bigram")  # fmt: skip
     items = [
@@ -54,8 +54,8 @@ def cut_tokens(L: int) -> int:
 
 
 def test_a_warning_of_the_instrument_is_one_line(task, monkeypatch, capsys):
-    # the contexts are cut to fit --max-len 7: the instrument warns (tinyllm/eval/lm/tasks.py)
-    code, out, err = run_main(monkeypatch, capsys, *task, "--max-len", "7", "--json", "-q")
+    # the contexts are cut to fit --max-length 7: the instrument warns (tinyllm/eval/lm/tasks.py)
+    code, out, err = run_main(monkeypatch, capsys, *task, "--max-length", "7", "--json", "-q")
     assert code in (0, None), err
     assert cut_tokens(7) == 2 * 3 + 3 * 12  # "the cat" keeps 4 of 7, "a dog met by the" 4 of 16
     assert err.splitlines() == [f"warning: {CUT.format(n=42, L=7)}"], err

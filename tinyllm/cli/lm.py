@@ -71,13 +71,14 @@ BatchSize = Annotated[
 ]
 Task = Annotated[str, typer.Option("--task", help="Task file (formats/task-jsonl.md).")]
 Metric = Annotated[str, typer.Option("--metric", help="acc or acc_norm (per UTF-8 byte).")]
-MaxLen = Annotated[
+MaxLength = Annotated[
     int | None,
     typer.Option(
+        "--max-length",
         "--max-len",
         min=1,
-        help="Tokens the model reads; contexts are cut from the left as lm-eval does, "
-        "(ctx + choice)[-(L+1):][:-1] (default: the model's own context).",
+        help="Tokens the model reads (default: its context); a longer context is cut from "
+        "the left as lm-eval does.",
     ),
 ]
 Delimiter = Annotated[
@@ -99,6 +100,7 @@ DocSep = Annotated[
     str,
     typer.Option(
         "--doc-sep",
+        show_default=False,
         help="The separator ending each document of --text (the units of the intervals); "
         "'none': no boundaries (contiguous blocks). Default: one document per line.",
     ),
@@ -204,7 +206,7 @@ def eval_task_cmd(
     model: Model = None,
     hf: HF = None,
     metric: Metric = "acc_norm",
-    max_len: MaxLen = None,
+    max_length: MaxLength = None,
     target_delimiter: Delimiter = None,
     tokenizer: Tokenizer = "auto",
     seed: Seed = 0,
@@ -220,7 +222,7 @@ def eval_task_cmd(
     from tinyllm.eval.single import score_task  # torch and the models: not for --help
 
     bar = functools.partial(Progress, quiet=quiet)
-    opts = dict(model=model, hf=hf, metric=metric, max_len=max_len, tokenizer=tokenizer)
+    opts = dict(model=model, hf=hf, metric=metric, max_len=max_length, tokenizer=tokenizer)
     opts |= dict(target_delimiter=target_delimiter, device=device, dtype=dtype)
     try:
         out = score_task(task, **opts, seed=seed, n_boot=n_boot, progress=bar)

@@ -78,7 +78,7 @@ OutputPath = Annotated[
         "--output-path",
         "--output_path",
         metavar="DIR",
-        help="Also write lm-eval's results file there (DIR/<model>/results_<date>.json, with "
+        help="Also write lm-eval's results file into DIR (as <model>/results_<date>.json, "
         "our intervals in its 'tinyllm' block; formats/lmeval-results.md).",
     ),
 ]
@@ -122,6 +122,8 @@ def eval_lmeval_cmd(
     """lm-eval tasks (lm-eval's own configs: a task config is code) scored by our engine, 95% intervals.
 
     Metrics under lm-eval's names (acc_norm by characters, acc_bytes by bytes); intervals over units, each document or, with --cluster-key, each cluster (docs/definitions.md): Wilson for 0/1 scores of single documents, else the bootstrap over units, each in the metric's units; group aggregates as lm-eval weights them. Data from local files or the datasets cache only: offline unless you set HF_DATASETS_OFFLINE or HF_HUB_OFFLINE; a data file over 256 MiB is refused (TINYLLM_LMEVAL_MAX_DATA_BYTES sets another limit).
+
+    lm-eval's own spellings work too: --model_args, --include_path, --num_fewshot, --batch_size, --output_path, --log_samples.
     """
     if log_samples and output_path is None:
         raise fail("expected --output-path DIR with --log-samples, got none")

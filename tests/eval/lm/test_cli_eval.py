@@ -104,13 +104,13 @@ def test_cli_eval_task_hf_json_equals_run_task(tmp_path, hf_dir):
 
 
 def test_cli_eval_task_max_len_and_delimiter(tmp_path, hf_dir):
-    """--max-len above the model's 64 positions: one clear line, no traceback; a context longer
+    """--max-length above the model's 64 positions: one clear line, no traceback; a context longer
     than the model is cut as lm-eval cuts it (a warning, not an IndexError); --target-delimiter
     changes the scores as the library's target_delimiter does."""
     long = [{"context": "ab" * 60, "choices": ["bb", "c"], "gold": 0}] + TASK
     path = write_task(tmp_path / "task.jsonl", long)
     base = ["eval", "task", "--hf", hf_dir, "--task", path, "--tokenizer", "byte", "--json"]
-    r = _invoke([*base, "--max-len", 65])
+    r = _invoke([*base, "--max-length", 65])
     assert r.exit_code == 2, r.output
     assert "expected at most the model's own context of 64 tokens, got 65" in r.output
     assert "Traceback" not in r.output
