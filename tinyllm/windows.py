@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -55,8 +56,18 @@ _PICKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {sh
 def check_window_args(n: int, ctx_len: int, stride: int) -> None:
     """Raise TypeError / ValueError unless ``n`` tokens can be cut into windows of ``ctx_len``
     tokens every ``stride`` tokens (``2 <= ctx_len``, ``1 <= stride < ctx_len``, ``n >= 2``)."""
+    check_window_shape(ctx_len, stride)
+    if n < 2:
+        raise ValueError(
+            f"expected at least 2 tokens (token 0 has no context and is never scored), got {n}"
+        )
+
+
+def check_window_shape(ctx_len: int, stride: int) -> None:
+    """Raise TypeError / ValueError unless windows of ``ctx_len`` tokens every ``stride``
+    tokens are valid on any text: ints with ``2 <= ctx_len`` and ``1 <= stride < ctx_len``."""
     for name, v in (("ctx_len", ctx_len), ("stride", stride)):
-        if isinstance(v, bool) or not isinstance(v, int | np.integer):
+        if not _is_int(v):
             raise TypeError(f"{name}: expected an int, got {type(v).__name__} {v!r}")
     if ctx_len < 2:
         raise ValueError(
@@ -68,10 +79,6 @@ def check_window_args(n: int, ctx_len: int, stride: int) -> None:
             "With stride >= ctx_len the first token of each window is predicted from nothing "
             "inside its own window (disjoint windows); stride = ctx_len - 1 is the cheapest "
             "valid stride, stride = 1 the fairest"
-        )
-    if n < 2:
-        raise ValueError(
-            f"expected at least 2 tokens (token 0 has no context and is never scored), got {n}"
         )
 
 
@@ -118,6 +125,124 @@ def check_context(model: Any, ctx_len: int, n: int | None = None) -> None:
             f"{model_name(model)}: expected windows of at most {lim[0]}={lim[1]} tokens, "
             f"got ctx_len={int(ctx_len)}"
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Which windows: the one rule for every caller (the CLI, the zoo, the families)
+
+WINDOW_OPTIONS = ("ctx_len", "stride")
+"""The names :func:`resolve_windows` gives the two window options in its errors by default; a
+caller passes its own (the CLI's ``--ctx-len`` / ``--stride``, a manifest's
+``options.ctx_len`` / ``options.stride``)."""
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """Strided windows of ``ctx_len`` tokens every ``stride`` tokens (:func:`iter_windows`),
+    as :func:`resolve_windows` settles them for one model: ``2 <= ctx_len`` (at most the
+    model's context) and ``1 <= stride < ctx_len``."""
+
+    ctx_len: int
+    stride: int
+
+
+def default_stride(ctx_len: int) -> int:
+    """The stride when none is given: ``max(1, ctx_len // 2)``, so every scored token after the
+    first window has at least ``ctx_len - stride >= ctx_len / 2`` tokens of context.
+
+    Example: ``default_stride(128)`` -> 64; ``default_stride(3)`` -> 1.
+    """
+    return max(1, int(ctx_len) // 2)
+
+
+def model_context(model: Any) -> int | None:
+    """The context length of ``model`` in tokens (:func:`context_limit`), or None when it
+    declares none. Example: our GPT built with ``Config(block_size=32)`` -> 32."""
+    lim = context_limit(model)
+    return None if lim is None else lim[1]
+
+
+def scored_in_windows(family: Any) -> bool:
+    """Whether ``family`` scores in strided windows: a family module whose ``WINDOWED`` is
+    True (gpt, hf), or None, a model outside the families (a plain callable, scored by the
+    instrument's windows). Every other family scores each token with its own context and takes
+    no window options."""
+    return family is None or getattr(family, "WINDOWED", False) is True
+
+
+def resolve_windows(
+    family: Any,
+    model: Any,
+    ctx_len: int | None = None,
+    stride: int | None = None,
+    *,
+    options: tuple[str, str] = WINDOW_OPTIONS,
+) -> WindowPlan | None:
+    """The windows ``model`` of ``family`` (a family module of :data:`tinyllm.models.FAMILIES`,
+    or None for a model outside them) is scored in, or None for a family scored with its own
+    context (:func:`scored_in_windows`): that family takes no window options, and a given
+    ``ctx_len`` or ``stride`` is a ValueError naming the family. A family scored in windows
+    gets :func:`window_plan`.
+
+    The CLI, the zoo and the families (``gpt.token_nlls``, ``hf.token_nlls``) all resolve here,
+    so one model gets the same windows (or the same refusal) from each; ``options``: the two
+    options' names in the errors.
+
+    Example: the bigram with ``ctx_len=16`` -> ValueError "family 'bigram' is not scored in
+    windows (it scores every token with its own context): expected no ctx_len or stride, got
+    ctx_len=16"; without options -> None.
+    """
+    name = getattr(family, "ARCH", None)
+    if scored_in_windows(family):
+        return window_plan(model, ctx_len, stride, name=name, options=options)
+    pairs = zip(options, (ctx_len, stride), strict=True)
+    given = [f"{o}={v}" for o, v in pairs if v is not None]
+    if given:
+        raise ValueError(
+            f"family {name!r} is not scored in windows (it scores every token with its own "
+            f"context): expected no {options[0]} or {options[1]}, got {', '.join(given)}"
+        )
+    return None
+
+
+def window_plan(
+    model: Any,
+    ctx_len: int | None = None,
+    stride: int | None = None,
+    *,
+    name: str | None = None,
+    options: tuple[str, str] = WINDOW_OPTIONS,
+) -> WindowPlan:
+    """The windows of a model scored in windows: ``C = ctx_len``, default the model's context
+    (:func:`model_context`) and at most that; ``s = stride``, default :func:`default_stride`
+    ``(C)``; the pair checked by :func:`check_window_shape`. ``name``: the model's family in
+    the error for a model without a context length (default: its class).
+
+    Example: our GPT with ``block_size=32`` -> ``WindowPlan(32, 16)``; with ``ctx_len=20`` ->
+    ``WindowPlan(20, 10)``; with ``ctx_len=64`` -> ValueError "ctx_len: expected at most the
+    model's context 32, got 64 (gpt.Model: block_size=32)".
+    """
+    own = model_context(model)
+    c = own if ctx_len is None else ctx_len
+    if c is None:
+        who = f"{name} model" if name is not None else model_name(model)
+        raise ValueError(
+            f"{who}: expected a context length in its config (n_positions or "
+            f"max_position_embeddings), got none; set {options[0]}"
+        )
+    if own is not None and _is_int(c) and c > own:
+        field = context_limit(model)[0]
+        raise ValueError(
+            f"{options[0]}: expected at most the model's context {own}, got {c} "
+            f"({model_name(model)}: {field}={own})"
+        )
+    s = stride if stride is not None else default_stride(c) if _is_int(c) else 1
+    check_window_shape(c, s)
+    return WindowPlan(int(c), int(s))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool)
 
 
 def iter_windows(n: int, ctx_len: int, stride: int) -> Iterator[tuple[int, int, int]]:

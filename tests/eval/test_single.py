@@ -46,9 +46,8 @@ def recorder(calls):
 
 
 def test_score_ppl_of_a_family_is_its_own_nlls_summarized(files):
-    calls, notes = [], []
-    out = score_ppl(str(files / "val.tok"), model=str(files / "bigram"), ctx_len=8,
-                    progress=recorder(calls), note=notes.append)  # fmt: skip
+    calls = []
+    out = score_ppl(str(files / "val.tok"), model=str(files / "bigram"), progress=recorder(calls))
     ids = np.frombuffer(TEXT, dtype=np.uint8)[:300]
     want = lm.summarize_nlls(bigram.token_nlls(bigram.load(files / "bigram"), ids), 0)
     assert {k: out[k] for k in want} == want
@@ -59,7 +58,21 @@ def test_score_ppl_of_a_family_is_its_own_nlls_summarized(files):
         299,
     )
     assert calls == [("scoring tokens (bigram)", 299), 299]
-    assert notes == ["note: --ctx-len/--stride ignored: bigram scores with its own context"]
+
+
+@pytest.mark.parametrize(
+    ("options", "got"),
+    [({"ctx_len": 8}, "--ctx-len=8"), ({"stride": 4}, "--stride=4"),
+     ({"ctx_len": 8, "stride": 4}, "--ctx-len=8, --stride=4")],
+)  # fmt: skip
+def test_a_window_option_for_a_family_without_windows_is_an_error_naming_it(files, options, got):
+    want = (
+        "family 'bigram' is not scored in windows (it scores every token with its own "
+        f"context): expected no --ctx-len or --stride, got {got}"
+    )
+    with pytest.raises(ValueError) as e:
+        score_ppl(str(files / "val.tok"), model=str(files / "bigram"), **options)
+    assert str(e.value) == want
 
 
 def test_score_ppl_of_gpt_is_strided_with_the_models_context(tmp_path):
@@ -72,10 +85,11 @@ def test_score_ppl_of_gpt_is_strided_with_the_models_context(tmp_path):
     assert (out["ctx_len"], out["stride"]) == (32, 16)  # block_size, half of it
     want = lm.eval_ppl(gpt.load(ck), ids, 32, 16, 200)
     assert out["nll"] == pytest.approx(want["nll"], rel=1e-12) and out["n_bytes"] == 200
-    with pytest.raises(
-        ValueError, match="--ctx-len: expected at most the model's context 32, got 64"
-    ):
+    with pytest.raises(ValueError) as e:
         score_ppl(str(tmp_path / "v.tok"), model=str(ck), ctx_len=64)
+    assert str(e.value) == (
+        "--ctx-len: expected at most the model's context 32, got 64 (gpt.Model: block_size=32)"
+    )
 
 
 def test_score_task_equals_run_task_on_the_familys_nlls(files):

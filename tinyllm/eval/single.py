@@ -10,11 +10,13 @@
     out = compare_text("val.txt", "other-model", hf="path/to/hf-model")   # out["delta"], out["p"]
 
 The model is a tinyllm lm checkpoint (``model``: a folder, or a one-file n-gram) or a local
-Hugging Face causal LM folder (``hf``, safetensors only), opened by :func:`open_lm`. Our gpt and
-Hugging Face models are scored with the instrument's strided windows (:func:`tinyllm.eval.lm.
-eval_ppl`); the other lm families with their own per-token NLLs
-(:func:`tinyllm.eval.lm.summarize_nlls`). Every refusal is a ValueError whose message names
-the flag or file and says "expected X, got Y".
+Hugging Face causal LM folder (``hf``, safetensors only), opened by :func:`open_lm`. The families
+scored in windows (gpt, hf) are scored with the instrument's strided windows
+(:func:`tinyllm.eval.lm.eval_ppl`), their windows resolved by the one rule the zoo and the
+families follow too (:func:`tinyllm.windows.resolve_windows`); the other lm families with their
+own per-token NLLs (:func:`tinyllm.eval.lm.summarize_nlls`), and ``ctx_len`` / ``stride`` are an
+error for them. Every refusal is a ValueError whose message names the flag or file and says
+"expected X, got Y".
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from tinyllm.eval.text_docs import DOC_SEP, read_doc_starts
 from tinyllm.models import FAMILIES
 from tinyllm.models import hf as hf_family
 from tinyllm.tokens import ByteTokenizer, TextTokens, read_tokens, tokenizer_id
+from tinyllm.windows import model_context, resolve_windows, scored_in_windows
 
 BYTE_TOKENIZER = {"type": "byte", "vocab_size": 256}
 """The tokenizer of a checkpoint whose config.json names none (and of a one-file n-gram)."""
@@ -55,6 +58,9 @@ BYTE_TOKENIZER = {"type": "byte", "vocab_size": 256}
 ProgressFactory = Callable[[str, int], ContextManager[Any]]
 """``progress(description, total)``: a context manager whose ``update(done, total=None)`` the
 scoring calls (:class:`tinyllm.console.Progress` is one)."""
+
+FLAGS = ("--ctx-len", "--stride")
+"""The window options' names in this module's errors (:func:`tinyllm.windows.resolve_windows`)."""
 
 
 @dataclass
@@ -65,14 +71,21 @@ class LoadedLM:
     arch: str
     family: Any  # the family module; None for a Hugging Face folder
     vocab_size: int | None
-    ctx_len: int | None
+    ctx_len: int | None  # the model's context (tinyllm.windows.model_context)
     tokenizer: Any  # a tokenizer dict of config.json, or "hf"
     source: str
 
     @property
+    def windows_family(self) -> Any:
+        """The family module whose window rule applies: ``family``, else the one named by
+        ``arch`` (hf for a Hugging Face folder), else None (a model outside the families)."""
+        return self.family if self.family is not None else FAMILIES.get(self.arch)
+
+    @property
     def strided(self) -> bool:
-        """Scored by the instrument's strided windows (gpt, Hugging Face), not family NLLs."""
-        return self.family is None or self.arch == "gpt"
+        """Scored by the instrument's strided windows (:func:`tinyllm.windows.scored_in_windows`:
+        gpt, Hugging Face, a plain callable), not by the family's own NLLs."""
+        return scored_in_windows(self.windows_family)
 
 
 def open_lm(
@@ -100,7 +113,7 @@ def open_lm(
             raise ValueError(
                 f"{hf}: expected a Hugging Face causal LM in safetensors, got: {e}"
             ) from None
-        ctx = hf_family.context_length(m)
+        ctx = model_context(m)
         return LoadedLM(m, hf_family.ARCH, None, m.config.vocab_size, ctx, "hf", str(hf))
     p = Path(model)
     if p.is_file():
@@ -116,23 +129,20 @@ def open_lm(
         raise ValueError(f"{p}: expected a language model (kind lm), got {arch!r} of kind {kind!r}")
     m = place_checkpoint(family.load(p), arch, device, dtype, str(p))
     cfg = getattr(m, "cfg", None)
-    ctx = getattr(cfg, "ctx_len", None) or getattr(cfg, "block_size", None)
-    return LoadedLM(m, arch, family, getattr(cfg, "vocab_size", None), ctx, tok, str(p))
-
-
-PLACED_ARCHS = ("gpt",)
-"""Our families that run on any device and dtype (:func:`tinyllm.device.place`): those scored
-through the instrument's windows, which move every input to the model's device."""
+    vocab = getattr(cfg, "vocab_size", None)
+    return LoadedLM(m, arch, family, vocab, model_context(m), tok, str(p))
 
 
 def place_checkpoint(
     model: Any, arch: str, device: Any = "auto", dtype: Any = "auto", source: str = ""
 ) -> Any:
     """One of our checkpoints on ``device`` in ``dtype``, the rule the zoo follows too: a family
-    of :data:`PLACED_ARCHS` by :func:`tinyllm.device.place` (``"auto"``: cuda when available,
-    else cpu; float32 on CPU); every other family scores on the CPU in its own precision, so it
-    accepts only ``device`` auto / cpu and ``dtype`` auto."""
-    if arch in PLACED_ARCHS:
+    scored in windows (:func:`tinyllm.windows.scored_in_windows`: the instrument's windows move
+    every input to the model's device) by :func:`tinyllm.device.place` (``"auto"``: cuda when
+    available, else cpu; float32 on CPU); every other family scores on the CPU in its own
+    precision, so it accepts only ``device`` auto / cpu and ``dtype`` auto."""
+    family = FAMILIES.get(arch)
+    if family is not None and scored_in_windows(family):
         return devices.place(model, device, dtype)
     if device not in ("auto", "cpu", None) or dtype not in ("auto", None):
         raise ValueError(
@@ -164,15 +174,15 @@ def _check_n_bytes(ids: np.ndarray, n_bytes: int, data: str) -> None:
         )
 
 
-def windows(m: LoadedLM, ctx_len: int | None, stride: int | None) -> tuple[int, int]:
-    """``(C, s)`` of a strided model: ``ctx_len`` (default: the model's context; at most that)
-    and ``stride`` (default ``C // 2``)."""
-    c = ctx_len if ctx_len is not None else m.ctx_len
-    if c is None:
-        raise ValueError(f"{m.source}: context length unknown; pass --ctx-len")
-    if m.ctx_len is not None and c > m.ctx_len:
-        raise ValueError(f"--ctx-len: expected at most the model's context {m.ctx_len}, got {c}")
-    return c, (stride if stride is not None else max(1, c // 2))
+def windows(
+    m: LoadedLM, ctx_len: int | None, stride: int | None
+) -> tuple[int, int] | tuple[None, None]:
+    """``(C, s)`` of a model scored in windows, ``(None, None)`` for a family scored with its
+    own context, by :func:`tinyllm.windows.resolve_windows` (the rule of the zoo and the
+    families): ``ctx_len`` default the model's context and at most that, ``stride`` default
+    ``max(1, C // 2)``; a family scored with its own context refuses either option."""
+    plan = resolve_windows(m.windows_family, m.model, ctx_len, stride, options=FLAGS)
+    return (None, None) if plan is None else (plan.ctx_len, plan.stride)
 
 
 def score_ppl(
@@ -187,15 +197,14 @@ def score_ppl(
     device: Any = "auto",
     dtype: Any = "auto",
     progress: ProgressFactory | None = None,
-    note: Callable[[str], None] | None = None,
 ) -> dict:
     """Strided perplexity of the token file ``data`` (formats/tokens-bin.md) under one model.
 
-    Strided models (gpt, Hugging Face): windows of ``ctx_len`` tokens (default: the model's
-    context; at most that) every ``stride`` tokens (default ``C // 2``), ``batch_size`` windows
-    per pass (default :data:`tinyllm.eval.lm.DEFAULT_BATCH_SIZE`); every token after the first
-    is scored exactly once. Other lm families score with their own NLLs and their own context:
-    ``ctx_len`` / ``stride`` are then ignored and ``note`` is told so. ``n_bytes``: UTF-8 bytes
+    Families scored in windows (gpt, hf; :func:`windows`): windows of ``ctx_len`` tokens
+    (default: the model's context; at most that) every ``stride`` tokens (default ``C // 2``),
+    ``batch_size`` windows per pass (default :data:`tinyllm.eval.lm.DEFAULT_BATCH_SIZE`); every
+    token after the first is scored exactly once. Other lm families score with their own NLLs
+    and their own context, and refuse ``ctx_len`` / ``stride``. ``n_bytes``: UTF-8 bytes
     of the scored text (0: one token per byte), at least the scored tokens. ``device`` /
     ``dtype``: as :func:`open_lm`.
 
@@ -215,8 +224,8 @@ def score_ppl(
     check_vocab(ids, m.vocab_size, data, m.source)
     out: dict = {"model": m.source, "arch": m.arch, "data": str(data)}
     docs = read_doc_starts(data, int(ids.size))
-    if m.strided:
-        c, s = windows(m, ctx_len, stride)
+    c, s = windows(m, ctx_len, stride)
+    if c is not None:
         bs = batch_size if batch_size is not None else lm.DEFAULT_BATCH_SIZE
         with progress("scoring tokens", int(ids.size) - 1) as bar:
             if docs is None:
@@ -224,10 +233,7 @@ def score_ppl(
             else:
                 res = ppl_over_docs(m.model, ids, c, s, n_bytes, docs, batch_size=bs,
                                     progress=bar.update)  # fmt: skip
-        out.update({"ctx_len": c, "stride": s})
     else:
-        if (ctx_len is not None or stride is not None) and note is not None:
-            note(f"note: --ctx-len/--stride ignored: {m.arch} scores with its own context")
         # the family's own NLLs come in one call: progress says when it starts and ends
         with progress(f"scoring tokens ({m.arch})", int(ids.size) - 1) as bar:
             nlls = m.family.token_nlls(m.model, ids)
@@ -236,7 +242,7 @@ def score_ppl(
             res = lm.summarize_nlls(nlls, n_bytes)
         else:
             res = summarize_docs([(1, np.asarray(nlls, np.float64))], ids.size, n_bytes, docs)
-        out.update({"ctx_len": None, "stride": None})
+    out.update({"ctx_len": c, "stride": s})
     out.update(res)
     return out
 
@@ -326,14 +332,13 @@ def score_text(
     dtype: Any = "auto",
     doc_sep: str | None = DOC_SEP,
     progress: ProgressFactory | None = None,
-    note: Callable[[str], None] | None = None,
 ) -> dict:
     """Strided perplexity of the text file ``text`` in the model's own tokenizer (docs/definitions.md
     section 2; :func:`text_tokens`): ``bpb = sum_t l_t / (n_bytes ln 2)`` bits per byte with
     ``n_bytes`` the UTF-8 bytes tokens ``1 .. n-1`` cover
     (:func:`tinyllm.eval.text.text_ppl`), each interval over the text's documents (``doc_sep``,
     default one per line; ``"none"``: contiguous blocks with a warning). Windows as
-    :func:`score_ppl`; a family scored by its own NLLs ignores them (``note`` is told so).
+    :func:`score_ppl` (:func:`windows`); a family scored by its own NLLs refuses them.
     ``device`` / ``dtype``: as :func:`open_lm`.
 
     Returns :func:`score_ppl`'s keys (``data`` is ``text``; ``nll``, ``ppl``, ``bpb`` with
@@ -345,16 +350,14 @@ def score_text(
     progress = progress or functools.partial(Progress, quiet=True)
     text_size(text)
     m = open_lm(model, hf, device=device, dtype=dtype)
+    c, s = windows(m, ctx_len, stride)
     tokens = text_tokens(m, text, text_tokenizer(m, tokenizer), progress, doc_sep)
     out: dict = {"model": m.source, "arch": m.arch, "data": str(text), "doc_sep": doc_sep}
     n = int(tokens.ids.size) - 1
-    if m.strided:
-        c, s = windows(m, ctx_len, stride)
+    if c is not None:
         with progress("scoring tokens", n) as bar:
             res = text_ppl(m.model, tokens, c, s, batch_size=batch_size, progress=bar.update)
         return out | {"ctx_len": c, "stride": s} | res
-    if (ctx_len is not None or stride is not None) and note is not None:
-        note(f"note: --ctx-len/--stride ignored: {m.arch} scores with its own context")
     with progress(f"scoring tokens ({m.arch})", n) as bar:
         nlls = m.family.token_nlls(m.model, tokens.ids)
         bar.update(len(nlls))
@@ -393,7 +396,8 @@ def compare_text(
     One tokenizer: :func:`tinyllm.eval.text_compare.compare_on_text`, the per-token NLLs of
     each model (any lm family: gpt and Hugging Face models in the same strided windows,
     ``ctx_len`` default the shorter of the strided contexts, ``stride`` C // 2; other families
-    their own NLLs) paired over documents by :func:`tinyllm.stats.paired_difference`
+    their own NLLs; ``ctx_len`` / ``stride`` are refused when neither model is scored in
+    windows, :func:`windows`) paired over documents by :func:`tinyllm.stats.paired_difference`
     (``kind="ratio"``), signs from ``numpy.random.default_rng(seed)``: ``delta`` (nats per
     token, positive: B is worse) and ``delta_bpb`` with their intervals, ``p``, ``se``,
     ``mde``, ``mde_bpb``, ``n_units``, ``n_tokens``, ``n_bytes``, ``nll_a``, ``nll_b``,
@@ -412,6 +416,9 @@ def compare_text(
     tok_a, tok_b = text_tokenizer(a, tokenizer), text_tokenizer(b, tokenizer)
     head = {"model": a.source, "against": b.source, "data": str(text), "seed": seed}
     head["doc_sep"] = doc_sep
+    strided = [m for m in (a, b) if m.strided]
+    if not strided:
+        windows(a, ctx_len, stride)  # neither takes window options: refused when given
     if tokenizer_id(tok_a) != tokenizer_id(tok_b):
         ra, rb = (
             _one_text(m, text, t, ctx_len, stride, doc_sep, progress)
@@ -421,7 +428,6 @@ def compare_text(
     ta = text_tokens(a, text, tok_a, progress, doc_sep)
     check_text_vocab(ta, b, text)
     c, s = None, None
-    strided = [m for m in (a, b) if m.strided]
     if strided:
         ctx = [m.ctx_len for m in strided if m.ctx_len is not None]
         c, s = windows(
@@ -436,7 +442,8 @@ def compare_text(
 
 
 def _one_text(m: LoadedLM, text, tok, ctx_len, stride, doc_sep, progress) -> dict:
-    """One model's :func:`score_text` result on ``text`` in its tokenizer ``tok``."""
+    """One model's :func:`score_text` result on ``text`` in its tokenizer ``tok`` (the window
+    options apply to a model scored in windows only: the other of a pair may take them)."""
     tokens = text_tokens(m, text, tok, progress, doc_sep)
     if not m.strided:
         nlls = family_nlls(m, tokens.ids, None, None)
@@ -535,7 +542,9 @@ def run_ppl(
 ) -> dict:
     """What ``tinyllm eval ppl`` computes: :func:`compare_text` with ``against``, else
     :func:`score_text` of ``text``, else :func:`score_ppl` of the token file ``data``;
-    ``opts``: ``model``, ``hf``, ``ctx_len``, ``stride``, ``device``, ``dtype``."""
+    ``opts``: ``model``, ``hf``, ``ctx_len``, ``stride``, ``device``, ``dtype``. ``note``: the
+    CLI's channel for remarks; the scoring has none to make (a window option a family does not
+    take is an error, :func:`windows`)."""
     if against is not None:
         return compare_text(
             text,
@@ -546,7 +555,7 @@ def run_ppl(
             doc_sep=doc_sep,
             progress=progress,
         )
-    run = {"batch_size": batch_size, "progress": progress, "note": note}
+    run = {"batch_size": batch_size, "progress": progress}
     if text is not None:
         return score_text(text, **opts, tokenizer=tokenizer, doc_sep=doc_sep, **run)
     return score_ppl(data, **opts, n_bytes=n_bytes, **run)

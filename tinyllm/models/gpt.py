@@ -53,6 +53,7 @@ from tinyllm.models.training import (
 
 ARCH = "gpt"
 KIND = "lm"
+WINDOWED = True  # token_nlls scores strided windows (tinyllm.windows.resolve_windows)
 
 LN_EPS = 1e-5  # GPT-2's LayerNorm epsilon; HF checkpoints with another value are refused (hf.py)
 
@@ -538,21 +539,20 @@ def token_nlls(
     progress: Callable[[int, int], object] | None = None,
 ) -> np.ndarray:
     """NLL in nats of tokens 1..n-1 of ``ids``: ``float64[n-1]``, by the strided windows of
-    docs/definitions.md, strided perplexity (:func:`tinyllm.windows.token_nlls`). Defaults: ``ctx_len = block_size``,
-    ``stride = ctx_len // 2`` (each token after the first window sees at least ctx_len/2 tokens).
-    ``batch_size`` (windows per forward pass; None: :func:`tinyllm.windows.default_batch_size`)
-    and ``progress(done, total)`` are passed through to the windows."""
-    ctx = model.cfg.block_size if ctx_len is None else int(ctx_len)
-    if ctx > model.cfg.block_size:
-        raise ValueError(
-            f"gpt.token_nlls: expected ctx_len <= block_size={model.cfg.block_size}, got {ctx}"
-        )
-    s = max(1, ctx // 2) if stride is None else int(stride)
+    docs/definitions.md, strided perplexity (:func:`tinyllm.windows.token_nlls`), resolved by
+    :func:`tinyllm.windows.window_plan`: ``ctx_len`` default ``block_size`` and at most that,
+    ``stride`` default ``max(1, ctx_len // 2)`` (each token after the first window sees at least
+    ctx_len/2 tokens). ``batch_size`` (windows per forward pass; None:
+    :func:`tinyllm.windows.default_batch_size`) and ``progress(done, total)`` are passed through
+    to the windows."""
+    plan = windows.window_plan(model, ctx_len, stride, name=ARCH)
     was_training = model.training
     model.eval()  # no dropout while scoring
     try:
         with torch.inference_mode():
             kw = {} if batch_size is None else {"batch_size": batch_size}
-            return windows.token_nlls(model, ids, ctx, s, progress=progress, **kw)
+            return windows.token_nlls(
+                model, ids, plan.ctx_len, plan.stride, progress=progress, **kw
+            )
     finally:
         model.train(was_training)

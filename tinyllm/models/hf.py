@@ -77,6 +77,7 @@ __all__ = [
     "TOKENIZER_FILES",
     "UNSAFE_WEIGHTS",
     "WEIGHTS_INDEX",
+    "WINDOWED",
     "BaseModelView",
     "CacheEngine",
     "attention_window",
@@ -105,6 +106,7 @@ __all__ = [
 
 ARCH = "hf"
 KIND = "lm"
+WINDOWED = True  # token_nlls scores strided windows (tinyllm.windows.resolve_windows)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 CTX_KEYS = windows.CTX_KEYS
@@ -267,16 +269,16 @@ def token_nlls(
     """NLL in nats of tokens 1..n-1 of ``ids``: ``float64[n-1]``, by the strided windows of
     docs/definitions.md, strided perplexity (:func:`tinyllm.windows.token_nlls`, through :func:`views`).
 
-    Defaults: ``ctx_len`` = :func:`context_length` (a window holds 2 tokens at least),
-    ``stride = max(1, ctx_len // 2)``. The ids are the model's token ids: its own tokenizer's
+    Windows by :func:`tinyllm.windows.window_plan`: ``ctx_len`` default the model's context
+    (:func:`tinyllm.windows.model_context`: a window holds 2 tokens at least) and at most that,
+    ``stride`` default ``max(1, ctx_len // 2)``. The ids are the model's token ids: its own tokenizer's
     (:func:`tinyllm.eval.text.read_lm_tokens`), or tinyllm's byte ids (formats/tokens-bin.md)
     for a folder without a tokenizer; the vocabulary must hold all 256 byte ids either way.
     ``batch_size`` and ``progress(done, total)`` go to the windows. The model runs where its
     parameters are (:func:`tinyllm.device.model_device`).
 
     Raises ValueError for a vocabulary under 256 ids, a config without a context length, or a
-    ``ctx_len`` over the model's (:func:`tinyllm.windows.check_context`: the message names the
-    model's class and its config field).
+    ``ctx_len`` over the model's (the message names the model's class and its config field).
     """
     vocab = int(getattr(model.config, "vocab_size", 0) or 0)
     if vocab < 256:
@@ -284,15 +286,10 @@ def token_nlls(
             f"hf model: expected a vocabulary of at least 256 ids (the data are byte ids "
             f"0..255), got vocab_size={vocab}"
         )
-    ctx = ctx_len if ctx_len is not None else context_length(model, at_least=2)
-    if ctx is None:
-        raise ValueError(
-            "hf model: expected a context length in its config (n_positions or "
-            "max_position_embeddings), got none; set options.ctx_len"
-        )
-    s = stride if stride is not None else max(1, ctx // 2)
+    plan = windows.window_plan(model, ctx_len, stride, name=ARCH)
+    c, s = plan.ctx_len, plan.stride
     with torch.inference_mode():
-        return windows.token_nlls(model, ids, ctx, s, batch_size, progress, views=views(model))
+        return windows.token_nlls(model, ids, c, s, batch_size, progress, views=views(model))
 
 
 # ------------------------------------------------------------------ the views of a model

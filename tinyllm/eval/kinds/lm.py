@@ -14,9 +14,7 @@ unigram of the scored tokens (:func:`unigram_baseline`), scored per token on the
 
 from __future__ import annotations
 
-import inspect
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +41,7 @@ from tinyllm.tokens import (
     is_token_file,
     read_tokens,
 )
+from tinyllm.windows import WindowPlan, resolve_windows
 
 KIND = "lm"
 METRIC = metrics.BPB.name
@@ -53,32 +52,33 @@ INTERVAL = Method.CLUSTER_RATIO
 BYTE_CHECK_CHUNK = 1 << 20
 
 
-def _accepts_window_options(fn: Callable) -> bool:
-    params = inspect.signature(fn).parameters
-    return "ctx_len" in params and "stride" in params
+OPTIONS = ("options.ctx_len", "options.stride")
+"""The window options' names in a manifest entry (the errors of :func:`entry_windows`)."""
+
+
+def entry_windows(model, entry: Entry) -> WindowPlan | None:
+    """The windows the entry's model is scored in, by the rule the CLI and the families follow
+    too (:func:`tinyllm.windows.resolve_windows`): for a family scored in windows (gpt, hf)
+    ``options.ctx_len`` (default the model's context, at most that) and ``options.stride``
+    (default ``max(1, ctx_len // 2)``); None for any other family, which refuses either option
+    (a ValueError naming the family; the row names the entry)."""
+    opts = entry.options
+    family = FAMILIES[entry.family]
+    return resolve_windows(family, model, opts.ctx_len, opts.stride, options=OPTIONS)
 
 
 def lm_token_nlls(model, ids: np.ndarray, entry: Entry) -> np.ndarray:
     """Per-token NLLs (nats, float64[n-1], tokens 1..n-1) of ``ids`` under ``model``, computed by
-    the entry's family's own ``token_nlls``.
-
-    * families whose ``token_nlls`` takes ``ctx_len``/``stride`` (gpt, hf) get the entry's
-      options (``None`` = the family's default: :func:`tinyllm.models.gpt.token_nlls`,
-      :func:`tinyllm.models.hf.token_nlls`);
-    * every other family: ``token_nlls(model, ids)``; window options are refused for it.
+    the entry's family's own ``token_nlls``: ``token_nlls(model, ids, ctx_len=C, stride=s)``
+    with the windows of :func:`entry_windows` for a family scored in windows (gpt, hf),
+    ``token_nlls(model, ids)`` for every other.
     """
-    opts = entry.options
     fn = FAMILIES[entry.family].token_nlls
-    if _accepts_window_options(fn):
-        nlls = fn(model, ids, ctx_len=opts.ctx_len, stride=opts.stride)
-    else:
-        if opts.ctx_len is not None or opts.stride is not None:
-            raise ValueError(
-                f"entry {entry.name!r}: family {entry.family!r} is not scored in windows; "
-                f"expected no ctx_len/stride options, got ctx_len={opts.ctx_len}, "
-                f"stride={opts.stride}"
-            )
+    plan = entry_windows(model, entry)
+    if plan is None:
         nlls = fn(model, ids)
+    else:
+        nlls = fn(model, ids, ctx_len=plan.ctx_len, stride=plan.stride)
     out = np.asarray(nlls, dtype=np.float64)
     if out.shape != (len(ids) - 1,):
         raise ValueError(
