@@ -1,6 +1,6 @@
 """Benchmark: do tinyllm's 95% intervals contain the population value 95% of the time, and does
 its paired test call a zero population effect 5% of the time? (docs/definitions.md, "Units",
-"Intervals", "Paired tests" and "Calibration"; issue 32 item 6.)
+"Intervals", "Paired tests" and "Calibration".)
 
 A population is a real corpus cut into its sampling units, every unit scored once by real models
 that never read it (fitted on other text, or cross-fitted: the documents of fold k are scored by
@@ -550,7 +550,7 @@ def markdown(res: dict, command: str, seed: int, samples: int, info: str, notes:
         "",
         f"`{command}` (bench/bench_coverage.py), seed {seed}, {info}. {samples:,} draws per "
         "population, each of n units without replacement; the same draws for every row of a "
-        "population. Bars (issue 32): every coverage over units in "
+        "population. Bars: every coverage over units in "
         f"[{COVER_BAR[0]}, {COVER_BAR[1]}], every false-positive rate of the paired test "
         f"(sign flips over units, what the verdict reads) in [{FPR_BAR[0]}, {FPR_BAR[1]}]. "
         "The item-level columns are the intervals computed as if every token, position or item "

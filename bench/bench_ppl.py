@@ -233,12 +233,12 @@ def _x(d: dict, k: str) -> str:
     return f"{d[k]:.2f}x" if k in d else "-"
 
 
-BAR_SPEEDUP = 1.15  # the issue's bar on GPT-2-small shape
+BAR_SPEEDUP = 1.15  # the bar on GPT-2-small shape
 BAR_MM = 0.8  # achieved GFLOP/s as a fraction of the same-run torch.mm
 
 
 def verdicts(results: list[dict]) -> list[str]:
-    """The issue's bars, each met or missed (and by how much), from the measured numbers."""
+    """The bars, each met or missed (and by how much), from the measured numbers."""
     by = {r["name"]: r for r in results}
     out = []
     if "gpt2-small" in by:
@@ -285,9 +285,12 @@ one that a long file converges to (the FLOP ratios above give the expected speed
 recipe's loss copies are counted). On the tiny model (vocab 256) the head is a small part of the
 work, so the two should about tie.
 
-Batch size: this table times explicit batch sizes (b1, b2, b4). The default is no longer one
-window per pass: `token_nlls` takes `DEFAULT_TOKEN_BUDGET // ctx_len` windows (2048 tokens per
-pass), chosen from the sweep in "Token budget for strided perplexity" below (issue 14 item 1).
+Batch size: this table times explicit batch sizes (b1, b2, b4). Without `batch_size`,
+`token_nlls` takes `DEFAULT_TOKEN_BUDGET // ctx_len` windows per pass (2048 tokens per pass),
+chosen from the sweep in "Token budget for strided perplexity" below; on a text of at least 6
+times that many windows a torch model gets the faster of that and one window per pass, timed
+once per model and window shape (`tinyllm.windows.measured_batch`; its pick is in the table of
+"Strided perplexity beyond GPT-2").
 
 Honesty about the numbers: the 2 cores were shared with other jobs during this run (load average
 in the header line). Under that load 2 torch threads stall in OpenMP spin-waits (a tiny-model
@@ -375,7 +378,7 @@ def markdown(
         )
         + ".",
         "",
-        "The bars of issue 3:",
+        "The bars:",
         "",
         *verdicts(results),
         "",

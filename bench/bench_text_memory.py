@@ -181,7 +181,7 @@ def render(rows: list[dict], meta: dict) -> str:
     ]
     if new:
         verdict = "met" if max(new) <= 2 else "not met"
-        lines += ["", f"The bar of issue 33 item 5 (peak memory within 2x of the loaded model "
+        lines += ["", f"The bar (peak memory within 2x of the loaded model "
                       f"whatever the text's size): {verdict} here, the largest end / model of "
                       f"{meta['new']} is {max(new):.2f}."]  # fmt: skip
     lines += ["", *meta["notes"], "", END]

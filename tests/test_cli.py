@@ -1,5 +1,5 @@
-"""The `tinyllm` command as a user meets it: arguments checked before any work, one clear error
-line instead of a traceback, progress on long commands, honest help (issue 12)."""
+"""The `tinyllm` command as a user meets it: arguments checked before any work, one clear error line
+instead of a traceback, progress on long commands, honest help."""
 
 from __future__ import annotations
 

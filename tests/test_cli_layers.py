@@ -1,6 +1,6 @@
-"""The CLI package's shape (issue 21 item 4): one module per command group, every command at
-most 40 lines, nothing of orchestration or torch loaded by `import tinyllm.cli` (prefect costs
-seconds of start-up), and a demo runner that imports nothing of the CLI."""
+"""The CLI package's shape: one module per command group, every command at most 40 lines, nothing of
+orchestration or torch loaded by `import tinyllm.cli` (prefect costs seconds of start-up), and a
+demo runner that imports nothing of the CLI."""
 
 from __future__ import annotations
 

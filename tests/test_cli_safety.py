@@ -1,6 +1,6 @@
-"""The CLI under hostile paths and mistakes (issue 20, items 2, 7, 12): every file it writes is a
-regular file or a new path, a bad stored file is one named line while the rest is listed, a
-mistyped store is refused, and every argument is checked before anything is written."""
+"""The CLI under hostile paths and mistakes: every file it writes is a regular file or a new path, a
+bad stored file is one named line while the rest is listed, a mistyped store is refused, and every
+argument is checked before anything is written."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The dashboard under faults (issue 20, items 3 and 7): it never writes through a planted link in
-its output folder, and a bad stored document becomes a named "unreadable" entry while the rest of
-the site is built."""
+"""The dashboard under faults: it never writes through a planted link in its output folder, and a
+bad stored document becomes a named "unreadable" entry while the rest of the site is built."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Every shell command in README.md and formats/*.md is executed, so the docs cannot drift from
-the code (issue 12, item 12).
+"""Every shell command in README.md and formats/*.md is executed, so the docs cannot drift from the
+code.
 
 The fenced blocks (```bash, ```sh, ```shell, or unlabelled blocks whose first command is
 `tinyllm` / `.venv/bin/tinyllm` / `make`) are read in order, file by file, and run in ONE scratch

@@ -1,9 +1,8 @@
 """Reading and judging lm-eval output folders (tinyllm.lmeval_logs, tinyllm.lmeval_judge,
-``tinyllm judge``; issue 34, item 4) on folders in lm-eval 0.4.13's own layout, written here by
-hand so that each number is known: the worked examples of docs/definitions.md (Wilson 8 of 10,
-the paired sign-flip p), and every bad input as one line naming the file with nothing printed
-on stdout. The same reader on folders written by lm-eval's HFLM is tests/lmeval/
-test_lmeval_logs_runs.py.
+``tinyllm judge``) on folders in lm-eval 0.4.13's own layout, written here by hand so that each
+number is known: the worked examples of docs/definitions.md (Wilson 8 of 10, the paired sign-flip
+p), and every bad input as one line naming the file with nothing printed on stdout. The same
+reader on folders written by lm-eval's HFLM is tests/lmeval/test_lmeval_logs_runs.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A failed or killed publish leaves the old state or the complete new one (issue 20, item 6b).
+"""A failed or killed publish leaves the old state or the complete new one.
 
 The faults are real: a disk that is really full (a small tmpfs, so ``ENOSPC`` comes from the
 kernel at whichever write it hits), a publishing process SIGKILLed before each of its writes

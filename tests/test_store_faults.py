@@ -1,4 +1,4 @@
-"""A bad stored file must not take down the store's readers (issue 20, items 6a, 7, 8, 12).
+"""A bad stored file must not take down the store's readers.
 
 Every stored document has one validated reader: ``read_report`` / ``read_run`` (the report
 schema), ``read_compare`` (compare.schema.json), ``read_items`` (a float64 ``.npy`` whose header

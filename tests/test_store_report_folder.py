@@ -1,9 +1,8 @@
-"""A release whose ``report.json`` is a folder (issue 33, item 6): formats/store.md refuses it
-as unreadable, ``expected a file, got a folder``, naming the key. On a local store the folder may
-be empty or not; on S3 the "folder" is a key under ``releases/<r>/report.json/``. The history
-lists the release as unreadable in its place (``tinyllm history`` exits 1), the dashboard shows it
-with the reason and builds the rest, and a publish into it is refused, never retried as an
-OSError."""
+"""A release whose ``report.json`` is a folder: formats/store.md refuses it as unreadable,
+``expected a file, got a folder``, naming the key. On a local store the folder may be empty or not;
+on S3 the "folder" is a key under ``releases/<r>/report.json/``. The history lists the release as
+unreadable in its place (``tinyllm history`` exits 1), the dashboard shows it with the reason and
+builds the rest, and a publish into it is refused, never retried as an OSError."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""Documents of a text are the sampling units of its bpb row (docs/definitions.md, "Units";
-issue 32, items 1-2): ``--doc-sep`` / ``options.doc_sep`` (default one document per line)
-cuts the text after each run of separators, each token belongs to the document its first
-character is in, and the row's interval is the cluster-robust ratio over documents. The windows
-and the NLLs are those of the whole stream: the value is bit for bit the same whatever the
-separator.
+"""Documents of a text are the sampling units of its bpb row (docs/definitions.md, "Units"):
+``--doc-sep`` / ``options.doc_sep`` (default one document per line) cuts the text after each run of
+separators, each token belongs to the document its first character is in, and the row's interval is
+the cluster-robust ratio over documents. The windows and the NLLs are those of the whole stream: the
+value is bit for bit the same whatever the separator.
 
 Real text: the lee validation documents (gensim's lee_background.cor, one document per line,
 tinyllm.data.lee_bytes), scored by a bigram fit on the lee training bytes.

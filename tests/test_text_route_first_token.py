@@ -1,6 +1,6 @@
-"""A tokenizer without BOS or EOS counts exactly the bytes its scored tokens cover (docs/definitions.md
-section 2, "Text in"; issue 33 item 5): token 0 is unscored and the bytes IT covers are left
-out, and a marker the tokenizer inserts (Metaspace's leading "▁", standing for no character of
+"""A tokenizer without BOS or EOS counts exactly the bytes its scored tokens cover
+(docs/definitions.md, "Bits per byte, and text in"): token 0 is unscored and the bytes IT covers are
+left out, and a marker the tokenizer inserts (Metaspace's leading "▁", standing for no character of
 the text) covers none.
 
 The tokenizer is a real SentencePiece-style BPE trained here with ``tokenizers`` on the lee

@@ -1,7 +1,7 @@
-"""Probe findings of issue 33 on ``tinyllm eval ppl --text``: a text path that is a symbolic
-link loop is one line naming the file (not a raw OSError), and a model is never fed ids of
-another tokenizer (docs/definitions.md, bits per byte and text in, "Text in"): ``--tokenizer byte`` against a BPE model,
-alone or through ``--against``, is refused before anything is scored."""
+"""``tinyllm eval ppl --text`` at its edges: a text path that is a symbolic link loop is one line
+naming the file (not a raw OSError), and a model is never fed ids of another tokenizer
+(docs/definitions.md, "Bits per byte, and text in"): ``--tokenizer byte`` against a BPE model, alone
+or through ``--against``, is refused before anything is scored."""
 
 import pytest
 import torch

@@ -1,7 +1,7 @@
-"""A text of any size in bounded memory (issue 33 item 5): the text is read and tokenized a piece
-at a time (tinyllm/eval/text.py, ``read_lm_tokens``), the ids are those of the whole text
-tokenized at once (``tinyllm.tokens.tokenize_text``, the oracle), kept in a compact dtype, and
-past a bound in an unlinked temporary file that the scorer releases as its windows pass.
+"""A text of any size in bounded memory: the text is read and tokenized a piece at a time
+(tinyllm/eval/text.py, ``read_lm_tokens``), the ids are those of the whole text tokenized at once
+(``tinyllm.tokens.tokenize_text``, the oracle), kept in a compact dtype, and past a bound in an
+unlinked temporary file that the scorer releases as its windows pass.
 
 The tokenizers are real ones trained here with ``tokenizers`` on the lee text: the zoo's
 byte-level BPE (``hf_train.train_bpe``), a SentencePiece-style Metaspace BPE with byte fallback

@@ -1,5 +1,5 @@
-"""`tinyllm eval ppl --hf org/name` reads the model from the local Hugging Face cache (issue 34,
-item 6): the CLI scores the cached snapshot as it scores the folder itself."""
+"""`tinyllm eval ppl --hf org/name` reads the model from the local Hugging Face cache: the CLI
+scores the cached snapshot as it scores the folder itself."""
 
 from __future__ import annotations
 

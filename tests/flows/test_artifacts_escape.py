@@ -1,4 +1,4 @@
-"""The EvalSuite flow's artifacts show user-derived text as text (issue 20, item 5).
+"""The EvalSuite flow's artifacts show user-derived text as text.
 
 The Prefect UI renders the markdown artifact, each artifact's description and every string cell
 of the table artifact as GitHub-flavoured markdown, raw HTML included (scripts stripped, links

@@ -1,6 +1,6 @@
-"""Only ok rows are reused (issue 33, item 2): an entry whose row is an error is scored again by
-the next run of the release or by `--only NAME`; an ok row comes back from the result cache
-(its task run ends Cached); `--refresh` scores every entry; `--release` with `--out` is refused.
+"""Only ok rows are reused: an entry whose row is an error is scored again by the next run of the
+release or by `--only NAME`; an ok row comes back from the result cache (its task run ends Cached);
+`--refresh` scores every entry; `--release` with `--out` is refused.
 
 The planted failure is in the environment, not in our code: during the first run transformers
 cannot be imported (a broken install; the issue's thread race failed the same way, with an

@@ -169,7 +169,7 @@ def test_cli_dask_options_need_the_flow_and_exclude_each_other(manifest):
 
 
 def test_dask_error_row_reaches_the_flow_without_a_cache_record(cluster, tmp_path):
-    """An error row is returned by its task run but not written to the result cache (issue 33):
+    """An error row is returned by its task run but not written to the result cache:
     from a Dask worker process it still reaches the flow; only the ok row has a cache record."""
     cl, _ = cluster
     wrong = {

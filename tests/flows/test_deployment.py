@@ -1,5 +1,5 @@
 """prefect.yaml deploys against a real Prefect API (the test harness's server), and its nightly
-runs, executed by a real process worker, each write their own release (issue 20, items 9, 10a)."""
+runs, executed by a real process worker, each write their own release."""
 
 import asyncio
 import json

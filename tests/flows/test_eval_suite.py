@@ -251,7 +251,7 @@ def test_s3_store_through_moto_server(zoo_dir, monkeypatch, s3_env):
     assert json.loads(st.get_bytes("releases/r2/compare.json"))["rows"][0]["verdict"] == (
         "unchanged"
     )
-    # the CLI's closing line names the release folder without a double slash (issue 12)
+    # the CLI's closing line names the release folder without a double slash
     from typer.testing import CliRunner
 
     from tinyllm.cli import app
@@ -309,11 +309,11 @@ def test_a_task_result_cached_without_baseline_items_or_units_has_none():
     assert result_arrays(every) == ([0.5, 1.0], [2.0, 2.5], [0, 0])
 
 
-# --- issue 12 ------------------------------------------------------------------------------------
+# --- a changed data file, a store that is down, errors in flow mode -------------------------------
 
 
 def test_data_file_rewritten_in_place_is_rescored(zoo_dir, tmp_path, monkeypatch):
-    """Item 3b: the cache key hashes the data file, so new bytes at the same path are rescored."""
+    """The cache key hashes the data file, so new bytes at the same path are rescored."""
     m = write_manifest(zoo_dir, HEALTHY)
     store = str(tmp_path / "store")
     first = eval_suite(manifest=m, release="r1", store=store)
@@ -380,7 +380,7 @@ def point_at(monkeypatch, endpoint, home):
 def test_publish_is_retried_when_the_store_is_down_for_the_first_attempt(
     zoo_dir, monkeypatch, tmp_path
 ):
-    """Item 4: the S3 endpoint goes down after scoring; the publish task's first attempt gets a
+    """The S3 endpoint goes down after scoring; the publish task's first attempt gets a
     connection reset, the endpoint comes back, the retry publishes (scores are not redone)."""
     import boto3
 
@@ -410,7 +410,7 @@ def test_publish_is_retried_when_the_store_is_down_for_the_first_attempt(
 
 
 def test_cli_flow_table_shows_why_a_row_failed(zoo_dir, tmp_path, monkeypatch):
-    """Item 10: in flow mode the terminal table says why a row is an error."""
+    """In flow mode the terminal table says why a row is an error."""
     from typer.testing import CliRunner
 
     from tinyllm.cli import app
@@ -427,7 +427,7 @@ def test_cli_flow_table_shows_why_a_row_failed(zoo_dir, tmp_path, monkeypatch):
 
 
 def test_cli_error_inside_the_flow_is_one_line(zoo_dir, tmp_path, monkeypatch, capsys):
-    """Item 7: a store failure inside the flow (after the checks) is one line on stderr, with
+    """A store failure inside the flow (after the checks) is one line on stderr, with
     Prefect's console tracebacks held back (they still reach the server); exit status 1."""
     import logging
     import sys

@@ -1,5 +1,4 @@
-"""EvalSuite flow runs and the faults of their workers (issue 20, item 10), under Prefect's test
-harness:
+"""EvalSuite flow runs and the faults of their workers, under Prefect's test harness:
 
 * (b) the reader of the flow run's stdout/stderr goes away mid-run (a process worker killed
   while its flow run goes on): the run still publishes and ends Completed;

@@ -1,4 +1,4 @@
-"""Several Hugging Face entries in one release on the default (thread) runner (issue 33, item 1).
+"""Several Hugging Face entries in one release on the default (thread) runner.
 
 The EvalSuite flow scores its entries in threads at once; transformers' loading is not
 thread-safe (its lazy imports, its process-wide default dtype and patched initialisers, its

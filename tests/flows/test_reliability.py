@@ -1,11 +1,11 @@
-"""Scripted checks against a REAL local Prefect server, started the way `make demo` starts it
-(issue 12, items 5 and 6). They share one server (module fixture): about 1.5 minutes in all.
+"""Scripted checks against a REAL local Prefect server, started the way `make demo` starts it.
+They share one server (module fixture): about 1.5 minutes in all.
 
-* item 6: `tinyllm eval --suite zoo --release R` with no PREFECT_API_URL uses
+* `tinyllm eval --suite zoo --release R` with no PREFECT_API_URL uses
   tinyllm_suite.server.choose_server: it starts the project's server (PREFECT_HOME, 60 s start-up
   timeout), the run shows up in that server, nothing is written to ~/.prefect, and the next
   command finds the running server instead of starting another;
-* item 5: a flow run killed with SIGKILL ends up Crashed, through Prefect's flow-run heartbeats
+* a flow run killed with SIGKILL ends up Crashed, through Prefect's flow-run heartbeats
   and the crash-detection automation (tinyllm_suite.eval_suite.ensure_crash_detection).
 """
 

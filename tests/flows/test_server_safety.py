@@ -1,7 +1,6 @@
-"""`tinyllm server stop` / `make stop` signal only the server they started (issue 20, item 4),
-state files that are not what they must be are named (item 12), and PostgreSQL comes back on the
-port it had (item 12): a pid file left by a reboot, or naming a pid some other process reuses,
-never gets that process killed.
+"""`tinyllm server stop` / `make stop` signal only the server they started, state files that are not
+what they must be are named, and PostgreSQL comes back on the port it had: a pid file left by a
+reboot, or naming a pid some other process reuses, never gets that process killed.
 
 The "other process" is a `sleep 60` this test starts in its own process group (as the server
 is); the real server is a Prefect server on SQLite started by tinyllm_suite.pgserver.start.

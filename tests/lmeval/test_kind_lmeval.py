@@ -1,4 +1,4 @@
-"""The lmeval kind: an lm-eval task as a zoo row (tinyllm.eval.kinds.lmeval, issue 23 item 3).
+"""The lmeval kind: an lm-eval task as a zoo row (tinyllm.eval.kinds.lmeval).
 
 A tiny GPT-2 saved as an hf folder, the demo's lee cloze task (HellaSwag schema through a YAML
 that includes lm-eval's bundled hellaswag.yaml) on a few documents."""

@@ -1,10 +1,10 @@
-"""``tinyllm judge`` on folders written by lm-eval itself (issue 34, item 4): lm-eval's HFLM scores
-two tiny random-weight GPT-2s on local copies of its bundled arc_easy, lambada_openai and
-wikitext configs with ``log_samples``, and ``EvaluationTracker`` writes them as the lm_eval CLI
-does (``save_results_aggregated``, then ``save_results_samples`` per task). The judgement's
-values are lm-eval's own (its results JSON); its paired rows are checked against scipy's paired
-t interval, sign-flip p-values enumerated here, the cluster formula of docs/definitions.md and
-Holm computed by hand; a third run on changed data is a mismatch naming the task.
+"""``tinyllm judge`` on folders written by lm-eval itself: lm-eval's HFLM scores two tiny
+random-weight GPT-2s on local copies of its bundled arc_easy, lambada_openai and wikitext configs
+with ``log_samples``, and ``EvaluationTracker`` writes them as the lm_eval CLI does
+(``save_results_aggregated``, then ``save_results_samples`` per task). The judgement's values are
+lm-eval's own (its results JSON); its paired rows are checked against scipy's paired t interval,
+sign-flip p-values enumerated here, the cluster formula of docs/definitions.md and Holm computed by
+hand; a third run on changed data is a mismatch naming the task.
 """
 
 from __future__ import annotations

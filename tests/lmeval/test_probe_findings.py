@@ -1,7 +1,8 @@
-"""Probe findings on the lm-eval path (issue 33): a FIFO named *.yaml in the include path hung
-lm-eval's TaskManager, a 2 GB sparse data file ran for 10 minutes and ended in StopIteration,
---num-fewshot 1000000000 said "Sample larger than population", and lm-eval missing with
---include-path was a ModuleNotFoundError. Each is now one line, before anything is opened."""
+"""Inputs on the lm-eval path that lm-eval itself mishandles, each refused in one line before
+anything is opened: a FIFO named *.yaml in the include path (lm-eval's TaskManager hangs on it),
+a 2 GB sparse data file (lm-eval reads it for minutes, then fails with StopIteration),
+--num-fewshot 1000000000 (lm-eval: "Sample larger than population"), and --include-path without
+lm-eval installed (unguarded, a bare ModuleNotFoundError)."""
 
 from __future__ import annotations
 

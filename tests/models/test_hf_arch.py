@@ -191,8 +191,9 @@ def test_the_head_runs_only_at_scored_positions_through_a_view_that_reproduces_t
 
 
 def test_the_sliding_window_repro_gives_the_plain_forward_lls():
-    """Issue 22: Mistral, window 16, three short items then longer ones -- the cache used to
-    skip the window (LL off by nats) or crash on a context over window - 1 tokens."""
+    """Mistral, window 16, three short items then longer ones: the cached LLs are the plain
+    forward's, so the cache neither skips the sliding window (LLs off by nats) nor fails on a
+    context over window - 1 tokens."""
     model = build("mistral-window16", seed=3)
     items = items_crossing_window(4, n=10)
     cached = lm.choice_lls(model, IdTok(), items)

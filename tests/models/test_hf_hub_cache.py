@@ -1,8 +1,8 @@
-"""A hub id (``org/name``) that is no local path loads from the local Hugging Face cache, offline
-(issue 34, item 6): ``models--org--name/refs/main`` names the commit, ``snapshots/<commit>/``
-is the folder (its files links into ``blobs/``, as huggingface_hub writes them), and the folder
-then goes through every check a local folder does. A model not in the cache is one line naming
-the repo id and the cache folder searched.
+"""A hub id (``org/name``) that is no local path loads from the local Hugging Face cache, offline:
+``models--org--name/refs/main`` names the commit, ``snapshots/<commit>/`` is the folder (its files
+links into ``blobs/``, as huggingface_hub writes them), and the folder then goes through every check
+a local folder does. A model not in the cache is one line naming the repo id and the cache folder
+searched.
 
 The cache is built here from a tiny random GPT-2 saved with ``save_pretrained`` (no download);
 ``huggingface_hub.snapshot_download(..., local_files_only=True)`` finding the same folder shows

@@ -1,5 +1,5 @@
-"""The reliability probe's findings on Hugging Face folders (issue 33, items 6 and 7): each is one
-clear line naming the file, nothing hangs, and loading prints nothing of transformers'.
+"""The reliability probe's findings on Hugging Face folders: each is one clear line naming the file,
+nothing hangs, and loading prints nothing of transformers'.
 
 * a safetensors header that lies about its offsets: the file's name, not safetensors' bare
   ``invalid shape, data type, or offset``;

@@ -1,6 +1,5 @@
-"""What a Hugging Face folder must be to be scored (issue 33, item 3): no code of the folder
-ever runs, every weight of the architecture comes from the files, and only causal decoder-only
-LMs are accepted.
+"""What a Hugging Face folder must be to be scored: no code of the folder ever runs, every weight of
+the architecture comes from the files, and only causal decoder-only LMs are accepted.
 
 * A folder whose config.json or tokenizer_config.json has an ``auto_map`` is refused before
   transformers is called, in one line naming ``auto_map`` and the file; transformers would

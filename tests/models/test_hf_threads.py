@@ -1,4 +1,4 @@
-"""Loading Hugging Face folders from several threads at once (issue 33, item 1).
+"""Loading Hugging Face folders from several threads at once.
 
 transformers' loading is not thread-safe: its lazy imports (``ImportError: cannot import name
 'AutoConfig'``), its process-wide default dtype and patched initialisers and its meta-device

@@ -1,4 +1,4 @@
-"""The ``lmeval`` kind: one lm-eval task run by our engine on an lm checkpoint (issue 23).
+"""The ``lmeval`` kind: one lm-eval task run by our engine on an lm checkpoint.
 
 A manifest entry with ``kind: lmeval`` names an lm checkpoint (any family of kind ``lm`` with
 the lm-eval backend's model API: ``gpt``, ``hf``) and, as its ``data``, a local task YAML

@@ -1,4 +1,4 @@
-"""tinyllm as an lm-evaluation-harness backend (issue 23).
+"""tinyllm as an lm-evaluation-harness backend.
 
 * :mod:`~tinyllm.eval.lmeval.backend` -- :class:`~tinyllm.eval.lmeval.backend.TinyLLM`, an
   ``lm_eval.api.model.LM`` registered as ``tinyllm``: lm-eval's requests scored by our engine
