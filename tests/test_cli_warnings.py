@@ -1,5 +1,5 @@
-"""Issue 22 item 7: in the `tinyllm` command every Python warning is one line on stderr,
-``warning: <message>`` (no category, file, line or source); ``--debug`` keeps Python's form."""
+"""In the `tinyllm` command every Python warning is one line on stderr, ``warning: <message>``
+(no category, file, line or source); ``--debug`` keeps Python's form."""
 
 from __future__ import annotations
 
