@@ -49,6 +49,12 @@ INTERVALS = (*(str(m) for m in ESTIMATORS), *LEGACY_INTERVALS)
 """How a row's ``lo``/``hi`` are computed (the row's ``interval``): the names of the estimator
 registry (:data:`tinyllm.stats.ESTIMATORS`), then the legacy names stored reports may hold."""
 STATUSES = ("ok", "error", "skipped")
+RUN_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+"""A training run's name (a report's ``run``): a store key segment short enough that
+``<run>-step-<step>`` is one too."""
+REPORT_FIELDS_OF_A_RUN = ("run", "step")
+"""The report fields of a checkpoint of a training run (``tinyllm sweep``): both or neither;
+reports of anything else, and every report written before sweeps, have neither."""
 LOWER_IS_BETTER = frozenset(name for name, d in metrics.DIRECTION.items() if d == "lower")
 """Metrics where a smaller value is better; every other metric is higher-is-better."""
 
@@ -435,6 +441,9 @@ class Report(BaseModel):
     tinyllm_version: str
     manifest_sha256: Hex64
     rows: list[Row]
+    # a checkpoint of a training run (tinyllm sweep); absent in every other report
+    run: str | None = Field(default=None, pattern=RUN_PATTERN)
+    step: int | None = Field(default=None, ge=0)
 
     _items: dict[str, np.ndarray] = PrivateAttr(default_factory=dict)
     _baseline_items: dict[str, np.ndarray] = PrivateAttr(default_factory=dict)
@@ -467,8 +476,12 @@ class Report(BaseModel):
     def to_json(self) -> dict:
         """The JSON document written to disk (validated by :func:`validate_report`). A row read
         without ``baseline`` / ``beats_baseline`` or the unit fields (an older report) is written
-        without them, and so is a ``beats_baseline`` without its later fields."""
+        without them, and so is a ``beats_baseline`` without its later fields; a report of no
+        training run has no ``run`` and ``step``."""
         doc = self.model_dump(mode="json")
+        for key in REPORT_FIELDS_OF_A_RUN:
+            if doc[key] is None:
+                del doc[key]
         for row, out in zip(self.rows, doc["rows"], strict=True):
             for key in ROW_FIELDS_SINCE_BASELINES + ROW_FIELDS_SINCE_UNITS:
                 if key not in row.model_fields_set:
