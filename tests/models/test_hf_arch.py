@@ -113,7 +113,7 @@ class IdTok:
 
 def items_crossing_window(seed: int, n: int = 12) -> list[dict]:
     """Items whose context + choice runs from 3 to 90 tokens: most are longer than the
-    16-token windows, the first three short (the old probe's choice)."""
+    16-token windows, the first three short (the requests the cache check's probe reads first)."""
     rng = np.random.default_rng(seed)
     lens = [3, 4, 5, *rng.integers(6, 80, n - 3).tolist()]
     out = []

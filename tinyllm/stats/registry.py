@@ -96,10 +96,9 @@ def iid(items, units=None, rng=None, *, confidence: float = CONFIDENCE) -> Inter
     """Student t interval of the mean over items, each item taken as an independent draw:
     ``mean ± t_{(1+c)/2, n-1} * s / sqrt(n)`` (:func:`~tinyllm.stats.intervals.mean_ci`).
 
-    The token-level reference reported beside the headline interval (``iid_interval``), and
-    what a text without units used to get. ``units`` are not used for the interval (``None`` is
-    allowed); ``n_units`` is the number of items (the units this interval assumes),
-    ``df = n - 1``. Items all equal: zero width.
+    The token-level reference reported beside the headline interval (``iid_interval``).
+    ``units`` are not used for the interval (``None`` is allowed); ``n_units`` is the number of
+    items (the units this interval assumes), ``df = n - 1``. Items all equal: zero width.
 
     Example: ``[1, 2, 3]`` -> 2 in (-0.4841, 4.4841).
     """
