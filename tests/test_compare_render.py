@@ -200,7 +200,7 @@ def test_table_colours_the_verdicts_a_reader_must_notice():
 
 
 # entry names may have 64 characters: at 80 columns the entry column folds (7 = 80 - the other
-# columns' 73), every other column keeps its width (before the fix every number became "…")
+# columns' 73), every other column keeps its width (no number is cut to "…")
 LONG_NAMES_TABLE = (
     """\
 r2 vs r1: 1 improved, 1 regressed, 1 unchanged, 2 not comparable, 1 added, 1
