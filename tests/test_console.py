@@ -72,8 +72,10 @@ def test_zoo_table_shows_each_rows_baseline_and_verdict():
     ok = _row("el", "ok", value=0.9, lo=0.89, hi=0.91, n=10, baseline=base)
     ok.beats_baseline = SimpleNamespace(verdict="better")
     assert baseline_cell(ok) == "0.8638 better"
-    ok.beats_baseline.verdict = "not distinguishable"
-    assert baseline_cell(ok) == "0.8638 same?"
+    ok.beats_baseline.verdict = "not distinguishable"  # in words, as the report names it
+    assert baseline_cell(ok) == "0.8638 not distinguishable"
+    ok.beats_baseline.verdict = "worse"
+    assert baseline_cell(ok) == "0.8638 worse"
     ok.beats_baseline = None
     assert baseline_cell(ok) == "0.8638"
     assert baseline_cell(_row("old", "ok", value=1.0, lo=1.0, hi=1.0, n=1)) == "-"
@@ -116,3 +118,25 @@ def test_zoo_table_shows_the_verdicts_p_and_holm_p_and_interval_warnings_as_foot
         "4 ok, 0 error, 0 skipped; done",
     ]
     assert max(len(ln) for ln in lines) <= 140
+
+
+def test_the_widest_demo_zoo_table_fits_the_piped_width_one_line_per_row(capsys):
+    """The demo zoo's longest names, its widest metric and family, a footnoted interval and the
+    longest verdict in words: every row stays on one line of at most PIPED_WIDTH columns."""
+    from tinyllm import train
+    from tinyllm.console import PIPED_WIDTH
+
+    names = [n for name, r in train.default_recipes().items() for n in r.entries_of(name)]
+    rows = []
+    for name in sorted(names, key=len)[-3:]:
+        r = _row(name, "ok", family="transformer", metric="exact_match", value=0.88012)
+        r.lo, r.hi, r.n, r.interval_warning = 0.86201, 0.89512, 123456, "8 units"
+        r.baseline = SimpleNamespace(value=0.86384)
+        r.beats_baseline = SimpleNamespace(verdict="not distinguishable", p=4e-4, p_adjusted=1e-3)
+        rows.append(r)
+    print_report(stdout_console(), SimpleNamespace(release="r1", seed=0, rows=rows), "done")
+    lines = capsys.readouterr().out.splitlines()
+    body = [ln for ln in lines if ln.startswith("│")]
+    assert len(body) == 3  # no cell wrapped onto a second line
+    assert all("0.8638 not distinguishable" in ln for ln in body)
+    assert max(len(ln) for ln in lines) <= PIPED_WIDTH

@@ -186,10 +186,12 @@ def test_encoder_recipes_pretrain_on_the_encoder_corpus_with_their_zoo_settings(
     the checkpoints record, and are scored on both rows files; the default recipes shrunk to 2
     steps still build and load."""
     default = train.default_recipes()
-    for fam in ("bert", "electra"):
+    # each row's name says what is scored (masked bytes, replaced-byte detection), then the rows
+    for fam, scored in (("bert", "bert-mlm"), ("electra", "electra-rtd")):
         r = default[fam]
         assert r.data == "encoder"
-        assert r.entries_of(fam) == {f"{fam}-polarity": "polarity", f"{fam}-langid": "langid"}
+        want = {f"{scored}-polarity": "polarity", f"{scored}-langid": "langid"}
+        assert r.entries_of(fam) == want
         FAMILIES[fam].TrainConfig(**r.train_config)  # the family's settings, valid
     kw = default["electra"].train_config
     assert 0 < kw.get("gen_lr", kw["lr"]) <= kw["lr"]
@@ -205,10 +207,10 @@ def test_encoder_recipes_pretrain_on_the_encoder_corpus_with_their_zoo_settings(
     train.build_zoo(tmp_path, progress=False, jobs=1, recipes=recipes)
     m = load_manifest(tmp_path / "zoo.yaml")
     assert [(e.name, e.data) for e in m.entries] == [
-        ("bert-polarity", "data/polarity.jsonl"),
-        ("bert-langid", "data/langid.jsonl"),
-        ("electra-polarity", "data/polarity.jsonl"),
-        ("electra-langid", "data/langid.jsonl"),
+        ("bert-mlm-polarity", "data/polarity.jsonl"),
+        ("bert-mlm-langid", "data/langid.jsonl"),
+        ("electra-rtd-polarity", "data/polarity.jsonl"),
+        ("electra-rtd-langid", "data/langid.jsonl"),
     ]
     assert (tmp_path / "data" / "encoder_train.bin").is_file()
     loaded = electra.load(tmp_path / "electra")

@@ -29,10 +29,10 @@ STATUS_STYLE = {"ok": "green", "error": "red", "skipped": "yellow"}
 """The colour of a row's status in the zoo table."""
 
 
-PIPED_WIDTH = 140
+PIPED_WIDTH = 150
 """Columns of the console when stdout is not a terminal: the zoo table of the demo zoo (names up
-to 19 characters, the interval with its footnote mark, the baseline's verdict with its p and
-Holm p) is about 135 wide."""
+to 20 characters, the interval with its footnote mark, the baseline's verdict in words with its
+p and Holm p) is at most 148 wide."""
 
 
 def stdout_console() -> Console:
@@ -192,18 +192,15 @@ def row_note(r: Any) -> str:
     return ""
 
 
-VERDICT_NOTE = {"better": "better", "worse": "worse", "not distinguishable": "same?"}
-"""How the zoo table writes a row's beats_baseline verdict beside the baseline's value."""
-
-
 def baseline_cell(r: Any) -> str:
     """A row's baseline in the zoo table: its value (4 decimals) and the verdict of the model
-    against it (``"0.8638 better"``; ``same?``: not distinguishable, the Holm-adjusted p over
-    the report's rows >= 0.05); ``-`` without one."""
+    against it in words, as the report names it (``"0.8638 better"``, ``"0.8638 worse"``,
+    ``"0.8638 not distinguishable"``: the Holm-adjusted p over the report's rows >= 0.05); ``-``
+    without a baseline."""
     b, v = getattr(r, "baseline", None), getattr(r, "beats_baseline", None)
     if b is None:
         return "-"
-    return f"{b.value:.4f}" + ("" if v is None else f" {VERDICT_NOTE[v.verdict]}")
+    return f"{b.value:.4f}" + ("" if v is None else f" {v.verdict}")
 
 
 def baseline_p_cell(r: Any) -> str:

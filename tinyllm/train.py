@@ -113,18 +113,25 @@ def _gpt_recipe() -> Recipe:
 _BERT_SHAPE = {"max_len": 64, "n_layer": 2, "n_head": 4, "n_embd": 64}
 
 
+ENCODER_SCORES = {"bert": "mlm", "electra": "rtd"}
+"""What an encoder's zoo rows score, in their names: bert its masked bytes (``mlm``), electra
+its replaced-byte detection (``rtd``); the rows file only supplies the sentences."""
+
+
 def _encoder_recipe(
     family: str, config: Mapping, train_config: Mapping, steps: int, cost_s: float
 ) -> Recipe:
     """bert's or electra's zoo recipe: pretrained on corpus ``encoder``'s ``encoder_train.bin``
     (the lee training bytes plus the rows files' train sentences, docs/data.md), scored on the
-    val rows of both rows files."""
+    val rows of both rows files as ``<family>-<what is scored>-<rows file>``
+    (:data:`ENCODER_SCORES`: ``bert-mlm-polarity``, not a polarity classifier)."""
+    scored = f"{family}-{ENCODER_SCORES[family]}"
     return Recipe(
         config=dict(config),
         steps=steps,
         train_config=dict(train_config),
         data="encoder",
-        entries={f"{family}-polarity": "polarity", f"{family}-langid": "langid"},
+        entries={f"{scored}-polarity": "polarity", f"{scored}-langid": "langid"},
         cost_s=cost_s,
     )
 
