@@ -1,5 +1,11 @@
-"""Strided windows (docs/definitions.md, strided perplexity): which windows, which tokens each scores, and the NLLs a
-model gives them.
+"""Strided windows (docs/definitions.md, strided perplexity): which windows a model is scored
+in, which tokens each scores, and the NLLs a model gives them.
+
+:func:`resolve_windows` is the one rule for which windows: the model's context
+(:func:`model_context`), the default stride (:func:`default_stride`) and the answer for a
+family scored with its own context (None; a window option given to it is an error). The CLI
+(:mod:`tinyllm.eval.single`), the zoo (:mod:`tinyllm.eval.kinds.lm`) and the families scored in
+windows (their ``WINDOWED``, :func:`scored_in_windows`) all resolve through it.
 
 Window k over ``n`` tokens is ``[a_k, e_k)`` with ``a_k = k * stride`` and
 ``e_k = min(a_k + ctx_len, n)``; it scores the tokens ``[first_k, e_k)`` it adds. The window

@@ -246,9 +246,10 @@ def test_families_without_windows_refuse_either_window_option(zoo_dir):
         assert row["status"] == "error" and "not scored in windows" in row["error"]["message"]
 
 
-def test_a_family_token_nlls_is_called_as_its_signature_allows(monkeypatch):
-    """Window options go only to a token_nlls that takes both ctx_len and stride; its answer
-    must be float64[n-1] (converted when it is not)."""
+def test_a_family_token_nlls_gets_window_options_only_when_it_declares_windows(monkeypatch):
+    """Window options go only to a family that declares WINDOWED (tinyllm.windows.
+    scored_in_windows), whatever its token_nlls' signature; its answer must be float64[n-1]
+    (converted when it is not)."""
     import types
 
     from tinyllm.eval.kinds import lm as kind
@@ -262,6 +263,20 @@ def test_a_family_token_nlls_is_called_as_its_signature_allows(monkeypatch):
     e = Entry.model_validate({"name": "f", "family": "fake", "checkpoint": "x", "data": "d"})
     out = kind.lm_token_nlls(None, ids, e)
     assert out.dtype == np.float64 and out.tolist() == [1.0] * 9
+
+    calls = []
+
+    def both(model, ids, ctx_len=None, stride=None):  # takes both: windowed only if declared
+        calls.append((ctx_len, stride))
+        return np.ones(len(ids) - 1)
+
+    monkeypatch.setitem(kind.FAMILIES, "fake", types.SimpleNamespace(token_nlls=both))
+    kind.lm_token_nlls(None, ids, e)
+    declared = types.SimpleNamespace(token_nlls=both, WINDOWED=True, ARCH="fake")
+    monkeypatch.setitem(kind.FAMILIES, "fake", declared)
+    model = types.SimpleNamespace(cfg=types.SimpleNamespace(block_size=8))
+    kind.lm_token_nlls(model, ids, e)
+    assert calls == [(None, None), (8, 4)]  # the model's context, half of it
 
     def wrong_shape(model, ids):
         return np.ones(len(ids) - 2)

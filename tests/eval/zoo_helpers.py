@@ -1,7 +1,6 @@
 """Checkpoints, entries and rows shared by the zoo's tests (tests/eval/test_zoo_*.py)."""
 
 import dataclasses
-import inspect
 import math
 
 import numpy as np
@@ -10,6 +9,7 @@ import yaml
 
 from tinyllm.models import FAMILIES
 from tinyllm.tokens import write_tokens
+from tinyllm.windows import scored_in_windows
 
 LN2 = math.log(2.0)
 # the lm families trained here (hf, a Hugging Face folder, has its own tests in test_zoo_lm.py)
@@ -33,8 +33,7 @@ VAL_BYTES = 1500
 
 
 def strided(fam) -> bool:
-    params = inspect.signature(fam.token_nlls).parameters
-    return "ctx_len" in params and "stride" in params
+    return scored_in_windows(fam)
 
 
 def build(arch: str, path, train_ids: np.ndarray):
