@@ -48,7 +48,7 @@ def commands() -> list[tuple[str, str, int]]:
 
 def test_every_command_is_at_most_40_lines():
     found = commands()
-    assert len(found) == 17, found  # version, demo, compare, history, dashboard, sweep, plan,
-    # judge, the eval callback and ppl, task, lmeval, zoo build, task import-lmeval, server start, stop,
+    assert len(found) == 18, found  # version, demo, compare, history, dashboard, sweep, plan,
+    # export, judge, the eval callback and ppl, task, lmeval, zoo build, task import-lmeval, server start, stop,
     # --debug
     assert [c for c in found if c[2] > MOST_LINES] == []

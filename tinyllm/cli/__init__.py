@@ -7,6 +7,7 @@ One module per command group, each registering its commands on the app of :mod:`
 * :mod:`tinyllm.cli.suite` -- ``eval --suite zoo``, ``demo``, ``compare`` (the suite, releases);
 * :mod:`tinyllm.cli.history` -- ``history``, ``dashboard`` (the store's release history);
 * :mod:`tinyllm.cli.sweep` -- ``sweep`` (the checkpoints of a training run, by step);
+* :mod:`tinyllm.cli.export` -- ``export`` (a release as CSV / Parquet, to MLflow or W&B);
 * :mod:`tinyllm.cli.judge` -- ``judge`` (lm-eval runs made anywhere, from their samples);
 * :mod:`tinyllm.cli.plan` -- ``plan`` (how many units a row needs to detect a change);
 * :mod:`tinyllm.cli.zoo` -- ``zoo build``; :mod:`tinyllm.cli.tasks` -- ``task import-lmeval``;
@@ -25,13 +26,13 @@ import warnings
 from tinyllm.cli import lm, lmeval, suite
 
 # isort: split
-from tinyllm.cli import history, judge, plan, server, sweep, tasks, zoo
+from tinyllm.cli import export, history, judge, plan, server, sweep, tasks, zoo
 from tinyllm.cli.app import DEBUG, app
 from tinyllm.cli.common import MAX_N_PERM
 from tinyllm.console import error_line, warning_line
 
 __all__ = ["DEBUG", "MAX_N_PERM", "app", "error_line", "main", "show_warning"]
-COMMAND_MODULES = (lm, lmeval, suite, history, sweep, judge, plan, zoo, tasks, server)
+COMMAND_MODULES = (lm, lmeval, suite, history, sweep, export, judge, plan, zoo, tasks, server)
 """The command groups, imported for the commands they register on :data:`app`."""
 
 _python_showwarning = warnings.showwarning
