@@ -15,6 +15,10 @@ that never finished, or one in progress) is a step of its own and not an error.
 ``views`` are the release views of :func:`tinyllm.dashboard.load_history` (any objects with
 ``name``, ``report``, ``has_report_file``, ``error``, ``compare``, ``compare_error``), so the
 command line and the dashboard read one history.
+
+Checkpoints of a training run (``tinyllm sweep``: reports with ``run`` and ``step``) are read
+in step order (:func:`order_by_step`), each compared with the run's checkpoint before it; when
+every release is a checkpoint of one run, the step is the history's x axis (:func:`steps_of`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,47 @@ from typing import Any
 from tinyllm.compare import compare_reports, regressions
 from tinyllm.console import Progress
 from tinyllm.store import Store
+
+
+def run_step(report: dict | None) -> tuple[str, int] | None:
+    """``(run, step)`` of a checkpoint's release (``tinyllm sweep``), None for any other."""
+    if not isinstance(report, dict):
+        return None
+    run, step = report.get("run"), report.get("step")
+    if isinstance(run, str) and isinstance(step, int) and not isinstance(step, bool):
+        return run, step
+    return None
+
+
+def order_by_step(views: Iterable[Any]) -> list[Any]:
+    """``views`` (oldest first) with each training run's checkpoints in step order.
+
+    The releases of one run keep the places they hold in the history, and fill them in step
+    order (then name): a checkpoint swept after a later one (step 500 after step 1000) is read
+    before it; every other release stays where it is. Example: ``a@1000, v1, a@500`` ->
+    ``a@500, v1, a@1000``.
+    """
+    out = list(views)
+    slots: dict[str, list[int]] = {}
+    for i, v in enumerate(out):
+        rs = run_step(v.report)
+        if rs is not None:
+            slots.setdefault(rs[0], []).append(i)
+    for places in slots.values():
+        by_step = sorted((out[i] for i in places), key=lambda v: (run_step(v.report)[1], v.name))
+        for i, v in zip(places, by_step, strict=True):
+            out[i] = v
+    return out
+
+
+def steps_of(views: Iterable[Any]) -> list[int] | None:
+    """The training step of each view when every one is a readable checkpoint of one run (the
+    x axis of the history is then the step), else None."""
+    keys = [run_step(getattr(v, "report", None)) for v in views]
+    if not keys or None in keys or len({k[0] for k in keys}) != 1:
+        return None
+    return [k[1] for k in keys]
+
 
 STATES = ("ok", "unreadable", "no report")
 """A step's :attr:`ReleaseStep.state`: a readable report, a report.json that cannot be read,
@@ -91,6 +136,8 @@ def release_history(
             yield ReleaseStep(v)
             continue
         step = ReleaseStep(v, v.compare, previous=previous[0] if previous else None)
+        if _against_another_step(step.compare, previous, v.report):
+            step.compare = None  # a checkpoint swept in between: compared with its new neighbour
         if step.compare is None and previous is not None:
             step.computed = True
             step.compare = compare_reports(
@@ -105,6 +152,22 @@ def release_history(
             )
         yield step
         previous = (v.name, v.report)
+
+
+def _against_another_step(
+    cmp: dict | None, previous: tuple[str, dict] | None, report: dict
+) -> bool:
+    """Whether a checkpoint's stored comparison is with another release than the checkpoint of
+    its run just before it in the history."""
+    if cmp is None or previous is None:
+        return False
+    here, there = run_step(report), run_step(previous[1])
+    return (
+        here is not None
+        and there is not None
+        and here[0] == there[0]
+        and cmp.get("previous") != previous[0]
+    )
 
 
 def unreadable(views: Iterable[Any]) -> list[str]:
@@ -129,9 +192,17 @@ def compare_releases(
 
     ``progress(total)``: a context manager around the comparison, told the number of ``b``'s
     rows when it starts (``update(0)``) and when it ends (``update(total)``); compare_reports
-    has no per-row callback. Raises StoreError for a release the store does not have.
+    has no per-row callback. Raises StoreError for a release the store does not have, and
+    ValueError when ``a`` and ``b`` are checkpoints of one training run and ``a``'s step is not
+    before ``b``'s (a run is read in step order: the earlier checkpoint is the baseline).
     """
     prev, cur = store.read_report(a), store.read_report(b)
+    here, there = run_step(prev), run_step(cur)
+    if here is not None and there is not None and here[0] == there[0] and here[1] >= there[1]:
+        raise ValueError(
+            f"expected A to be an earlier checkpoint of run {here[0]!r} than B, got step "
+            f"{here[1]} ({a}) and step {there[1]} ({b}): compare {b} {a}"
+        )
     total = len(cur["rows"])
     bar_of = progress or (lambda n: Progress("comparing", n, quiet=True))
     with bar_of(total) as bar:

@@ -103,7 +103,7 @@ def prepare(args: list[str], steps: dict[str, int], a: dict) -> tuple[Any, list,
 def print_sweep(out: dict) -> None:
     """The run's consecutive comparisons as a table, then what they conclude and where the
     releases went."""
-    from tinyllm.compare import format_number, format_p
+    from tinyllm.compare_render import format_number, format_p
     from tinyllm.sweep import conclusion
 
     s = out["summary"]

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tinyllm.dashboard.views import ReleaseView, direction_text, metric_text, number, slug
+from tinyllm.history import steps_of
 
 
 @dataclass
@@ -29,11 +30,15 @@ class Series:
     hi: list[float | None]
     regressed: list[bool]
     error: list[bool]
+    steps: list[int] | None = None
+    """The training step of each release when every one is a checkpoint of one run
+    (``tinyllm sweep``): the plot's x axis; None: the releases in history order."""
 
 
 def entry_series(entry: str, history: list[ReleaseView]) -> Series:
-    """The values of ``entry`` in every release, in history order."""
-    s = Series(entry, None, [], [], [], [], [], [])
+    """The values of ``entry`` in every release, in history order (with each release's step
+    when every release is a checkpoint of one training run)."""
+    s = Series(entry, None, [], [], [], [], [], [], steps_of(history))
     for v in history:
         row = next((r for r in v.rows if r.get("name") == entry), None)
         ok = row is not None and row.get("status") == "ok" and number(row.get("value")) is not None
@@ -87,7 +92,7 @@ def trend_svg(s: Series, width_in: float = 4.2, height_in: float = 2.3) -> str:
 
     gid = "t-" + slug(s.entry)
     n = len(s.releases)
-    x = np.arange(n, dtype=float)
+    x = np.arange(n, dtype=float) if s.steps is None else np.asarray(s.steps, dtype=float)
     nan = float("nan")
     y = np.array([nan if v is None else v for v in s.value])
     lo = np.array([nan if v is None else v for v in s.lo])
@@ -131,7 +136,10 @@ def trend_svg(s: Series, width_in: float = 4.2, height_in: float = 2.3) -> str:
                 clip_on=False,
             )
             e.set_gid(f"{gid}-errors")
-        ax.set_xlim(-0.5, max(n - 0.5, 0.5))
+        if s.steps is not None:  # x is the training step: the axis says so, in steps
+            _step_axis(ax, x)
+        else:
+            ax.set_xlim(-0.5, max(n - 0.5, 0.5))
         if not ok.any():
             ax.text(0.5, 0.5, "no scored value", transform=ax.transAxes, ha="center", va="center")
             ax.set_yticks([])
@@ -146,13 +154,22 @@ def trend_svg(s: Series, width_in: float = 4.2, height_in: float = 2.3) -> str:
                 return name if len(name) <= 14 else name[:6] + "…" + name[-7:]
             return ""
 
-        ax.xaxis.set_major_formatter(FuncFormatter(label))
-        ax.tick_params(axis="x", labelsize=7, labelrotation=20)
+        if s.steps is None:
+            ax.xaxis.set_major_formatter(FuncFormatter(label))
+        ax.tick_params(axis="x", labelsize=7, labelrotation=0 if s.steps is not None else 20)
         ax.grid(axis="y", color="#dddddd", lw=0.6)
         ax.set_title(
             f"{s.entry} · {metric_text(s.metric)} ({direction_text(s.metric)})", loc="left"
         )
         return _inline(fig, gid)  # inside the rc context: it sets how the SVG is written
+
+
+def _step_axis(ax: Any, x: np.ndarray) -> None:
+    """An x axis of training steps: the steps' range with a margin, labelled "training step"."""
+    lo, hi = float(x.min()), float(x.max())
+    pad = 0.05 * (hi - lo) or 0.5
+    ax.set_xlim(lo - pad, hi + pad)
+    ax.set_xlabel("training step", fontsize=7, labelpad=1)
 
 
 def _inline(fig: Any, gid: str) -> str:
