@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from tinyllm import checkpoint, data, safeio
 from tinyllm.checkpoint import CheckpointError
 from tinyllm.cli import app
-from tinyllm.eval import zoo
+from tinyllm.eval import report_files, zoo
 from tinyllm.models import FAMILIES, gpt, hf
 from tinyllm.tokens import TokenFileError, read_header, read_tokens, write_tokens
 
@@ -81,12 +81,12 @@ def test_write_report_does_not_follow_planted_tmp_links(tmp_path):
     os.symlink(v1, out / "report.json.tmp")
     os.symlink(v2, out / "items" / "uni.npy.tmp")
     report = zoo.run_zoo({"suite": "zoo", "entries": [entry]}, base_dir=tmp_path)
-    path = zoo.write_report(report, out / "report.json")
+    path = report_files.write_report(report, out / "report.json")
     assert v1.read_text() == v2.read_text() == "keep me"
     assert _regular(out / "report.json") and _regular(out / "items" / "uni.npy")
-    back = zoo.read_report(path)
+    back = report_files.read_report(path)
     assert back.rows[0].value == pytest.approx(8.0, abs=1e-12)
-    items = zoo.load_items(path, back.rows[0])
+    items = report_files.load_items(path, back.rows[0])
     np.testing.assert_allclose(items, np.full(len(TEXT) - 1, np.log(256.0)), rtol=1e-12)
     assert os.path.islink(out / "report.json.tmp")  # left alone, never renamed into place
 
@@ -116,7 +116,7 @@ def test_write_report_refuses_an_items_folder_that_is_a_link(tmp_path):
     os.symlink(elsewhere, out / "items")
     report = zoo.run_zoo({"suite": "zoo", "entries": [entry]}, base_dir=tmp_path)
     with pytest.raises(safeio.UnsafePathError) as e:
-        zoo.write_report(report, out / "report.json")
+        report_files.write_report(report, out / "report.json")
     assert str(e.value) == f"{out / 'items'}: expected a folder, got a symbolic link"
     assert os.listdir(elsewhere) == [] and not (out / "report.json").exists()
 
@@ -129,7 +129,7 @@ def test_write_report_refuses_a_special_report_path_before_writing(tmp_path, kin
     _special(kind, out / "report.json")
     report = zoo.run_zoo({"suite": "zoo", "entries": [entry]}, base_dir=tmp_path)
     with within(10), pytest.raises(safeio.UnsafePathError) as e:
-        zoo.write_report(report, out / "report.json")
+        report_files.write_report(report, out / "report.json")
     want = f"report {out / 'report.json'}: expected a regular file or a new path, got {got}"
     assert str(e.value) == want
     assert os.listdir(out) == ["report.json"]  # no items/ either

@@ -14,7 +14,7 @@ from scipy.stats import spearmanr
 from tinyllm import compare_checks
 from tinyllm.compare import compare_reports
 from tinyllm.data import WORD_PAIR_SOURCES, gensim_word_pairs, wordsim_files
-from tinyllm.eval import zoo
+from tinyllm.eval import kinds, report_files, zoo
 from tinyllm.eval.kinds import SCORERS
 from tinyllm.eval.kinds import embeddings as kind
 from tinyllm.models import word2vec as w2v
@@ -161,7 +161,7 @@ def test_same_spearman_and_oov_as_gensims_evaluate_word_pairs(hand_case, tmp_pat
     extra += [("V3", "missing", 1.0)]
     path = write_pairs(tmp_path / "p2.txt", extra)
     kv = KeyedVectors.load_word2vec_format(
-        str(zoo.save_word2vec(vecs, tmp_path / "v.txt")), binary=False
+        str(w2v.save_word2vec(vecs, tmp_path / "v.txt")), binary=False
     )
     _, (g_rho, _), g_oov = kv.evaluate_word_pairs(str(path), delimiter=" ")
     scored = kind.score(entry("x", ckpt, path), w2v.from_vectors(vecs), path, None)
@@ -186,7 +186,7 @@ def test_rng_is_unused_same_row_for_any_seed(hand_case):
 
 
 def test_registered_and_the_report_validates(hand_case, tmp_path):
-    assert SCORERS["embeddings"] is kind.score and zoo.METRIC_OF_KIND["embeddings"] == "spearman"
+    assert SCORERS["embeddings"] is kind.score and kinds.METRIC_OF_KIND["embeddings"] == "spearman"
     ckpt, pairs = hand_case
     manifest = {
         "suite": "zoo",
@@ -195,12 +195,12 @@ def test_registered_and_the_report_validates(hand_case, tmp_path):
         ],
     }
     report = zoo.run_zoo(manifest, seed=0, release="r1")
-    out = zoo.write_report(report, tmp_path / "rep" / "report.json")  # schema-validated
-    doc = zoo.read_report(out).to_json()
+    out = report_files.write_report(report, tmp_path / "rep" / "report.json")  # schema-validated
+    doc = report_files.read_report(out).to_json()
     row = doc["rows"][0]
     assert row["status"] == "ok" and row["items"] == "items/w2v-ws.npy"
     assert row["kind"] == "embeddings"
-    items = zoo.load_items(out, row)
+    items = report_files.load_items(out, row)
     assert items.size == 10 and int(np.isnan(items).sum()) == 3
     assert compare_checks.row_items_problem(row, items) is None  # n, rho and the human scores agree
 

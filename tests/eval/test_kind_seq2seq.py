@@ -15,7 +15,7 @@ import yaml
 
 from tinyllm import stats
 from tinyllm.data import cldr_dates_pairs, cldr_files, cldr_names_pairs, hash_split
-from tinyllm.eval import zoo
+from tinyllm.eval import kinds, zoo
 from tinyllm.eval.kinds import SCORERS
 from tinyllm.eval.kinds import seq2seq as kind
 from tinyllm.models import copy_baseline, seq2seq
@@ -158,7 +158,7 @@ def test_window_and_split_options_are_refused(tmp_path):
 
 def test_kind_is_registered():
     assert SCORERS["seq2seq"] is kind.score
-    assert zoo.METRIC_OF_KIND["seq2seq"] == kind.METRIC == "exact_match"
+    assert kinds.METRIC_OF_KIND["seq2seq"] == kind.METRIC == "exact_match"
 
 
 # ------------------------------------------------------------------------------ the zoo row

@@ -14,7 +14,7 @@ from test_kind_rtd import _detection
 
 from tinyllm import baselines, stats
 from tinyllm.data import Row
-from tinyllm.eval import zoo
+from tinyllm.eval import report_files, zoo
 from tinyllm.eval.kinds import mlm, rtd
 from tinyllm.models import bert, electra
 from tinyllm.models import word2vec as w2v
@@ -63,7 +63,7 @@ def test_rtd_row_stores_the_baseline_items_and_the_paired_verdict(tmp_path, monk
     e = {"name": "el-rows", "family": "electra", "checkpoint": "el", "data": path.name}
     manifest = {"suite": "zoo", "entries": [e]}
     report = zoo.run_zoo(manifest, seed=5, base_dir=tmp_path)
-    out = zoo.write_report(report, tmp_path / "rep" / "report.json")
+    out = report_files.write_report(report, tmp_path / "rep" / "report.json")
     row = json.loads(out.read_text())["rows"][0]
     assert row["baseline"] == {
         "name": "always original",
@@ -72,10 +72,10 @@ def test_rtd_row_stores_the_baseline_items_and_the_paired_verdict(tmp_path, monk
         "items": "items/el-rows.baseline.npy",
         "details": {},
     }
-    base = zoo.load_items(out, row, baseline=True)
+    base = report_files.load_items(out, row, baseline=True)
     np.testing.assert_array_equal(base, 1.0 - np.array(replaced, float))
-    items = zoo.load_items(out, row)
-    units = zoo.load_units(out, row)
+    items = report_files.load_items(out, row)
+    units = report_files.load_units(out, row)
     np.testing.assert_array_equal(units, np.repeat(np.arange(20), 2))  # each row a unit
     # the verdict is the paired test over the 20 rows on the stored arrays: 18 more right of
     # 40; the rows' differences D = [-2, 0 x 9, +2 x 10], so of the 2**11 sign patterns of the
@@ -89,7 +89,7 @@ def test_rtd_row_stores_the_baseline_items_and_the_paired_verdict(tmp_path, monk
     assert v["interval"] == pytest.approx([pd.lo, pd.hi]) and v["mde"] == pytest.approx(pd.mde)
     assert paired_permutation_test(items, base, rng=np.random.default_rng(0)) < 1e-3
     # read back through the pydantic model unchanged
-    assert zoo.read_report(out).to_json()["rows"][0] == row
+    assert report_files.read_report(out).to_json()["rows"][0] == row
 
 
 def test_spearman_row_is_judged_against_zero_by_fisher_z(hand_case):  # noqa: F811

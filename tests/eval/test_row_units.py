@@ -12,7 +12,7 @@ import pytest
 from zoo_helpers import uniform_bigram  # same folder: pytest puts it on sys.path
 
 from tinyllm import stats
-from tinyllm.eval import zoo
+from tinyllm.eval import report_files, zoo
 from tinyllm.eval.kinds.common import Scored, proportion_scored
 from tinyllm.eval.kinds.lm import block_length, lm_scored
 from tinyllm.report import Report
@@ -106,19 +106,19 @@ def test_unit_ids_are_written_beside_the_report_and_checked_on_read(tmp_path):
     entry = uniform_bigram(tmp_path)
     report = zoo.run_zoo({"entries": [entry]}, seed=0, base_dir=tmp_path)
     assert set(report.unit_ids) == {"uniform"}  # 18 tokens in blocks of 1
-    out = zoo.write_report(report, tmp_path / "rep" / "report.json")
+    out = report_files.write_report(report, tmp_path / "rep" / "report.json")
     row = json.loads(out.read_text())["rows"][0]
     assert row["units"] == "items/uniform.units.npy" and row["n_units"] == 18
-    units = zoo.load_units(out, row)
+    units = report_files.load_units(out, row)
     assert units.dtype == np.int64 and units.tolist() == list(range(18))
     np.save(tmp_path / "rep" / row["units"], np.arange(17))
     with pytest.raises(ValueError, match=r"expected one unit id per item \(18\), got 17 unit ids"):
-        zoo.load_units(out, row)
+        report_files.load_units(out, row)
     np.save(tmp_path / "rep" / row["units"], np.zeros(18))
     with pytest.raises(ValueError, match="expected 1-d integer unit ids, got float64"):
-        zoo.load_units(out, row)
+        report_files.load_units(out, row)
     # a row without a units file: every item its own unit, or units unknown (older reports)
-    assert zoo.load_units(out, dict(row, units=None)) is None
+    assert report_files.load_units(out, dict(row, units=None)) is None
 
 
 def test_a_report_written_before_units_reads_and_writes_back_unchanged(tmp_path):

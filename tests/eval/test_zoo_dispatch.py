@@ -15,7 +15,7 @@ from zoo_helpers import (  # same folder: pytest puts it on sys.path
     uniform_bigram,
 )
 
-from tinyllm.eval import zoo
+from tinyllm.eval import report_files, zoo
 from tinyllm.models import FAMILIES
 
 # ---- dispatch ----------------------------------------------------------------------------------
@@ -106,6 +106,6 @@ def test_configs_and_reports_are_read_as_utf8_whatever_the_locale(tmp_path):
     out.write_text(json.dumps(report, ensure_ascii=False), encoding="utf-8")  # another writer
     with ascii_locale():
         cfg = zoo.read_config(tmp_path / "hf")
-        back = zoo.read_report(out)
+        back = report_files.read_report(out)
     assert cfg["tl_arch"] == "hf" and cfg["config"]["_name_or_path"] == "modèle-é"
     assert back.rows[0].error.message == "entrée refusée"

@@ -18,7 +18,7 @@ from zoo_helpers import (  # same folder: pytest puts it on sys.path
     uniform_bigram,
 )
 
-from tinyllm.eval import zoo
+from tinyllm.eval import report_files, zoo
 from tinyllm.models import FAMILIES
 from tinyllm.report import Entry, ManifestError, ReportSchemaError, validate_report
 from tinyllm.tokens import write_tokens
@@ -103,12 +103,12 @@ def test_report_validates_is_in_manifest_order_and_records_the_seed(zoo_dir, tmp
     from tinyllm.report import load_manifest
 
     assert doc["manifest_sha256"] == load_manifest(zoo_dir / "zoo.yaml").sha256()
-    out = zoo.write_report(report, tmp_path / "out" / "report.json")
+    out = report_files.write_report(report, tmp_path / "out" / "report.json")
     on_disk = json.loads(out.read_text())
     assert on_disk == doc
-    back = zoo.read_report(out)
+    back = report_files.read_report(out)
     for row in back.rows:
-        saved = zoo.load_items(out, row)
+        saved = report_files.load_items(out, row)
         np.testing.assert_array_equal(saved, report.item_scores[row.name])
         assert (tmp_path / "out" / "items" / f"{row.name}.npy").is_file()
     assert not list((tmp_path / "out").rglob("*.tmp"))
@@ -209,12 +209,12 @@ def test_write_report_refuses_a_report_that_violates_the_schema(zoo_dir, tmp_pat
     doc["rows"][0]["status"] = "fine"
     out = tmp_path / "report.json"
     with pytest.raises(ReportSchemaError, match="rows/0/status"):
-        zoo.write_report(doc, out)
+        report_files.write_report(doc, out)
     assert not out.exists() and not (tmp_path / "items").exists()
     # a row naming per-item scores that do not exist is refused too
     good = zoo.run_zoo(zoo_dir / "zoo.yaml", seed=0).to_json()
     with pytest.raises(FileNotFoundError, match="neither given nor found"):
-        zoo.write_report(good, out)
+        report_files.write_report(good, out)
     assert not out.exists()
 
 
@@ -282,7 +282,7 @@ def test_write_report_nested_folders_text_and_non_finite_numbers(tmp_path):
     # per-item scores given for a row that does not name a file: nothing written for it
     plain = zoo.score_entry(entry, base_dir=tmp_path)
     report = zoo.build_report({"entries": [entry]}, [plain], seed=0, items={"uniform": [1.0]})
-    out = zoo.write_report(report, tmp_path / "x" / "y" / "report.json")
+    out = report_files.write_report(report, tmp_path / "x" / "y" / "report.json")
     assert not (tmp_path / "x" / "y" / "items").exists()
     doc = report.to_json()
     assert out.read_text(encoding="utf-8") == json.dumps(doc, indent=2) + "\n"
@@ -290,7 +290,7 @@ def test_write_report_nested_folders_text_and_non_finite_numbers(tmp_path):
     bad = json.loads(json.dumps(doc))
     bad["rows"][0]["details"]["sum_nll"] = float("nan")
     with pytest.raises(ValueError, match="JSON compliant"):
-        zoo.write_report(bad, tmp_path / "nan" / "report.json")
+        report_files.write_report(bad, tmp_path / "nan" / "report.json")
     assert not (tmp_path / "nan" / "report.json").exists()
     assert rows[0]["items"] == "items/uniform.npy"
 
@@ -298,14 +298,14 @@ def test_write_report_nested_folders_text_and_non_finite_numbers(tmp_path):
 def test_load_items_takes_a_row_dict_and_refuses_pickles(tmp_path):
     entry = uniform_bigram(tmp_path)
     report = zoo.run_zoo({"entries": [entry]}, base_dir=tmp_path)
-    out = zoo.write_report(report, tmp_path / "rep" / "report.json")
+    out = report_files.write_report(report, tmp_path / "rep" / "report.json")
     doc = json.loads(out.read_text())
-    got = zoo.load_items(out, doc["rows"][0])  # a plain dict, as read from the JSON
+    got = report_files.load_items(out, doc["rows"][0])  # a plain dict, as read from the JSON
     np.testing.assert_array_equal(got, report.item_scores["uniform"])
-    assert zoo.load_items(out, dict(doc["rows"][0], items=None)) is None
+    assert report_files.load_items(out, dict(doc["rows"][0], items=None)) is None
     np.save(tmp_path / "rep" / "items" / "uniform.npy", np.array([{}], dtype=object))
     with pytest.raises(ValueError, match="allow_pickle"):
-        zoo.load_items(out, doc["rows"][0])  # an object array is never unpickled
+        report_files.load_items(out, doc["rows"][0])  # an object array is never unpickled
 
 
 def test_saved_items_are_float64_whatever_was_attached(tmp_path):
@@ -314,8 +314,8 @@ def test_saved_items_are_float64_whatever_was_attached(tmp_path):
     entry = uniform_bigram(tmp_path)
     report = zoo.run_zoo({"entries": [entry]}, base_dir=tmp_path)
     report.item_scores["uniform"] = report.item_scores["uniform"].astype(np.float32)
-    out = zoo.write_report(report, tmp_path / "rep" / "report.json")
-    saved = zoo.load_items(out, report.rows[0])
+    out = report_files.write_report(report, tmp_path / "rep" / "report.json")
+    saved = report_files.load_items(out, report.rows[0])
     assert saved.dtype == np.float64 and saved.shape == (18,)
 
 

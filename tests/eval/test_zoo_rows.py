@@ -15,7 +15,7 @@ from zoo_helpers import (  # same folder: pytest puts it on sys.path
     uniform_bigram,
 )
 
-from tinyllm.eval import zoo
+from tinyllm.eval import kinds, zoo
 from tinyllm.report import Entry, sha256_path, validate_report
 
 
@@ -40,7 +40,7 @@ def _spy_scorer(calls: list):
         calls.append(entry.name)
         v = float(rng.random())
         items = np.array([v, 1.0 - v], dtype=np.float32)
-        return zoo.Scored("bpb", Interval(v, v, v), "student_t", 2, items, {"spy": True})
+        return kinds.Scored("bpb", Interval(v, v, v), "student_t", 2, items, {"spy": True})
 
     return score
 
@@ -145,7 +145,7 @@ def test_skipped_rows_have_no_value_and_zero_seconds(tmp_path, monkeypatch):
     entry = uniform_bigram(tmp_path)
     row, items = zoo.score_entry_items(dict(entry, family="mystery"), base_dir=tmp_path)
     assert items is None and row["seconds"] == 0.0 and row["metric"] is None
-    monkeypatch.delitem(zoo.SCORERS, "lm")  # a kind without a scorer (yet)
+    monkeypatch.delitem(kinds.SCORERS, "lm")  # a kind without a scorer (yet)
     row, items = zoo.score_entry_items(entry, base_dir=tmp_path)
     assert items is None
     assert (row["status"], row["reason"], row["error"]) == (
@@ -171,7 +171,7 @@ def test_error_rows_keep_their_kind_metric_and_wall_time(tmp_path):
 def test_the_entry_rng_reaches_the_scorer_and_items_become_float64(tmp_path, monkeypatch):
     entry = uniform_bigram(tmp_path)
     calls = []
-    monkeypatch.setitem(zoo.SCORERS, "lm", _spy_scorer(calls))
+    monkeypatch.setitem(kinds.SCORERS, "lm", _spy_scorer(calls))
     first = {s: float(zoo.entry_rng(s, "uniform").random()) for s in (0, 5)}
     row, items = zoo.score_entry_items(entry, base_dir=tmp_path)  # default seed: 0
     assert row["value"] == first[0] and row["details"] == {"spy": True}
@@ -193,9 +193,9 @@ def test_a_scorer_without_items_gives_a_row_without_items(tmp_path, monkeypatch)
     from tinyllm.stats import Interval
 
     def no_items(entry, model, data_path, rng):
-        return zoo.Scored("bpb", Interval(1.0, 0.5, 1.5), "student_t", 3, None, {})
+        return kinds.Scored("bpb", Interval(1.0, 0.5, 1.5), "student_t", 3, None, {})
 
-    monkeypatch.setitem(zoo.SCORERS, "lm", no_items)
+    monkeypatch.setitem(kinds.SCORERS, "lm", no_items)
     entry = uniform_bigram(tmp_path)
     row, items = zoo.score_entry_items(entry, base_dir=tmp_path)
     assert items is None and row["items"] is None and row["details"] is None

@@ -9,7 +9,7 @@ from zoo_helpers import (  # same folder: pytest puts it on sys.path
     uniform_bigram,
 )
 
-from tinyllm.eval import zoo
+from tinyllm.eval import kinds, zoo
 from tinyllm.report import validate_report
 
 # ---- for the workflow: partial runs and retries ------------------------------------------------
@@ -75,7 +75,7 @@ def test_transient_failures_are_rows_unless_the_caller_retries_them(tmp_path, mo
     def flaky(entry, model, data_path, rng):
         raise TimeoutError("store timed out")
 
-    monkeypatch.setitem(zoo.SCORERS, "lm", flaky)
+    monkeypatch.setitem(kinds.SCORERS, "lm", flaky)
     entry = uniform_bigram(tmp_path)
     row, items = zoo.score_entry_items(entry, base_dir=tmp_path)  # default: a row
     assert row["status"] == "error" and row["error"]["type"] == "TimeoutError" and items is None

@@ -16,7 +16,6 @@ from scipy.stats import spearmanr
 
 from tinyllm.checkpoint import CheckpointError
 from tinyllm.data import CORPORA, lee_split, tokenize_words
-from tinyllm.eval import zoo
 from tinyllm.models import word2vec as w2v
 
 
@@ -241,10 +240,6 @@ def test_save_word2vec_refuses_bad_input(tmp_path: Path):
         w2v.save_word2vec({"a": np.zeros(2), "b": np.zeros(3)}, tmp_path / "b.txt")
     with pytest.raises(ValueError, match="finite"):
         w2v.save_word2vec({"a": np.array([np.nan, 0.0])}, tmp_path / "c.txt")
-
-
-def test_zoo_reexports_save_word2vec():
-    assert zoo.save_word2vec is w2v.save_word2vec and "save_word2vec" in zoo.__all__
 
 
 # ---- checkpoints -------------------------------------------------------------------------------

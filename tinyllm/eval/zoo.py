@@ -5,15 +5,15 @@ The pieces, each usable alone::
     read_config(path)            checkpoint folder / one-file checkpoint / HF folder -> config dict
     kind_of(config)              -> "lm" | "seq2seq" | "classifier" | ...
     load_model(path)             dispatch on tl_arch through tinyllm.models.FAMILIES
-    lm_token_nlls(model, ids, entry)   the family's own per-token NLLs (gpt and hf: strided)
     score_entry(entry, seed=..., base_dir=..., items_dir=...) -> row dict   THE scoring path
     score_entry_items(entry, seed=..., base_dir=...) -> (row, per-item scores)   the same, unsaved
     score_entry_result(entry, seed=..., base_dir=...) -> EntryResult   row and every array
     is_transient(exc)            worth retrying? (for a workflow's retry condition)
     build_report / build_run_report   rows scored anywhere -> a report in manifest order
     run_zoo(manifest, rng=None, seed=0) -> Report    every entry, in manifest order
-    write_report(report, path)   schema-validated report.json + items/<name>.npy beside it
-                                 (tinyllm.eval.report_files, re-exported here)
+
+A report on disk (report.json with items/<name>.npy beside it) is written and read by
+:mod:`tinyllm.eval.report_files`.
 
 ``score_entry`` never raises for a bad entry: an exception while loading or scoring becomes a row
 with ``status: "error"`` and its type and message; an unknown family (or a kind that has no
@@ -22,9 +22,8 @@ scorer yet) a row with ``status: "skipped"`` and the reason. Each entry's random
 which entries are scored.
 
 Scoring is done per kind by ``tinyllm/eval/kinds/`` (one module per kind, the same names in
-each; :data:`SCORERS` is built from that folder's explicit list). This module keeps the dispatch,
-loading and the report; ``score_lm``, ``lm_token_nlls``, ``Scored``, ``SCORERS`` and
-``encode_batch`` stay importable from here. A Hugging Face folder is the ``hf`` family
+each; :data:`tinyllm.eval.kinds.SCORERS` is built from that folder's explicit list). This module
+keeps the dispatch, loading and the report. A Hugging Face folder is the ``hf`` family
 (:mod:`tinyllm.models.hf`), dispatched like any other.
 """
 
@@ -47,21 +46,15 @@ from tinyllm import __version__, baselines, safeio
 from tinyllm.checkpoint import CONFIG_NAME, MAX_CONFIG_BYTES, read_single_metadata
 from tinyllm.checkpoint import read_config as read_checkpoint_config
 from tinyllm.eval.kinds import METRIC_OF_KIND, SCORERS, Scored
-from tinyllm.eval.kinds.lm import BYTE_CHECK_CHUNK, lm_token_nlls
-from tinyllm.eval.kinds.lm import score as score_lm
 from tinyllm.eval.kinds.lmeval import entry_data_sha256
 from tinyllm.eval.report_files import (
     _save_npy,
     _save_units,
-    load_items,
-    load_units,
-    read_report,
     units_ref,
-    write_report,
+    write_report,  # noqa: F401 (tinyllm.cli.suite imports it from here)
 )
 from tinyllm.eval.single import place_checkpoint
 from tinyllm.models import FAMILIES, hf
-from tinyllm.models.word2vec import save_word2vec
 from tinyllm.report import (
     Entry,
     Manifest,
@@ -71,22 +64,6 @@ from tinyllm.report import (
     sha256_path,
     validate_report,
 )
-from tinyllm.tokens import encode_batch
-
-__all__ = [  # re-exported from the kinds, tokens and report_files modules, importable here too
-    "BYTE_CHECK_CHUNK",
-    "METRIC_OF_KIND",
-    "SCORERS",
-    "Scored",
-    "encode_batch",
-    "lm_token_nlls",
-    "load_items",
-    "load_units",
-    "read_report",
-    "save_word2vec",
-    "score_lm",
-    "write_report",
-]
 
 
 class UnknownFamilyError(LookupError):
@@ -162,7 +139,7 @@ def load_model(path: str | os.PathLike, *, device: Any = None, dtype: Any = None
     return place_checkpoint(_family_module(arch).load(p), arch, dev, dt, str(p))
 
 
-# ---- kinds: one scorer per kind in tinyllm/eval/kinds/ (SCORERS, score_lm re-exported) ----
+# ---- kinds: one scorer per kind in tinyllm/eval/kinds/ ----------------------------------------
 
 Scorer = Callable[[Entry, Any, Path, np.random.Generator], Scored]
 
