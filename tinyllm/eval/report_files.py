@@ -7,7 +7,7 @@ the same files in a store's release).
   items: documents or blocks of a text, the rows of mlm and rtd).
 
 :func:`write_report` validates and writes them, :func:`read_report`, :func:`load_items` and
-:func:`load_units` read them back. :mod:`tinyllm.eval.zoo` re-exports every name.
+:func:`load_units` read them back.
 """
 
 from __future__ import annotations
