@@ -1,5 +1,5 @@
 """Two rank correlations on the same items (compare's Spearman rows; docs/definitions.md,
-"Spearman"): batched Spearman, the difference of two correlations with a paired bootstrap
+"Paired tests"): batched Spearman, the difference of two correlations with a paired bootstrap
 interval and a paired swap permutation test.
 """
 
