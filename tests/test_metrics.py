@@ -10,7 +10,7 @@ import pytest
 
 from tinyllm import compare, metrics, report, stats
 from tinyllm.eval import zoo
-from tinyllm.eval.kinds import KIND_MODULES, METRIC_OF_KIND, SCORERS, proportion_scored
+from tinyllm.eval.kinds import KIND_MODULES, KINDS, METRIC_OF_KIND, SCORERS, Kind, proportion_scored
 
 
 def test_the_metrics_and_their_facts():
@@ -37,14 +37,57 @@ def test_a_metric_has_a_known_direction():
     assert str(ei.value) == "metric 'x': expected direction one of ['lower', 'higher'], got 'up'"
 
 
-@pytest.mark.parametrize("kind", KIND_MODULES, ids=lambda m: m.KIND)
-def test_each_kind_declares_its_metric_facts(kind):
-    facts = metrics.METRICS[kind.METRIC]
-    assert facts.direction == kind.DIRECTION
-    assert facts.item_scale == kind.ITEM_SCALE
-    assert kind.MEAN_OF_ITEMS is facts.mean_of_items
-    assert kind.INTERVAL in stats.ESTIMATORS and kind.INTERVAL in report.INTERVALS
-    assert METRIC_OF_KIND[kind.KIND] == kind.METRIC and SCORERS[kind.KIND] is kind.score
+@pytest.mark.parametrize("module", KIND_MODULES, ids=lambda m: m.KIND)
+def test_each_kind_is_defined_once_in_its_module_and_reads_its_metrics_facts(module):
+    kind = KINDS[module.KIND]
+    assert kind is module.DEFINITION and kind.score is module.score
+    assert (kind.name, kind.metric, kind.interval) == (module.KIND, module.METRIC, module.INTERVAL)
+    facts = metrics.METRICS[kind.metric]
+    assert (kind.direction, kind.item_scale, kind.mean_of_items) == (
+        facts.direction,
+        facts.item_scale,
+        facts.mean_of_items,
+    )
+    for restated in ("DIRECTION", "ITEM_SCALE", "MEAN_OF_ITEMS"):
+        assert not hasattr(module, restated)  # the facts live in tinyllm.metrics only
+    assert set(kind.intervals) <= set(stats.ESTIMATORS) and kind.interval in report.INTERVALS
+    assert set(kind.metrics) <= set(report.METRICS)
+    assert METRIC_OF_KIND[kind.name] == kind.metric and SCORERS[kind.name] is kind.score
+
+
+def test_a_kinds_options_are_entry_options_and_every_entry_option_is_read():
+    fields = set(report.EntryOptions.model_fields)
+    read = {o for k in KINDS.values() for o in k.options}
+    assert read <= fields
+    assert fields - read == {"device", "dtype"}  # the zoo's, for every kind
+    assert KINDS["lm"].options == ("ctx_len", "stride", "doc_sep")
+    assert dict(KINDS["lmeval"].interval_options) == {"n_boot": 1000}
+    assert KINDS["embeddings"].metrics == ("spearman", "acc")
+    assert [k.name for k in KINDS.values() if k.nan_items] == ["embeddings"]
+
+
+def test_a_kind_is_checked_when_it_is_defined():
+    def score(entry, model, data_path, rng):
+        raise AssertionError("never called")
+
+    with pytest.raises(ValueError) as ei:
+        Kind("x", "ppl", "wilson", score)
+    assert str(ei.value) == (
+        "kind 'x': expected metrics of ['bpb', 'acc', 'acc_norm', 'exact_match', 'spearman'], "
+        "got 'ppl'"
+    )
+    with pytest.raises(ValueError, match=r"^interval method: expected one of \["):
+        Kind("x", "acc", "bca", score)
+    with pytest.raises(ValueError) as ei:
+        Kind("x", "acc", "wilson", score, metrics=("acc_norm", "acc"))
+    assert str(ei.value) == (
+        "kind 'x': expected metrics and intervals to start with its own ('acc', 'wilson'), "
+        "got 'acc_norm', 'wilson'"
+    )
+    k = Kind("x", "bpb", "iid", score)
+    assert (k.metrics, k.intervals, k.direction) == (("bpb",), ("iid",), "lower")
+    with pytest.raises(TypeError):
+        k.interval_options["n_boot"] = 5  # read-only
 
 
 def test_the_kinds_tables_are_the_zoos_and_the_reports():
@@ -58,8 +101,8 @@ def test_the_kinds_tables_are_the_zoos_and_the_reports():
         "embeddings": "spearman",
         "lmeval": "acc",  # an lm-eval task's main metric; acc_norm or exact_match by option
     }
-    assert tuple(m.KIND for m in KIND_MODULES) == report.KINDS
-    assert {m.KIND: m.INTERVAL for m in KIND_MODULES} == {
+    assert tuple(KINDS) == report.KINDS
+    assert {name: k.interval for name, k in KINDS.items()} == {
         "lm": "cluster_ratio",  # over documents, or blocks of a text without boundaries
         "seq2seq": "wilson",
         "classifier": "wilson",
@@ -68,7 +111,7 @@ def test_the_kinds_tables_are_the_zoos_and_the_reports():
         "embeddings": "fisher_z",
         "lmeval": "wilson",
     }
-    assert proportion_scored("acc", [1, 0, 1]).method == KIND_MODULES[2].INTERVAL == "wilson"
+    assert proportion_scored("acc", [1, 0, 1]).method == KINDS["classifier"].interval == "wilson"
     clustered = proportion_scored("acc", [1, 0, 1, 1], units=[0, 0, 1, 1])
     assert clustered.method == "cluster_ratio" and clustered.n_units == 2
 

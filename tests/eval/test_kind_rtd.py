@@ -144,7 +144,7 @@ def test_details_by_hand_from_a_known_detection(tmp_path, monkeypatch):
         rtd.score(e1, STUB, path1, rng)
     assert str(ei.value) == (
         f"{path1}: val rows: expected bytes in at least 2 rows (the rows are the units of the "
-        "interval), got 1 row"
+        "interval), got them in 1 row of 1"
     )
     # no counted token: an error naming the file
     monkeypatch.setattr(electra, "rtd_accuracy", _detection([], [], [], []))

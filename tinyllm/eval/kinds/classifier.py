@@ -21,14 +21,11 @@ import numpy as np
 from tinyllm import metrics
 from tinyllm.baselines import Baseline, proportion_baseline
 from tinyllm.data import Row, read_rows, rows_of_split
-from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored, proportion_scored
+from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Kind, Scored, proportion_scored
 from tinyllm.report import Entry
 
 KIND = "classifier"
 METRIC = metrics.ACC.name
-DIRECTION = metrics.ACC.direction
-ITEM_SCALE = metrics.ACC.item_scale
-MEAN_OF_ITEMS = metrics.ACC.mean_of_items
 INTERVAL = PROPORTION_INTERVAL
 SPLIT = "val"
 
@@ -160,3 +157,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     }
     baseline = training_majority_baseline(rows, scored, by)
     return proportion_scored(METRIC, correct, details, baseline)
+
+
+DEFINITION = Kind(KIND, METRIC, INTERVAL, score, options=("split",))
+"""The classifier kind (:class:`tinyllm.eval.kinds.common.Kind`)."""

@@ -1,5 +1,7 @@
-"""What every kind's scorer returns (:class:`Scored`, its trivial baseline a
-:class:`tinyllm.baselines.Baseline`), and the 0/1 accuracy row they share.
+"""What every kind shares: its definition (:class:`Kind`), what its scorer returns
+(:class:`Scored`, its trivial baseline a :class:`tinyllm.baselines.Baseline`), the 0/1 accuracy
+row and the val rows of a rows file scored with each row a unit (:func:`val_sentences`,
+:func:`check_row_units`).
 
 Each item belongs to a sampling unit (docs/definitions.md, "Units"): the row (sentence) for mlm
 and rtd, the pair or question for seq2seq, classifier rows, word pairs and analogies, the
@@ -11,11 +13,17 @@ names (:data:`tinyllm.stats.ESTIMATORS`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
+from tinyllm import metrics
 from tinyllm.baselines import Baseline
+from tinyllm.data import read_rows, rows_of_split
 from tinyllm.stats import ESTIMATORS, Interval, Method, as_units, read_method, wilson_interval
 
 PROPORTION_INTERVAL = Method.WILSON
@@ -23,6 +31,93 @@ PROPORTION_INTERVAL = Method.WILSON
 a proportion over positions inside units is :data:`CLUSTERED_PROPORTION_INTERVAL`."""
 CLUSTERED_PROPORTION_INTERVAL = Method.CLUSTER_RATIO
 """The interval of a proportion over positions grouped in units (mlm, rtd: positions of a row)."""
+
+
+Scorer = Callable[..., "Scored"]
+"""``score(entry, model, data_path, rng) -> Scored``: a kind's scorer; ``rng`` is the entry's own
+generator (:func:`tinyllm.eval.zoo.entry_rng`): every random draw comes from it."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind's definition, written once in the kind's own module (its ``DEFINITION``) and
+    collected in :data:`tinyllm.eval.kinds.KINDS`:
+
+    * ``name``: the kind, a row's ``kind`` (a family's ``KIND``; ``"classifier"`` for configs
+      with ``tl_head``; ``"lmeval"`` for a manifest entry that names it as its ``kind``);
+    * ``metric``: the metric its rows report (:data:`tinyllm.metrics.METRICS`), whose facts
+      are read from there, never restated: :attr:`direction`, :attr:`item_scale`,
+      :attr:`mean_of_items`;
+    * ``interval``: the estimator of its rows' interval by registry name
+      (:data:`tinyllm.stats.ESTIMATORS`), called with ``interval_options`` (keyword arguments
+      of :func:`tinyllm.stats.estimate`);
+    * ``score``: its :data:`Scorer`;
+    * ``options``: the manifest entry options it reads (fields of
+      :class:`tinyllm.report.EntryOptions`; ``device`` and ``dtype`` are the zoo's, for every
+      kind);
+    * ``metrics``: every metric a row of it may report, ``metric`` first (default just that);
+    * ``intervals``: every estimator a row of it may carry, ``interval`` first (default just
+      that): a proportion whose units are single items has Wilson's;
+    * ``nan_items``: its items may be NaN (a pair out of vocabulary), so compare checks their
+      coverage.
+
+    Example: the lm kind is ``Kind("lm", "bpb", Method.CLUSTER_RATIO, score, options=("ctx_len",
+    "stride", "doc_sep"))``: ``direction`` ``"lower"``, ``item_scale`` ``1 / ln 2``.
+    """
+
+    name: str
+    metric: str
+    interval: Method
+    score: Scorer = field(repr=False)
+    interval_options: Mapping[str, Any] = field(default_factory=dict)
+    options: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    intervals: tuple[Method, ...] = ()
+    nan_items: bool = False
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "interval", read_method(self.interval))
+        set_(self, "interval_options", MappingProxyType(dict(self.interval_options)))
+        set_(self, "metrics", self.metrics or (self.metric,))
+        set_(self, "intervals", tuple(read_method(m) for m in self.intervals or (self.interval,)))
+        for m in self.metrics:
+            if m not in metrics.METRICS:
+                raise ValueError(
+                    f"kind {self.name!r}: expected metrics of {list(metrics.METRICS)}, got {m!r}"
+                )
+        for m in self.intervals:
+            if m not in ESTIMATORS:
+                raise ValueError(
+                    f"kind {self.name!r}: expected intervals of {[str(e) for e in ESTIMATORS]}, "
+                    f"got {str(m)!r}"
+                )
+        if self.metrics[0] != self.metric or self.intervals[0] != self.interval:
+            raise ValueError(
+                f"kind {self.name!r}: expected metrics and intervals to start with its own "
+                f"({self.metric!r}, {str(self.interval)!r}), got {self.metrics[0]!r}, "
+                f"{str(self.intervals[0])!r}"
+            )
+
+    @property
+    def facts(self) -> metrics.Metric:
+        """The facts of :attr:`metric` (:data:`tinyllm.metrics.METRICS`)."""
+        return metrics.METRICS[self.metric]
+
+    @property
+    def direction(self) -> str:
+        """Which way its metric is better, ``"lower"`` or ``"higher"``."""
+        return self.facts.direction
+
+    @property
+    def item_scale(self) -> float:
+        """What the mean of its per-item scores is multiplied by to give the value's unit."""
+        return self.facts.item_scale
+
+    @property
+    def mean_of_items(self) -> bool:
+        """Whether its value is ``mean(items) * item_scale``."""
+        return self.facts.mean_of_items
 
 
 def unit_ids(units, n_items: int, name: str = "units") -> np.ndarray | None:
@@ -143,3 +238,28 @@ def proportion_scored(
         units=ids,
         iid_interval=iid,
     )
+
+
+SPLIT = "val"
+"""The split of a rows file that the row kinds (classifier, mlm, rtd) score."""
+
+
+def val_sentences(data_path: Path) -> list[str]:
+    """The sentences of the val rows of the rows file ``data_path`` (formats/rows.md), in file
+    order; other splits are not read. ValueError naming the file when it has no val row."""
+    return [r.sentence for r in rows_of_split(read_rows(data_path), SPLIT, data_path)]
+
+
+def check_row_units(units: np.ndarray, n_rows: int, what: str, data_path: Path) -> None:
+    """Refuse scored ``what`` (masked bytes, bytes) that lie in fewer than 2 val rows: each row
+    is a unit, and an interval over units needs two. ``units``: the row of each scored item.
+
+    Example: ``check_row_units([0, 0], 3, "bytes", p)`` -> ValueError "p: val rows: expected
+    bytes in at least 2 rows (the rows are the units of the interval), got them in 1 row of 3".
+    """
+    n_units = int(np.unique(units).size)
+    if n_units < 2:
+        raise ValueError(
+            f"{data_path}: val rows: expected {what} in at least 2 rows (the rows are the units "
+            f"of the interval), got them in {n_units} row of {n_rows}"
+        )

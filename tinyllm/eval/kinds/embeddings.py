@@ -38,15 +38,12 @@ import numpy as np
 
 from tinyllm import metrics
 from tinyllm.baselines import Baseline
-from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored, wilson_items
+from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Kind, Scored, wilson_items
 from tinyllm.report import Entry
 from tinyllm.stats import ESTIMATORS, Method
 
 KIND = "embeddings"
 METRIC = metrics.SPEARMAN.name
-DIRECTION = metrics.SPEARMAN.direction
-ITEM_SCALE = metrics.SPEARMAN.item_scale
-MEAN_OF_ITEMS = metrics.SPEARMAN.mean_of_items
 INTERVAL = Method.FISHER_Z
 ZERO_CORRELATION = Baseline("zero correlation", 0.0)
 """A word-pairs row's baseline: vectors unrelated to the human scores (the Fisher z test)."""
@@ -342,3 +339,16 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     if is_analogy_file(data_path):
         return score_analogies(entry, model, data_path, rng)
     return score_pairs(entry, model, data_path, rng)
+
+
+DEFINITION = Kind(
+    KIND,
+    METRIC,
+    INTERVAL,
+    score,
+    metrics=(METRIC, ANALOGY_METRIC),
+    intervals=(INTERVAL, ANALOGY_INTERVAL),
+    nan_items=NAN_ITEMS,
+)
+"""The embeddings kind (:class:`tinyllm.eval.kinds.common.Kind`): Spearman over word pairs, or
+accuracy with Wilson's interval over an analogy file's questions."""

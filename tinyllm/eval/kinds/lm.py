@@ -22,7 +22,7 @@ import numpy as np
 
 from tinyllm import metrics
 from tinyllm.baselines import Baseline
-from tinyllm.eval.kinds.common import Scored
+from tinyllm.eval.kinds.common import Kind, Scored
 from tinyllm.eval.lm import summarize_nlls
 from tinyllm.eval.text import model_tokenizer, read_lm_tokens, text_details
 from tinyllm.eval.text_docs import (
@@ -45,9 +45,6 @@ from tinyllm.windows import WindowPlan, resolve_windows
 
 KIND = "lm"
 METRIC = metrics.BPB.name
-DIRECTION = metrics.BPB.direction
-ITEM_SCALE = metrics.BPB.item_scale
-MEAN_OF_ITEMS = metrics.BPB.mean_of_items
 INTERVAL = Method.CLUSTER_RATIO
 BYTE_CHECK_CHUNK = 1 << 20
 
@@ -285,3 +282,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     nlls = lm_token_nlls(model, ids, entry)
     baseline = unigram_baseline(ids, n_bytes or int(ids.size) - 1)
     return lm_scored(nlls, n_bytes, text, baseline, units)
+
+
+DEFINITION = Kind(KIND, METRIC, INTERVAL, score, options=("ctx_len", "stride", "doc_sep"))
+"""The lm kind (:class:`tinyllm.eval.kinds.common.Kind`)."""

@@ -41,7 +41,7 @@ import numpy as np
 
 from tinyllm import metrics
 from tinyllm.baselines import Baseline
-from tinyllm.eval.kinds.common import Scored, proportion_scored
+from tinyllm.eval.kinds.common import Kind, Scored, proportion_scored
 from tinyllm.eval.lmeval.intervals import as_interval, unit_numbers
 from tinyllm.eval.lmeval.task_files import (
     task_config,
@@ -56,9 +56,6 @@ from tinyllm.stats import Method, wilson
 
 KIND = "lmeval"
 METRIC = metrics.ACC.name
-DIRECTION = metrics.ACC.direction
-ITEM_SCALE = metrics.ACC.item_scale
-MEAN_OF_ITEMS = metrics.ACC.mean_of_items
 INTERVAL = Method.WILSON
 """The row's interval when every unit is one document; :data:`CLUSTERED_INTERVAL` with a
 cluster key whose clusters hold several documents."""
@@ -286,3 +283,17 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     lm_value = res["metrics"][key]["value"]
     assert abs(scored.interval.value - lm_value) < 1e-9, (scored.interval.value, lm_value)
     return scored
+
+
+DEFINITION = Kind(
+    KIND,
+    METRIC,
+    INTERVAL,
+    score,
+    interval_options={"n_boot": N_BOOT},
+    options=("task", "include_path", "num_fewshot", "limit", "metric", "ctx_len", "cluster_key"),
+    metrics=ROW_METRICS,
+    intervals=(INTERVAL, CLUSTERED_INTERVAL),
+)
+"""The lmeval kind (:class:`tinyllm.eval.kinds.common.Kind`): the task's main metric
+(``options.metric``), the cluster bootstrap over ``options.cluster_key``'s clusters."""

@@ -20,17 +20,21 @@ import numpy as np
 
 from tinyllm import metrics
 from tinyllm.baselines import proportion_baseline
-from tinyllm.data import read_rows, rows_of_split
-from tinyllm.eval.kinds.common import CLUSTERED_PROPORTION_INTERVAL, Scored, proportion_scored
+from tinyllm.eval.kinds.common import (
+    CLUSTERED_PROPORTION_INTERVAL,
+    PROPORTION_INTERVAL,
+    SPLIT,
+    Kind,
+    Scored,
+    check_row_units,
+    proportion_scored,
+    val_sentences,
+)
 from tinyllm.report import Entry
 
 KIND = "mlm"
 METRIC = metrics.ACC.name
-DIRECTION = metrics.ACC.direction
-ITEM_SCALE = metrics.ACC.item_scale
-MEAN_OF_ITEMS = metrics.ACC.mean_of_items
 INTERVAL = CLUSTERED_PROPORTION_INTERVAL
-SPLIT = "val"
 MASK_PROB = 0.15
 
 
@@ -87,8 +91,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     """
     from tinyllm.models.bert import mlm_accuracy
 
-    val = rows_of_split(read_rows(data_path), SPLIT, data_path)
-    sentences = [r.sentence for r in val]
+    sentences = val_sentences(data_path)
     probe = copy.deepcopy(rng)  # the same draws mlm_accuracy takes: which row each position is in
     correct, targets = mlm_accuracy(model, sentences, rng, p=MASK_PROB)
     if correct.size == 0:
@@ -96,18 +99,19 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
             f"{data_path}: expected at least one masked byte in the val rows, got none"
         )
     units = selected_rows(sentences, model.cfg.max_len, probe, targets)
-    if np.unique(units).size < 2:
-        raise ValueError(
-            f"{data_path}: val rows: expected masked bytes in at least 2 rows (the rows are the "
-            f"units of the interval), got them in 1 row of {len(val)}"
-        )
+    check_row_units(units, len(sentences), "masked bytes", data_path)
     frequent = most_frequent_baseline(targets)
     details = {
         "split": SPLIT,
-        "n_rows": len(val),
+        "n_rows": len(sentences),
         "mask_prob": MASK_PROB,
         "baseline_most_frequent_byte": frequent,
     }
     base_items = np.asarray(targets, dtype=np.int64) == frequent["byte"]
     baseline = proportion_baseline("most frequent byte", base_items, {"byte": frequent["byte"]})
     return proportion_scored(METRIC, correct, details, baseline, units=units)
+
+
+DEFINITION = Kind(KIND, METRIC, INTERVAL, score, intervals=(INTERVAL, PROPORTION_INTERVAL))
+"""The mlm kind (:class:`tinyllm.eval.kinds.common.Kind`): Wilson's interval when every row
+holds one masked byte."""

@@ -21,17 +21,21 @@ import numpy as np
 
 from tinyllm import metrics, stats
 from tinyllm.baselines import proportion_baseline
-from tinyllm.data import read_rows, rows_of_split
-from tinyllm.eval.kinds.common import CLUSTERED_PROPORTION_INTERVAL, Scored, proportion_scored
+from tinyllm.eval.kinds.common import (
+    CLUSTERED_PROPORTION_INTERVAL,
+    PROPORTION_INTERVAL,
+    SPLIT,
+    Kind,
+    Scored,
+    check_row_units,
+    proportion_scored,
+    val_sentences,
+)
 from tinyllm.report import Entry
 
 KIND = "rtd"
 METRIC = metrics.ACC.name
-DIRECTION = metrics.ACC.direction
-ITEM_SCALE = metrics.ACC.item_scale
-MEAN_OF_ITEMS = metrics.ACC.mean_of_items
 INTERVAL = CLUSTERED_PROPORTION_INTERVAL
-SPLIT = "val"
 
 
 def counted_rows(sentences: list[str], max_len: int) -> np.ndarray:
@@ -67,8 +71,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     """
     from tinyllm.models.electra import rtd_accuracy
 
-    val = rows_of_split(read_rows(data_path), SPLIT, data_path)
-    sentences = [x.sentence for x in val]
+    sentences = val_sentences(data_path)
     r = rtd_accuracy(model, sentences, rng)
     n = int(r["correct"].size)
     if n == 0:
@@ -76,18 +79,14 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     units = counted_rows(sentences, model.cfg.max_len)
     if units.size != n:
         raise ValueError(f"rtd units: expected one row per counted token ({n}), got {units.size}")
-    if np.unique(units).size < 2:
-        raise ValueError(
-            f"{data_path}: val rows: expected bytes in at least 2 rows (the rows are the units "
-            f"of the interval), got 1 row"
-        )
+    check_row_units(units, len(sentences), "bytes", data_path)
     n_replaced = int(r["replaced"].sum())
     # the baseline's item on token t: 1 when t was not replaced ("original" is then right)
     always_original = 1.0 - np.asarray(r["replaced"], dtype=np.float64)
     p = stats.paired_difference(r["correct"], always_original, units, rng, kind="ratio").p
     details = {
         "split": SPLIT,
-        "n_rows": len(val),
+        "n_rows": len(sentences),
         "n_masked": int(r["masked"].sum()),
         "n_replaced": n_replaced,
         "baseline_always_original": 1.0 - n_replaced / n,
@@ -96,3 +95,8 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     }
     baseline = proportion_baseline("always original", always_original)
     return proportion_scored(METRIC, r["correct"], details, baseline, units=units)
+
+
+DEFINITION = Kind(KIND, METRIC, INTERVAL, score, intervals=(INTERVAL, PROPORTION_INTERVAL))
+"""The rtd kind (:class:`tinyllm.eval.kinds.common.Kind`): Wilson's interval when every row
+holds one byte."""

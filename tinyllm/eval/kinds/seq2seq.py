@@ -17,15 +17,12 @@ import numpy as np
 
 from tinyllm import metrics
 from tinyllm.baselines import Baseline, proportion_baseline
-from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Scored, proportion_scored
+from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Kind, Scored, proportion_scored
 from tinyllm.pairs import read_pairs
 from tinyllm.report import Entry
 
 KIND = "seq2seq"
 METRIC = metrics.EXACT_MATCH.name
-DIRECTION = metrics.EXACT_MATCH.direction
-ITEM_SCALE = metrics.EXACT_MATCH.item_scale
-MEAN_OF_ITEMS = metrics.EXACT_MATCH.mean_of_items
 INTERVAL = PROPORTION_INTERVAL
 DEFAULT_BEAM = 4
 
@@ -97,3 +94,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     )
     details = {"beam": beam, "n_empty_targets": sum(1 for _, t in pairs if t == "")}
     return proportion_scored(METRIC, correct, details, copy_baseline(pairs))
+
+
+DEFINITION = Kind(KIND, METRIC, INTERVAL, score, options=("beam",))
+"""The seq2seq kind (:class:`tinyllm.eval.kinds.common.Kind`)."""
