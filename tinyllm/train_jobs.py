@@ -37,8 +37,9 @@ _DONE = "TLDONE "
 
 
 def train_job(spec: Mapping, progress: ProgressFn | None = None) -> dict:
-    """Train and save one model from a :func:`tinyllm.train._job_spec`; returns its train_log entry (with
-    ``path``). Runs in this process with whatever torch thread count is set."""
+    """Train and save one model from a job specification (the module docstring); returns its
+    train_log entry (with ``path``). Runs in this process with whatever torch thread count is
+    set."""
     name, fam = spec["name"], FAMILIES[spec["family"]]
     if spec.get("trainer"):  # a family trained by another module of tinyllm.models (hf)
         fam = importlib.import_module(spec["trainer"])
@@ -77,7 +78,7 @@ def train_job(spec: Mapping, progress: ProgressFn | None = None) -> dict:
 
 def _serve() -> int:
     """``python -m tinyllm.train_jobs --serve``: train the jobs that come in on stdin, one JSON line
-    each (a :func:`_job_spec` with ``log``), one after the other on ``threads`` torch threads;
+    each (a job specification with ``log``), one after the other on ``threads`` torch threads;
     progress and results go to stdout as JSON lines, each job's stderr to its ``log``. A failing
     job ends the process (its traceback in its log)."""
 
