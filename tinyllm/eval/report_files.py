@@ -29,15 +29,15 @@ def units_ref(name: str) -> str:
     return f"items/{name}.units.npy"
 
 
-def _save_npy(root: Path, relpath: str, arr: np.ndarray) -> Path:
+def save_npy(root: Path, relpath: str, arr: np.ndarray) -> Path:
     """``arr`` as float64 ``.npy`` at ``root/relpath`` (:func:`tinyllm.safeio.write_under`: every
     folder on the way a real folder, a random temporary name, never through a link)."""
     a = np.asarray(arr, dtype=np.float64)
     return safeio.write_under(root, relpath, lambda f: np.save(f, a, allow_pickle=False))
 
 
-def _save_units(root: Path, relpath: str, arr: np.ndarray) -> Path:
-    """Unit ids as an int64 ``.npy`` at ``root/relpath``, written as :func:`_save_npy` writes."""
+def save_units(root: Path, relpath: str, arr: np.ndarray) -> Path:
+    """Unit ids as an int64 ``.npy`` at ``root/relpath``, written as :func:`save_npy` writes."""
     a = np.asarray(arr, dtype=np.int64)
     return safeio.write_under(root, relpath, lambda f: np.save(f, a, allow_pickle=False))
 
@@ -63,9 +63,9 @@ def write_report(report: Report | Mapping, path: str | os.PathLike) -> Path:
     out = safeio.check_target(path, "report")
     folder = out.parent
     rows = doc["rows"]
-    refs = [(r["items"], arrays.get(r["name"]), _save_npy) for r in rows]
-    refs += [(baselines.row_items_ref(r), base_arrays.get(r["name"]), _save_npy) for r in rows]
-    refs += [(r.get("units"), unit_arrays.get(r["name"]), _save_units) for r in rows]
+    refs = [(r["items"], arrays.get(r["name"]), save_npy) for r in rows]
+    refs += [(baselines.row_items_ref(r), base_arrays.get(r["name"]), save_npy) for r in rows]
+    refs += [(r.get("units"), unit_arrays.get(r["name"]), save_units) for r in rows]
     missing = [f for f, a, _ in refs if f is not None and a is None and not (folder / f).is_file()]
     if missing:
         raise FileNotFoundError(

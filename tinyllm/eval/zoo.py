@@ -48,8 +48,8 @@ from tinyllm.checkpoint import read_config as read_checkpoint_config
 from tinyllm.eval.kinds import METRIC_OF_KIND, SCORERS, Scored
 from tinyllm.eval.kinds.lmeval import entry_data_sha256
 from tinyllm.eval.report_files import (
-    _save_npy,
-    _save_units,
+    save_npy,
+    save_units,
     units_ref,
     write_report,  # noqa: F401 (tinyllm.cli.suite imports it from here)
 )
@@ -437,15 +437,15 @@ def score_entry(
     """
     row, items, base_items, units = score_entry_result(entry, seed=seed, base_dir=base_dir)
     if items is not None and items_dir is not None:
-        _save_npy(Path(items_dir), f"{row['name']}.npy", items)
+        save_npy(Path(items_dir), f"{row['name']}.npy", items)
     elif items is not None:
         row["items"] = None
     if base_items is not None and items_dir is not None:
-        _save_npy(Path(items_dir), f"{row['name']}.baseline.npy", base_items)
+        save_npy(Path(items_dir), f"{row['name']}.baseline.npy", base_items)
     elif base_items is not None:
         row["baseline"]["items"] = None
     if units is not None and items_dir is not None:
-        _save_units(Path(items_dir), f"{row['name']}.units.npy", units)
+        save_units(Path(items_dir), f"{row['name']}.units.npy", units)
     elif units is not None:
         row["units"] = None
     return row
