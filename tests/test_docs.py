@@ -16,6 +16,9 @@ Checked differently, and why:
   (manifest, release name, store, --previous, --only), then the EvalSuite flow is replaced by
   its library equivalent (tinyllm.eval.zoo.run_zoo + tinyllm.publish.publish_run): a Prefect
   server is not started here; tests/flows/ run the flow itself;
+* `tinyllm sweep`: parsed and checked as usual, then the Sweep flow is replaced by its library
+  equivalent (tinyllm.sweep.publish_checkpoint per checkpoint, tinyllm.sweep.summarize);
+  tests/flows/test_sweep.py runs the flow itself;
 * `tinyllm zoo build`: parsed, then build_zoo is called with the tiny recipes (the demo's
   recipes train for minutes; tests/test_train.py covers them);
 * `--serve PORT` (blocks until Ctrl-C) and `--open` (a browser): the same command without them;
@@ -29,6 +32,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -142,6 +146,8 @@ def checkout(tmp_path_factory, moto_endpoint):
         (yml.parent / "data" / "test.jsonl").write_text(docs, encoding="utf-8")
         yml.write_text(ARC_YAML, encoding="utf-8")
     _hf_model(tmp / "path" / "to" / "hf-model")
+    for name in ("step-100", "step-200", "final"):  # a training run's checkpoints (tinyllm sweep)
+        shutil.copytree(tmp / "zoo" / "gpt", tmp / "runs" / "gpt-a" / name)
     env = aws_env(moto_endpoint, tmp)
     boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1", aws_access_key_id="testing",
                  aws_secret_access_key="testing").create_bucket(Bucket="bucket")  # fmt: skip
@@ -180,13 +186,40 @@ def _flow_equivalent(manifest, release, store, only, previous, seed, *_display):
     )
 
 
+def _sweep_equivalent(template, checkpoints, run, store, *, base_dir, seed, **_display):
+    """What the Sweep flow does, through the same library calls, without Prefect."""
+    from tinyllm import sweep
+    from tinyllm.eval import zoo
+    from tinyllm.report import parse_manifest
+    from tinyllm.store import open_store
+
+    st, m, done = open_store(store), parse_manifest(template), []
+    for c in sorted((sweep.Checkpoint(**c) for c in checkpoints), key=lambda c: c.step):
+        rows, items, base_items, units = [], {}, {}, {}
+        for e in sweep.checkpoint_manifest(m, c).entries:
+            row, arr, base, u = zoo.score_entry_result(e, seed=seed, base_dir=base_dir)
+            rows.append(row)
+            for kept, x in ((items, arr), (base_items, base), (units, u)):
+                if x is not None:
+                    kept[e.name] = x
+        release = sweep.release_name(run, c.step)
+        previous = sweep.previous_of(sweep.run_releases(st, run), c.step, release)
+        scored = (rows, items, base_items, units)
+        sweep.publish_checkpoint(st, m, run, c, scored, previous=previous, seed=seed)
+        done.append({"step": c.step, "release": release, "cached": [], "published": True})
+    summary = sweep.summarize(st, run, seed=seed)
+    return {"run": run, "store": st.uri, "checkpoints": done, "summary": summary, "dashboard": None}
+
+
 def _run_tinyllm(args: list[str], monkeypatch, checkout_env) -> None:
     from tinyllm import cli, train
     from tinyllm_suite import run as suite_run
+    from tinyllm_suite import sweep as suite_sweep
 
     for k, v in checkout_env.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setattr(suite_run, "run_suite_flow", _flow_equivalent)
+    monkeypatch.setattr(suite_sweep, "run_sweep_flow", _sweep_equivalent)
     real_build = train.build_zoo
     monkeypatch.setattr(
         train,

@@ -35,6 +35,7 @@ from tinyllm.eval import zoo
 from tinyllm.publish import check_publish_args
 from tinyllm.report import parse_manifest
 from tinyllm.store import new_run_id, open_store
+from tinyllm.store.keys import check_name
 from tinyllm_suite.artifacts import md_text
 from tinyllm_suite.eval_suite import guard_output_streams, lost_task
 from tinyllm_suite.eval_tasks import (
@@ -159,8 +160,11 @@ def sweep(
     m = parse_manifest(template)
     ckpts = sorted((lib.Checkpoint(**c) for c in checkpoints), key=lambda c: c.step)
     lib.check_run(run, "run")
+    if not ckpts:
+        raise lib.SweepError("checkpoints: expected at least one, got none")
     for c in ckpts:
-        st = check_publish_args(store, lib.release_name(run, c.step))
+        check_name(lib.release_name(run, c.step), "release")
+    st = check_publish_args(store, lib.release_name(run, ckpts[0].step))
     options: dict[str, Any] = {"result_storage": cache_storage(), "task_run_name": _score_run_name}
     if refresh:
         options["refresh_cache"] = True

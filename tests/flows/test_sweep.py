@@ -2,6 +2,8 @@
 trained on growing prefixes of the Lee corpus), each a release with its step, cached per
 checkpoint, the run summarized by its consecutive paired verdicts."""
 
+import json
+
 import pytest
 
 from tinyllm import data
@@ -93,3 +95,37 @@ def test_sweep_then_one_more_checkpoint_scores_only_it(run_dir, tmp_path, monkey
     assert s["last_improved"] == {"val": 30000}
     deltas = [p["rows"][0]["delta"] for p in s["pairs"]]
     assert deltas[0] < deltas[1] < 0 and abs(deltas[2]) < 0.01
+
+
+def test_sweep_command_on_a_manifest_prints_the_run_summary(run_dir, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from tinyllm.cli import app
+
+    monkeypatch.chdir(run_dir)
+    entry = {"name": "lee", "family": "bigram", "checkpoint": "{checkpoint}", "data": "val.tok"}
+    (tmp_path / "sweep.yaml").write_text(json.dumps({"entries": [entry]}))
+    (tmp_path / "val.tok").symlink_to(run_dir / "val.tok")  # the manifest's data, beside it
+    args = ["sweep", "runs/lee-bigram/step-*", f"later/lee-bigram/step-{LATER}"]
+    args += [
+        "--run",
+        "lee",
+        "--manifest",
+        str(tmp_path / "sweep.yaml"),
+        "--store",
+        str(tmp_path / "st"),
+    ]
+    res = CliRunner().invoke(app, [*args, "--quiet"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert (
+        "lee: last improved significantly at step 30000; no significant improvement in the 1 "
+        "step after it (Holm over the run's 3 paired tests at alpha 0.05)"
+    ) in lines
+    assert any(line.startswith("4 release(s) written to ") for line in lines)
+    assert [ln.split()[:4] for ln in lines if "->" in ln.split()[1:2]] == [
+        ["300", "->", "3000", "lee"],
+        ["3000", "->", "30000", "lee"],
+        ["30000", "->", str(LATER), "lee"],
+    ]
+    assert open_store(tmp_path / "st").read_report("lee-step-3000")["rows"][0]["name"] == "lee"

@@ -82,6 +82,7 @@ def prepare(args: list[str], steps: dict[str, int], a: dict) -> tuple[Any, list,
     from tinyllm import sweep  # torch, numpy and the store: after the arguments are parsed
     from tinyllm.publish import check_publish_args
     from tinyllm.store import StoreError
+    from tinyllm.store.keys import check_name
 
     try:
         ckpts = sweep.resolve_checkpoints(args, steps)
@@ -94,7 +95,8 @@ def prepare(args: list[str], steps: dict[str, int], a: dict) -> tuple[Any, list,
             first=ckpts[0],
         )
         for c in ckpts:
-            check_publish_args(a["store"], sweep.release_name(run, c.step))
+            check_name(sweep.release_name(run, c.step), "release")
+        check_publish_args(a["store"], sweep.release_name(run, ckpts[0].step))
     except (sweep.SweepError, StoreError) as e:
         raise fail(str(e)) from None
     return template, ckpts, run, base_dir
