@@ -1,10 +1,18 @@
-"""The zoo's fixture: one checkpoint per LM family, trained on real text, and their manifest."""
+"""The zoo's fixtures: one checkpoint per LM family, trained on real text, and their manifest;
+one trained encoder per row kind (mlm, rtd) with its rows file."""
 
 import numpy as np
 import pytest
 import yaml
 from gensim.test.utils import datapath
-from zoo_helpers import LM_FAMILIES, VAL_BYTES, WINDOW, build, strided  # same folder: on sys.path
+from zoo_helpers import (  # same folder: on sys.path
+    LM_FAMILIES,
+    VAL_BYTES,
+    WINDOW,
+    build,
+    rows_dir,
+    strided,
+)
 
 from tinyllm.models import FAMILIES
 from tinyllm.tokens import write_tokens
@@ -31,3 +39,15 @@ def zoo_dir(tmp_path_factory):
         entries.append(e)
     (d / "zoo.yaml").write_text(yaml.safe_dump({"suite": "zoo", "entries": entries}))
     return d
+
+
+@pytest.fixture(scope="session")
+def bert_rows_dir(tmp_path_factory):
+    """A BERT trained on a short text and a rows file (zoo_helpers.rows_dir)."""
+    return rows_dir(tmp_path_factory.mktemp("mlm"), "mlm")
+
+
+@pytest.fixture(scope="session")
+def electra_rows_dir(tmp_path_factory):
+    """An ELECTRA trained on a short text and a rows file (zoo_helpers.rows_dir)."""
+    return rows_dir(tmp_path_factory.mktemp("rtd"), "rtd")

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from zoo_helpers import ROWS_BERT, ROWS_TRAIN, ROWS_VAL, score_rows  # same folder: on sys.path
 
 from tinyllm import stats
 from tinyllm.data import Row, write_rows
@@ -17,27 +18,15 @@ from tinyllm.eval.kinds import mlm
 from tinyllm.models import bert
 from tinyllm.stats import wilson_interval
 
-CFG = bert.Config(max_len=24, n_layer=1, n_head=2, n_embd=32)
-TEXT = ("the cat sat on the mat. the dog sat on the log. " * 12).encode()
-VAL = [Row("val", s, "-") for s in ("the cat sat on the mat.", "the dog sat", "on the log.")] * 6
-TRAIN = [Row("train", "zzzzzzzzzzzzzzzzzzzz", "-")] * 5
+CFG, VAL, TRAIN = ROWS_BERT, ROWS_VAL, ROWS_TRAIN
 
 
-@pytest.fixture(scope="module")
-def zoo_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("mlm")
-    ids = np.frombuffer(TEXT, dtype=np.uint8)
-    bert.save(bert.train(CFG, ids, seed=0, steps=200, batch_size=16, lr=3e-3), d / "bert")
-    write_rows(d / "rows.jsonl", TRAIN + VAL)
-    return d
+def _score(d, data="rows.jsonl", seed=0):
+    return score_rows(d, "mlm", data, seed)
 
 
-def _score(d, data="rows.jsonl", seed=0, name="bert-rows"):
-    e = {"name": name, "family": "bert", "checkpoint": "bert", "data": data}
-    return zoo.score_entry_items(e, seed=seed, base_dir=d)
-
-
-def test_row_equals_a_hand_recomputation_from_the_entry_rng(zoo_dir):
+def test_row_equals_a_hand_recomputation_from_the_entry_rng(bert_rows_dir):
+    zoo_dir = bert_rows_dir
     row, items = _score(zoo_dir, seed=3)
     assert row["status"] == "ok", row
     assert row["kind"] == "mlm" and row["metric"] == "acc" and row["interval"] == "cluster_ratio"
@@ -66,23 +55,9 @@ def test_row_equals_a_hand_recomputation_from_the_entry_rng(zoo_dir):
     assert row["value"] > row["details"]["baseline_most_frequent_byte"]["acc"]
 
 
-def test_same_seed_same_row_other_seed_other_masks(zoo_dir):
-    a, ia = _score(zoo_dir, seed=1)
-    b, ib = _score(zoo_dir, seed=1)
-    c, ic = _score(zoo_dir, seed=2)
-    assert {k: v for k, v in a.items() if k != "seconds"} == {
-        k: v for k, v in b.items() if k != "seconds"
-    }
-    np.testing.assert_array_equal(ia, ib)
-    assert c["n"] != a["n"] or not np.array_equal(ia, ic)
-
-
-def test_only_val_rows_are_scored(zoo_dir):
-    write_rows(zoo_dir / "other.jsonl", [Row("train", "qqqqqqqqqqqqqqqq", "-"), *VAL])
+def test_a_val_row_added_at_the_end_leaves_the_earlier_rows_masks(bert_rows_dir):
+    zoo_dir = bert_rows_dir
     a, ia = _score(zoo_dir, seed=4)
-    b, ib = _score(zoo_dir, "other.jsonl", seed=4)
-    assert a["value"] == b["value"] and a["n"] == b["n"]
-    np.testing.assert_array_equal(ia, ib)
     write_rows(zoo_dir / "more.jsonl", [*TRAIN, *VAL, Row("val", "the cat sat on the log.", "-")])
     c, ic = _score(zoo_dir, "more.jsonl", seed=4)
     assert c["n"] >= a["n"]
@@ -186,10 +161,3 @@ def test_positions_that_are_not_the_masks_of_the_entry_rng_are_refused(tmp_path,
     e, path = _rows_entry(tmp_path, [Row("val", "the cat sat on the mat", "-")] * 3)
     with pytest.raises(ValueError, match="mlm units: expected the masks of the entry's rng"):
         mlm.score(e, STUB, path, np.random.default_rng(0))
-
-
-def test_no_val_rows_error_names_the_file(tmp_path):
-    e, path = _rows_entry(tmp_path, [Row("train", "zz", "-")])
-    with pytest.raises(ValueError) as ei:
-        mlm.score(e, None, path, np.random.default_rng(0))
-    assert str(ei.value) == f"{path}: expected rows of split 'val', got only splits ['train']"

@@ -7,37 +7,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_kind_mlm import STUB, _rows_entry  # same folder: pytest puts it on sys.path
+from zoo_helpers import ROWS_VAL, score_rows
 
 from tinyllm import stats
-from tinyllm.data import Row, write_rows
+from tinyllm.data import Row
 from tinyllm.eval import zoo
 from tinyllm.models import electra
 from tinyllm.stats import wilson_interval
 
-CFG = electra.Config(
-    max_len=24, n_layer=1, n_head=2, n_embd=32, gen_n_layer=1, gen_n_head=2, gen_n_embd=16
-)
-TEXT = ("the cat sat on the mat. the dog sat on the log. " * 12).encode()
-VAL = [Row("val", s, "-") for s in ("the cat sat on the mat.", "the dog sat", "on the log.")] * 6
-TRAIN = [Row("train", "zzzzzzzzzzzzzzzzzzzz", "-")] * 5
+VAL = ROWS_VAL
 
 
-@pytest.fixture(scope="module")
-def zoo_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("rtd")
-    ids = np.frombuffer(TEXT, dtype=np.uint8)
-    electra.save(electra.train(CFG, ids, seed=0, steps=40, batch_size=16, lr=3e-3), d / "el")
-    write_rows(d / "rows.jsonl", TRAIN + VAL)
-    return d
-
-
-def _score(d, data="rows.jsonl", seed=0, name="electra-rows"):
-    e = {"name": name, "family": "electra", "checkpoint": "el", "data": data}
-    return zoo.score_entry_items(e, seed=seed, base_dir=d)
-
-
-def test_row_counts_every_val_byte_and_reports_the_baseline(zoo_dir):
-    row, items = _score(zoo_dir, seed=3)
+def test_row_counts_every_val_byte_and_reports_the_baseline(electra_rows_dir):
+    zoo_dir = electra_rows_dir
+    row, items = score_rows(zoo_dir, "rtd", seed=3)
     assert row["status"] == "ok", row
     assert row["kind"] == "rtd" and row["metric"] == "acc" and row["interval"] == "cluster_ratio"
     n_bytes = sum(len(r.sentence.encode()) for r in VAL)
@@ -60,25 +43,6 @@ def test_row_counts_every_val_byte_and_reports_the_baseline(zoo_dir):
     r = electra.rtd_accuracy(model, [x.sentence for x in VAL], rng)
     pd = stats.paired_difference(items, 1.0 - r["replaced"], of_row, rng, kind="ratio")
     assert d["p_vs_always_original"] == pd.p and 0 < pd.p <= 1
-
-
-def test_same_seed_same_row_other_seed_other_masks(zoo_dir):
-    a, ia = _score(zoo_dir, seed=1)
-    b, ib = _score(zoo_dir, seed=1)
-    c, _ = _score(zoo_dir, seed=2)
-    assert {k: v for k, v in a.items() if k != "seconds"} == {
-        k: v for k, v in b.items() if k != "seconds"
-    }
-    np.testing.assert_array_equal(ia, ib)
-    assert c["details"]["n_masked"] != a["details"]["n_masked"] or c["value"] != a["value"]
-
-
-def test_only_val_rows_are_scored(zoo_dir):
-    write_rows(zoo_dir / "other.jsonl", [Row("train", "qqqqqqqq", "-"), *VAL])
-    a, ia = _score(zoo_dir, seed=4)
-    b, ib = _score(zoo_dir, "other.jsonl", seed=4)
-    assert a["n"] == b["n"] and a["value"] == b["value"]
-    np.testing.assert_array_equal(ia, ib)
 
 
 # ---- the details by hand from a known detection; a file without val rows -------------------------
@@ -151,12 +115,3 @@ def test_details_by_hand_from_a_known_detection(tmp_path, monkeypatch):
     with pytest.raises(ValueError) as ei:
         rtd.score(e, STUB, path, rng)
     assert str(ei.value) == f"{path}: expected at least one byte in the val rows, got none"
-
-
-def test_no_val_rows_error_names_the_file(tmp_path):
-    from tinyllm.eval.kinds import rtd
-
-    e, path = _rows_entry(tmp_path, [Row("train", "zz", "-")], "electra")
-    with pytest.raises(ValueError) as ei:
-        rtd.score(e, None, path, np.random.default_rng(0))
-    assert str(ei.value) == f"{path}: expected rows of split 'val', got only splits ['train']"

@@ -7,7 +7,8 @@ import numpy as np
 import torch
 import yaml
 
-from tinyllm.models import FAMILIES
+from tinyllm.data import Row, write_rows
+from tinyllm.models import FAMILIES, bert, electra
 from tinyllm.tokens import write_tokens
 from tinyllm.windows import scored_in_windows
 
@@ -90,3 +91,43 @@ def uniform_bigram(d) -> dict:
     bigram.save(bigram.Model(bigram.Config()), d / "uniform")
     write_tokens(d / "val.tok", np.frombuffer(b"nineteen bytes long", dtype=np.uint8))
     return {"name": "uniform", "family": "bigram", "checkpoint": "uniform", "data": "val.tok"}
+
+
+# ---- the row kinds (mlm, rtd): a trained encoder and the val rows it is scored on ------------
+
+ROWS_TEXT = ("the cat sat on the mat. the dog sat on the log. " * 12).encode()
+ROWS_VAL = [
+    Row("val", s, "-") for s in ("the cat sat on the mat.", "the dog sat", "on the log.")
+] * 6
+ROWS_TRAIN = [Row("train", "zzzzzzzzzzzzzzzzzzzz", "-")] * 5
+ROWS_BERT = bert.Config(max_len=24, n_layer=1, n_head=2, n_embd=32)
+ROWS_ELECTRA = electra.Config(
+    max_len=24, n_layer=1, n_head=2, n_embd=32, gen_n_layer=1, gen_n_head=2, gen_n_embd=16
+)
+ROW_KINDS = {  # kind -> (family, checkpoint folder, entry name)
+    "mlm": ("bert", "bert", "bert-rows"),
+    "rtd": ("electra", "el", "electra-rows"),
+}
+
+
+def rows_dir(d, kind: str):
+    """``d`` with the row kind's trained encoder (its checkpoint folder of :data:`ROW_KINDS`)
+    and ``rows.jsonl`` of :data:`ROWS_TRAIN` + :data:`ROWS_VAL`."""
+    ids = np.frombuffer(ROWS_TEXT, dtype=np.uint8)
+    if kind == "mlm":
+        model = bert.train(ROWS_BERT, ids, seed=0, steps=200, batch_size=16, lr=3e-3)
+        bert.save(model, d / ROW_KINDS[kind][1])
+    else:
+        model = electra.train(ROWS_ELECTRA, ids, seed=0, steps=40, batch_size=16, lr=3e-3)
+        electra.save(model, d / ROW_KINDS[kind][1])
+    write_rows(d / "rows.jsonl", ROWS_TRAIN + ROWS_VAL)
+    return d
+
+
+def score_rows(d, kind: str, data="rows.jsonl", seed=0):
+    """The zoo's row and items of the row kind's entry on ``data`` in ``d``."""
+    from tinyllm.eval import zoo
+
+    family, ckpt, name = ROW_KINDS[kind]
+    e = {"name": name, "family": family, "checkpoint": ckpt, "data": data}
+    return zoo.score_entry_items(e, seed=seed, base_dir=d)
