@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from tinyllm import data, history, sweep
 from tinyllm.cli import app
-from tinyllm.dashboard import entry_series, load_history, trend_svg
+from tinyllm.dashboard import build_site, entry_series, load_history, trend_svg
 from tinyllm.eval import zoo
 from tinyllm.models import bigram
 from tinyllm.store import open_store
@@ -150,6 +150,9 @@ def test_history_compare_and_dashboard_read_a_run_by_step(lee_run, tmp_path):
     series = entry_series("val", views)
     assert series.steps == [300, 3000, 30000]
     assert "training step" in trend_svg(series)
+    site = build_site(st, history=views)
+    assert '<dd class="run">a, step 3000</dd>' in site["release/a-step-3000.html"].decode()
+    assert site["trends.html"].decode().count("training step") == 1  # the one entry's plot
     with pytest.raises(
         ValueError, match="expected A to be an earlier checkpoint of run 'a' than B"
     ):
@@ -180,3 +183,34 @@ def test_summary_says_plainly_when_no_step_improved(lee_run, tmp_path):
     assert sweep.conclusion(s) == [
         "val: no step improved significantly (Holm over the run's 1 paired test at alpha 0.05)"
     ]
+
+
+def test_history_command_names_each_checkpoints_step(lee_run, tmp_path):
+    st = open_store(tmp_path / "store")
+    for c in sweep.resolve_checkpoints(
+        [str(lee_run / "a" / "step-300"), str(lee_run / "a" / "step-3000")]
+    ):
+        publish(st, lee_run, "a", c)
+    res = CliRunner().invoke(app, ["history", "--store", str(tmp_path / "store")])
+    assert res.exit_code == 0, res.output
+    titles = [ln for ln in res.output.splitlines() if ln.startswith("a-step-")]
+    assert len(titles) == 2
+    assert titles[0].startswith("a-step-300  (") and titles[0].endswith(
+        ")  step 300 of run a  (first release)"
+    )
+    assert titles[1].startswith("a-step-3000  (")
+    assert ")  step 3000 of run a  a-step-3000 vs a-step-300: 1 improved" in titles[1]
+
+
+def test_reports_with_and_without_a_run_validate_and_run_goes_with_step(lee_run, tmp_path):
+    from tinyllm.report import ReportSchemaError, validate_report
+
+    st = open_store(tmp_path / "store")
+    publish(st, lee_run, "a", sweep.resolve_checkpoints([str(lee_run / "a" / "step-300")])[0])
+    report = st.read_report("a-step-300")
+    assert (report["run"], report["step"]) == ("a", 300)
+    old = {k: v for k, v in report.items() if k not in ("run", "step")}  # before sweeps
+    validate_report(old)
+    for half in ({"run": "a"}, {"step": 300}):
+        with pytest.raises(ReportSchemaError, match="is a dependency of"):
+            validate_report(old | half)

@@ -65,6 +65,8 @@ def print_step(step: Any) -> None:
         _line(note, "yellow")
     cmp = step.compare
     title = f"{v.name}  ({v.report['created_at']})"
+    if isinstance(v.report.get("step"), int):  # a checkpoint of a training run (tinyllm sweep)
+        title += f"  step {v.report['step']} of run {v.report.get('run')}"
     _line(title + (f"  {summary_line(cmp)}" if cmp is not None else "  (first release)"), "bold")
     console.print(_release_table(v.report, step.verdicts))
     for r in step.regressions():
