@@ -1,20 +1,19 @@
 """What each reported metric is (docs/definitions.md, paired tests, the zoo): which way is better and how its per-item
-scores give its value. The one table of these facts: every kind (``tinyllm/eval/kinds/``) names
-its metric from here, and :mod:`tinyllm.compare`, :mod:`tinyllm.dashboard` and
-:mod:`tinyllm.report` read their tables from here.
+scores give its value. The one table of these facts: each kind's definition
+(:data:`tinyllm.eval.kinds.KINDS`) names its metric and reads the facts from here, and
+:mod:`tinyllm.compare`, :mod:`tinyllm.dashboard` and :mod:`tinyllm.report` read their tables from
+here. Which kind reports which metric is the kind's own definition, not this module's.
 
 This module imports nothing of the project and no numerical library, so that learning a metric's
 direction never loads the models.
 
-* ``bpb`` (the ``lm`` kind): per-item scores are per-token NLLs in nats and
-  ``value = sum(items) / ln 2 / bytes``, the UTF-8 bytes the scored tokens cover (a byte-level
-  token covers one byte: ``mean(items) / ln 2``); lower is better;
-* ``acc`` (the ``classifier``, ``mlm`` and ``rtd`` kinds, the ``embeddings`` kind on an analogy
-  file, and ``tinyllm lm task``), ``acc_norm`` (``tinyllm lm task``), ``exact_match`` (the
-  ``seq2seq`` kind): proportions, the mean of 0/1 per-item scores; higher is better;
-* ``spearman`` (the ``embeddings`` kind): a rank correlation of the model's per-pair cosines (its
-  per-item scores, NaN for a pair out of vocabulary) with the human scores, not their mean; higher
-  is better.
+* ``bpb``: per-item scores are per-token NLLs in nats and ``value = sum(items) / ln 2 / bytes``,
+  the UTF-8 bytes the scored tokens cover (a byte-level token covers one byte:
+  ``mean(items) / ln 2``); lower is better;
+* ``acc``, ``acc_norm``, ``exact_match``: proportions, the mean of 0/1 per-item scores; higher
+  is better;
+* ``spearman``: a rank correlation of the model's per-pair cosines (its per-item scores, NaN for
+  a pair out of vocabulary) with the human scores, not their mean; higher is better.
 """
 
 from __future__ import annotations
