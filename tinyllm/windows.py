@@ -91,9 +91,9 @@ def check_window_shape(ctx_len: int, stride: int) -> None:
 def context_limit(model: Any) -> tuple[str, int] | None:
     """The longest input ``model`` reads, as ``(config field, tokens)``, or None when it
     declares none: ``model.cfg.block_size`` (our GPT), else the first of :data:`CTX_KEYS` in
-    ``model.config`` (a Hugging Face model) that is an int ``>= 2`` (a window holds two tokens
-    at least; a smaller field is skipped as the default context length skips it,
-    :func:`tinyllm.models.hf.context_length` with ``at_least=2``).
+    ``model.config`` (a Hugging Face model) that is an int ``>= 2``
+    (:func:`config_context`: a window holds two tokens at least, so a smaller field is
+    skipped).
 
     Example: a ``LlamaConfig(max_position_embeddings=128)`` model ->
     ``("max_position_embeddings", 128)``.
@@ -101,10 +101,19 @@ def context_limit(model: Any) -> tuple[str, int] | None:
     v = getattr(getattr(model, "cfg", None), "block_size", None)
     if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
         return "block_size", v
-    hc = getattr(model, "config", None)
+    return config_context(getattr(model, "config", None))
+
+
+def config_context(config: Any, at_least: int = 2) -> tuple[str, int] | None:
+    """The context length a Hugging Face ``config`` gives, as ``(field, tokens)``: the first of
+    :data:`CTX_KEYS` that is an int ``>= at_least`` (a bool is no length), or None.
+
+    Example: ``n_positions=None, max_position_embeddings=1, n_ctx=12`` -> ``("n_ctx", 12)``;
+    with ``at_least=1`` -> ``("max_position_embeddings", 1)``.
+    """
     for key in CTX_KEYS:
-        v = getattr(hc, key, None)
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 2:
+        v = getattr(config, key, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= at_least:
             return key, v
     return None
 

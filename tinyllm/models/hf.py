@@ -249,12 +249,8 @@ def context_length(model: Any, at_least: int = 1) -> int | None:
     Example: a config with ``n_positions=None, max_position_embeddings=1, n_ctx=12`` -> 1, and
     12 with ``at_least=2``.
     """
-    hc = getattr(model, "config", None)
-    for key in CTX_KEYS:
-        v = getattr(hc, key, None)
-        if isinstance(v, int) and not isinstance(v, bool) and v >= at_least:
-            return v
-    return None
+    found = windows.config_context(getattr(model, "config", None), at_least)
+    return None if found is None else found[1]
 
 
 def token_nlls(
