@@ -36,7 +36,7 @@ def test_the_demo_runner_imports_nothing_of_the_cli():
 def commands() -> list[tuple[str, str, int]]:
     """``(module, function, lines)`` of every function registered as a command or callback."""
     out = []
-    for path in sorted(CLI.glob("*.py")):
+    for path in sorted(CLI.rglob("*.py")):  # the eval group is a package
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.FunctionDef) and any(
                 isinstance(d, ast.Call) and getattr(d.func, "attr", "") in ("command", "callback")

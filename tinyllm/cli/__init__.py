@@ -1,17 +1,26 @@
 """The ``tinyllm`` command. Sub-commands are thin: they parse, call the library, print.
 
-One module per command group, each registering its commands on the app of :mod:`tinyllm.cli.app`:
+Where a command lives: ``tinyllm <group> <command>`` in the group's module
+``tinyllm/cli/<group>.py``, or, for the ``eval`` group (sub-commands of their own size), in its
+package, one module per sub-command ``tinyllm/cli/eval/<command>.py``; ``tinyllm <command>`` in
+``tinyllm/cli/<command>.py``, or in the module of the command it works beside. Each module
+registers its commands on the app of :mod:`tinyllm.cli.app`:
 
-* :mod:`tinyllm.cli.lm` -- ``eval ppl``, ``eval task`` (one model on one file);
-* :mod:`tinyllm.cli.lmeval` -- ``eval lmeval`` (lm-eval's tasks, scored by our engine);
-* :mod:`tinyllm.cli.suite` -- ``eval --suite zoo``, ``demo``, ``compare`` (the suite, releases);
+* :mod:`tinyllm.cli.eval` -- ``eval ppl``, ``eval task``, ``eval lmeval``, one module each;
+* :mod:`tinyllm.cli.suite` -- ``eval --suite zoo`` (the ``eval`` group's own call), ``demo``,
+  ``compare`` (the suite, releases);
 * :mod:`tinyllm.cli.history` -- ``history``, ``dashboard`` (the store's release history);
 * :mod:`tinyllm.cli.sweep` -- ``sweep`` (the checkpoints of a training run, by step);
 * :mod:`tinyllm.cli.export` -- ``export`` (a release as CSV / Parquet, to MLflow or W&B);
 * :mod:`tinyllm.cli.judge` -- ``judge`` (lm-eval runs made anywhere, from their samples);
 * :mod:`tinyllm.cli.plan` -- ``plan`` (how many units a row needs to detect a change);
-* :mod:`tinyllm.cli.zoo` -- ``zoo build``; :mod:`tinyllm.cli.tasks` -- ``task import-lmeval``;
+* :mod:`tinyllm.cli.zoo` -- ``zoo build``; :mod:`tinyllm.cli.task` -- ``task import-lmeval``;
 * :mod:`tinyllm.cli.server` -- ``server start``, ``server stop``.
+
+A command module imports at its top what ``tinyllm --help`` and a shell-completion TAB (each a
+fresh process) can afford; torch, lm-eval, transformers and prefect (seconds), numpy, scipy and
+the store (about a second), jinja2 (a tenth) are imported inside the function that needs them,
+with a comment naming what they load.
 
 :func:`main` is the entry point (``tinyllm = "tinyllm.cli:main"``) and the CLI's one error
 boundary; it also prints every Python warning as one line.
@@ -23,16 +32,17 @@ import sys
 import warnings
 
 # the commands are listed in --help in the order they register: demo and compare before history
-from tinyllm.cli import lm, lmeval, suite
+from tinyllm.cli import eval as eval_group
+from tinyllm.cli import suite
 
 # isort: split
-from tinyllm.cli import export, history, judge, plan, server, sweep, tasks, zoo
+from tinyllm.cli import export, history, judge, plan, server, sweep, task, zoo
 from tinyllm.cli.app import DEBUG, app
 from tinyllm.cli.common import MAX_N_PERM
 from tinyllm.console import error_line, warning_line
 
 __all__ = ["DEBUG", "MAX_N_PERM", "app", "error_line", "main", "show_warning"]
-COMMAND_MODULES = (lm, lmeval, suite, history, sweep, export, judge, plan, zoo, tasks, server)
+COMMAND_MODULES = (eval_group, suite, history, sweep, export, judge, plan, zoo, task, server)
 """The command groups, imported for the commands they register on :data:`app`."""
 
 _python_showwarning = warnings.showwarning

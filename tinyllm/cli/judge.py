@@ -140,7 +140,7 @@ def import_release(
     published as a release (:func:`tinyllm.publish.publish_run`), its comparison's summary."""
     if store is None or release is None:
         raise fail("--import: expected --store and --release")
-    from tinyllm.lmeval_judge import release_report
+    from tinyllm.lmeval_judge import release_report  # numpy, scipy and the store: not for --help
     from tinyllm.lmeval_logs import LogError, read_run
     from tinyllm.publish import check_publish_args, publish_run
     from tinyllm.store import StoreError

@@ -31,7 +31,7 @@ def server_start_cmd(
 ) -> None:
     """Start PostgreSQL (under $PREFECT_HOME/pg) and a Prefect server on it; `server stop` (or
     `make stop`) stops both. Prints the PREFECT_API_URL for workers and flow runs."""
-    from tinyllm_suite import pgserver  # orchestration: only for this command
+    from tinyllm_suite import pgserver  # orchestration, never loaded by other commands
 
     s = pgserver.start(db=db, port=port, pg_port=pg_port or None)
     where = f"PostgreSQL {s.pg_dir} on 127.0.0.1:{s.pg_port}" if s.db == "postgres" else "SQLite"
@@ -43,7 +43,7 @@ def server_start_cmd(
 def server_stop_cmd() -> None:
     """Stop the Prefect server and the PostgreSQL cluster `server start` started (quiet when
     nothing runs)."""
-    from tinyllm_suite import pgserver  # orchestration: only for this command
+    from tinyllm_suite import pgserver  # as in server_start_cmd
 
     for what in pgserver.stop():
         console.print(f"stopped {what}", highlight=False)

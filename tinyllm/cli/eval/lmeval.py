@@ -13,7 +13,7 @@ from rich.table import Table
 
 from tinyllm.cli.app import DEBUG, console, eval_app
 from tinyllm.cli.common import fail
-from tinyllm.cli.lm import HF, Device, Dtype, Model
+from tinyllm.cli.eval.options import HF, Device, Dtype, Model
 
 Tasks = Annotated[str, typer.Option("--tasks", help="Comma-separated lm-eval task names.")]
 IncludePath = Annotated[
@@ -174,12 +174,12 @@ def with_model_args(model_args: str | None, load: dict, backend: dict) -> tuple[
                 "expected exactly one of --model DIR or --hf DIR (or --model_args pretrained=DIR)"
             )
         return load, backend
-    from tinyllm.eval.lmeval import MissingLmEvalError  # lm-eval's parser: not for --help
+    from tinyllm.eval.lmeval import MissingLmEvalError  # torch and lm-eval: not for --help
 
     try:
-        from lm_eval.utils import simple_parse_args_string
+        from lm_eval.utils import simple_parse_args_string  # lm-eval: not for --help
 
-        from tinyllm.eval.lmeval.backend import model_args as parse_model_args
+        from tinyllm.eval.lmeval.backend import model_args as parse_model_args  # torch, lm-eval
 
         folder, load_kw, kw = parse_model_args(simple_parse_args_string(model_args))
     except (ValueError, MissingLmEvalError, ImportError) as e:
@@ -200,7 +200,7 @@ def write_results(
 ) -> list:
     """lm-eval's results (and with ``samples`` its samples) files of the run under
     ``output_path`` (:func:`tinyllm.eval.lmeval.results_files.write`); a bad path is one line."""
-    from tinyllm.eval.lmeval import results_files
+    from tinyllm.eval.lmeval import results_files  # torch: not for --help
 
     args = results_files.model_args_string(model_args, load["hf"], load["ckpt"])
     try:
@@ -226,7 +226,7 @@ def task_specs(tasks: str, include_path: str | None) -> list[str | dict] | str:
     """The ``--tasks`` names, each task that a YAML directly in ``--include-path`` names read
     from that YAML with its paths resolved against the folder
     (:func:`tinyllm.eval.lmeval.task_files.folder_tasks`: a zoo's task folder runs from anywhere)."""
-    from tinyllm.eval.lmeval.task_files import folder_tasks  # not for --help
+    from tinyllm.eval.lmeval.task_files import folder_tasks  # torch: not for --help
 
     names = [t for t in tasks.split(",") if t]
     if not names or include_path is None or not Path(include_path).is_dir():

@@ -26,7 +26,7 @@ def task_import_lmeval_cmd(
     ] = None,
 ) -> None:
     """Convert a local lm-evaluation-harness multiple-choice task into a tinyllm task file."""
-    from tinyllm.lmeval_import import import_task  # jinja2: not for --help
+    from tinyllm.lmeval_import import import_task  # jinja2 (a tenth of a second): not for --help
 
     check_target(out)  # before the conversion: nothing is read or written for a bad --out
     try:
