@@ -3,7 +3,7 @@
 ::
 
     eval_suite(manifest, release, store="./evalstore", only=None, previous=None, seed=0,
-               refresh=False)
+               refresh=False, track=None)
       release = the name, or a template of the run's scheduled start: "nightly-{scheduled_time}"
       entries = the manifest, validated (a bad manifest fails before anything runs)
       futures = score_entry_task.map(entries)   # retries transient failures; an ok row is
@@ -14,6 +14,8 @@
                 baselines') and unit ids, compare with previous
       artifacts: a table of the rows, a markdown summary of the comparison (fixed keys), every
                  user-derived string in them escaped (the UI renders both as markdown)
+      track   = the published release logged to MLflow / W&B (tinyllm.trackers); a tracker that
+                fails is a warning, the release stays published
 
 While it runs, the flow run sends heartbeats at least every ``tinyllm_suite.server.HEARTBEAT_S``
 seconds (whatever the worker's ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY``), so the crash detection
@@ -42,6 +44,7 @@ import logging
 import string
 import sys
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -57,6 +60,7 @@ from tinyllm.eval import zoo
 from tinyllm.publish import check_publish_args, publish_run
 from tinyllm.report import Manifest, ManifestError, load_manifest
 from tinyllm.store import new_run_id, open_store
+from tinyllm.trackers import check_trackers, track_rows
 from tinyllm_suite.artifacts import artifact_rows, md_link, md_safe_comparison, md_text
 from tinyllm_suite.eval_tasks import (
     RETRY_DELAYS,
@@ -402,14 +406,18 @@ def eval_suite(
     previous: str | None = None,
     seed: int = 0,
     refresh: bool = False,
+    track: list[str] | None = None,
 ) -> dict:
     """Score every entry of ``manifest`` (or only the named ones) as release ``release``.
 
     ``release`` is a name or a template of the flow run's scheduled start (UTC): ``{date}``,
     ``{time}``, ``{scheduled_time}`` (:func:`resolve_release`; prefect.yaml's nightly run writes
     ``nightly-{scheduled_time}``). Returns ``{"run_id", "report", "compare", "store",
-    "dashboard", "cached"}`` (the report's ``release`` is the resolved name; ``cached``: the
-    names of the entries whose row came from the result cache). An entry that fails becomes an
+    "dashboard", "cached", "tracked"}`` (the report's ``release`` is the resolved name;
+    ``cached``: the names of the entries whose row came from the result cache; ``tracked``: per
+    tracker of ``track`` (``mlflow``, ``wandb``; checked before anything is scored) where the
+    published release was logged or why it was not, :class:`tinyllm.trackers.Tracked` as a
+    dict). An entry that fails becomes an
     error row; the flow itself fails only on a bad manifest or a store it cannot write.
 
     Caching: an entry whose spec, checkpoint and data bytes, seed and tinyllm source are those
@@ -420,9 +428,24 @@ def eval_suite(
     logger = get_run_logger()
     guard_output_streams()  # handlers set up after this module was imported
     release = resolve_release(release)
+    trackers = check_trackers(track)  # an unknown tracker or a missing extra: before anything
     with heartbeats(logger, HEARTBEAT_S, ZOMBIE_AFTER_S):
         crash_leftover_task_runs(logger)
-        return _score_and_publish(logger, manifest, release, store, only, previous, seed, refresh)
+        out = _score_and_publish(logger, manifest, release, store, only, previous, seed, refresh)
+        out["tracked"] = track_published(logger, release, out, trackers)
+        return out
+
+
+def track_published(logger, release: str, out: dict, trackers: tuple[str, ...]) -> list[dict]:
+    """Log the published release (``out``: :func:`publish_run`'s result) to each tracker; a
+    tracker that fails is logged as a warning, one line (the release is already in the store)."""
+    results = track_rows(release, out["report"], out["compare"], trackers, out["store"])
+    for t in results:
+        if t.error is None:
+            logger.info("release %s logged to %s: %s", release, t.tracker, t.where)
+        else:
+            logger.warning("release %s not logged to %s: %s", release, t.tracker, t.error)
+    return [asdict(t) for t in results]
 
 
 def _score_and_publish(logger, manifest, release, store, only, previous, seed, refresh) -> dict:

@@ -55,6 +55,7 @@ def run_suite_flow(
     runner: tuple[str | None, int | None] = (None, None),
     debug: bool = False,
     refresh: bool = False,
+    track: list[str] | None = None,
 ) -> dict:
     """The EvalSuite flow for ``release`` of ``manifest`` into ``store``; returns its result,
     ``{"run_id", "report", "compare", "store", "dashboard", "cached"}``.
@@ -63,7 +64,8 @@ def run_suite_flow(
     ``PREFECT_API_URL`` names, else the local server, started if none answers); ``runner`` is
     ``(dask_address, workers)`` (both None: threads); ``only`` rescoring those entries alone,
     ``previous`` the release to compare with (default: the latest), ``refresh`` scoring every
-    entry without reading the result cache. Progress and warnings go to stderr unless
+    entry without reading the result cache, ``track`` the trackers the published release is
+    logged to (:mod:`tinyllm.trackers`). Progress and warnings go to stderr unless
     ``quiet``; ``debug`` keeps Prefect's full console log.
     """
     err = Console(stderr=True, quiet=quiet)
@@ -96,4 +98,5 @@ def run_suite_flow(
             previous=previous,
             seed=seed,
             refresh=refresh,
+            track=track or None,
         )

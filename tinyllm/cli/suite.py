@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Any
 
 import typer
@@ -25,6 +26,7 @@ from tinyllm.cli.common import (
     fail,
     store_error,
 )
+from tinyllm.cli.export import Track, check_track, print_tracked
 from tinyllm.compare_render import compare_table
 from tinyllm.console import Progress, print_report, print_suite_run
 
@@ -57,8 +59,8 @@ def check_suite_args(
 ) -> Any:
     """Everything about `eval --suite` that can be checked before scoring; the manifest.
 
-    ``a``: ``only``, ``previous``, ``refresh``, ``dask_address``, ``workers`` and ``store`` as
-    given. ``--release`` (the EvalSuite flow into the store) and ``--out`` (a report file
+    ``a``: ``only``, ``previous``, ``refresh``, ``dask_address``, ``workers``, ``store`` and
+    ``track`` as given. ``--release`` (the EvalSuite flow into the store) and ``--out`` (a report file
     written here) are two modes: both at once is refused. In flow mode the store must be
     reachable and writable and ``--previous`` one of its releases."""
     from tinyllm.publish import check_publish_args  # the store and numpy: after parsing
@@ -79,6 +81,9 @@ def check_suite_args(
         raise fail("--only and --previous need --release without --out (the EvalSuite flow)")
     if a["refresh"] and not flow_mode:
         raise fail("--refresh needs --release (the EvalSuite flow's result cache)")
+    if a["track"] and not flow_mode:
+        raise fail("--track needs --release (a release in the store, logged once published)")
+    a["track"] = check_track(a["track"])  # unknown tracker, missing extra: before scoring
     runner = (a["dask_address"], a["workers"])
     if runner != (None, None) and not flow_mode:
         raise fail("--dask-address and --workers need --release without --out (the flow)")
@@ -100,8 +105,9 @@ def check_suite_args(
 
 
 def run_flow(manifest: str, release: str, a: dict, seed: int, as_json: bool, quiet: bool) -> None:
-    """`eval --suite zoo --release R`: the EvalSuite flow, then its report and comparison and
-    which rows came from the result cache (or its result as JSON)."""
+    """`eval --suite zoo --release R`: the EvalSuite flow, then its report and comparison,
+    which rows came from the result cache and where ``--track`` logged it (or its result as
+    JSON). A tracker that failed is a warning line: the release is in the store."""
     from tinyllm_suite.run import run_suite_flow  # prefect, seconds of start-up: only here
 
     runner = (a["dask_address"], a["workers"])
@@ -116,6 +122,7 @@ def run_flow(manifest: str, release: str, a: dict, seed: int, as_json: bool, qui
         runner,
         DEBUG["on"],
         a["refresh"],
+        list(a["track"]),
     )
     if as_json:
         typer.echo(json.dumps(out, indent=2))
@@ -127,6 +134,7 @@ def run_flow(manifest: str, release: str, a: dict, seed: int, as_json: bool, qui
             f"{len(cached)} of {len(out['report']['rows'])} rows from the result cache (scored ok "
             f"before, nothing changed since): {', '.join(cached)}; --refresh scores them again"
         )
+    print_tracked(release, [SimpleNamespace(**t) for t in out.get("tracked") or []])
 
 
 Release = Annotated[
@@ -211,6 +219,7 @@ def eval_suite(
     dask_address: DaskAddress = None,
     workers: Workers = None,
     refresh: Refresh = False,
+    track: Track = None,
 ) -> None:
     """Score a suite: `tinyllm eval --suite zoo --manifest zoo.yaml` scores every entry and writes the report (plus items/<name>.npy beside it); with `--release R` (not with `--out`) it runs the EvalSuite flow into the store instead; or use a sub-command.
 
@@ -222,7 +231,7 @@ def eval_suite(
         console.print(ctx.get_help())
         raise typer.Exit(0)
     a = {"only": only, "previous": previous, "dask_address": dask_address, "workers": workers}
-    a.update(store=store, refresh=refresh)
+    a.update(store=store, refresh=refresh, track=track)
     m = check_suite_args(suite, manifest, release, out, a)
     if release is not None:
         return run_flow(manifest, release, a, seed, as_json, quiet)
