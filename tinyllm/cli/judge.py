@@ -108,6 +108,7 @@ ClusterKey = Annotated[
     str | None,
     typer.Option(
         "--cluster-key",
+        metavar="FIELD",
         help="A field of each document naming its cluster: the sampling unit of the intervals "
         "and tests (default: each document).",
     ),
