@@ -8,7 +8,7 @@ import typing
 
 import pytest
 
-from tinyllm import compare, metrics, report, stats
+from tinyllm import metrics, report, stats
 from tinyllm.eval import zoo
 from tinyllm.eval.kinds import KIND_MODULES, KINDS, METRIC_OF_KIND, SCORERS, Kind, proportion_scored
 
@@ -62,7 +62,8 @@ def test_a_kinds_options_are_entry_options_and_every_entry_option_is_read():
     assert fields - read == {"device", "dtype"}  # the zoo's, for every kind
     assert KINDS["lm"].options == ("ctx_len", "stride", "doc_sep")
     assert dict(KINDS["lmeval"].interval_options) == {"n_boot": 1000}
-    assert KINDS["embeddings"].metrics == ("spearman", "acc")
+    assert KINDS["embeddings"].rows == (("spearman", "fisher_z"), ("acc", "wilson"))
+    assert len(KINDS["lmeval"].rows) == 6  # acc, acc_norm, exact_match; Wilson or clustered
     assert [k.name for k in KINDS.values() if k.nan_items] == ["embeddings"]
 
 
@@ -79,13 +80,13 @@ def test_a_kind_is_checked_when_it_is_defined():
     with pytest.raises(ValueError, match=r"^interval method: expected one of \["):
         Kind("x", "acc", "bca", score)
     with pytest.raises(ValueError) as ei:
-        Kind("x", "acc", "wilson", score, metrics=("acc_norm", "acc"))
-    assert str(ei.value) == (
-        "kind 'x': expected metrics and intervals to start with its own ('acc', 'wilson'), "
-        "got 'acc_norm', 'wilson'"
-    )
+        Kind("x", "acc", "wilson", score, also=(("acc", "fisher"),))
+    assert str(ei.value).startswith("interval method: expected one of [")
     k = Kind("x", "bpb", "iid", score)
     assert (k.metrics, k.intervals, k.direction) == (("bpb",), ("iid",), "lower")
+    k = Kind("x", "acc", "wilson", score, also=(("acc", "cluster_ratio"), ("acc_norm", "wilson")))
+    assert k.rows == (("acc", "wilson"), ("acc", "cluster_ratio"), ("acc_norm", "wilson"))
+    assert (k.metrics, k.intervals) == (("acc", "acc_norm"), ("wilson", "cluster_ratio"))
     with pytest.raises(TypeError):
         k.interval_options["n_boot"] = 5  # read-only
 
@@ -116,10 +117,7 @@ def test_the_kinds_tables_are_the_zoos_and_the_reports():
     assert clustered.method == "cluster_ratio" and clustered.n_units == 2
 
 
-def test_compare_dashboard_and_report_read_the_same_facts():
-    assert compare.DIRECTION is metrics.DIRECTION
-    assert compare.ITEM_SCALE is metrics.ITEM_SCALE
-    assert compare.MEAN_METRICS is metrics.MEAN_METRICS
+def test_the_report_schema_reads_the_same_facts():
     assert report.METRICS == metrics.NAMES == typing.get_args(report.Metric)
     assert (*stats.ESTIMATORS, "student_t", "bootstrap_percentile") == report.INTERVALS
     assert typing.get_args(report.IntervalMethod) == report.INTERVALS
@@ -136,3 +134,28 @@ def test_learning_a_direction_loads_no_model():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_report_schema_admits_every_kinds_metrics_and_intervals():
+    """The schema's per-metric rules (tinyllm/schemas/eval-results.schema.json) agree with
+    KINDS: each metric a kind reports may carry each interval the kind computes, a bpb row is
+    an lm row, and the schema's kinds are KINDS'."""
+    import json
+    from importlib import resources
+
+    schema = json.loads(
+        resources.files("tinyllm.schemas").joinpath("eval-results.schema.json").read_text()
+    )
+    row = schema["$defs"]["row"]
+    assert row["properties"]["kind"]["enum"] == [*KINDS, None]
+    rules = {}
+    for rule in row["allOf"]:
+        m = rule.get("if", {}).get("properties", {}).get("metric")
+        if m is not None:
+            for name in m.get("enum", [m.get("const")]):
+                rules[name] = rule["then"]["properties"]
+    for kind in KINDS.values():
+        for metric, interval in kind.rows:
+            assert interval in rules[metric]["interval"]["enum"], (kind.name, metric)
+            if "kind" in rules[metric]:
+                assert rules[metric]["kind"]["const"] == kind.name

@@ -209,8 +209,7 @@ def test_a_kind_scores_its_hand_worked_case(name, tmp_path, monkeypatch):
     kind = KINDS[name]
     entry, model, data, want = CASES[name](tmp_path, monkeypatch)
     s = kind.score(entry, model, data, np.random.default_rng(0))
-    assert s.metric == want.metric and s.metric in kind.metrics
-    assert s.method == want.method and s.method in kind.intervals
+    assert (s.metric, s.method) == (want.metric, want.method) and (s.metric, s.method) in kind.rows
     got = (s.interval.value, s.interval.lo, s.interval.hi)
     assert got == pytest.approx((want.value, want.lo, want.hi), abs=1e-6)
     assert (s.n, s.n_units) == (want.n, want.n_units)

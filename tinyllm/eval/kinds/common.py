@@ -55,9 +55,9 @@ class Kind:
     * ``options``: the manifest entry options it reads (fields of
       :class:`tinyllm.report.EntryOptions`; ``device`` and ``dtype`` are the zoo's, for every
       kind);
-    * ``metrics``: every metric a row of it may report, ``metric`` first (default just that);
-    * ``intervals``: every estimator a row of it may carry, ``interval`` first (default just
-      that): a proportion whose units are single items has Wilson's;
+    * ``also``: the other ``(metric, interval)`` pairs a row of it may carry (a proportion
+      whose units are single items has Wilson's interval; an embeddings analogy file reports
+      acc); :attr:`rows` lists them all, :attr:`metrics` and :attr:`intervals` each once;
     * ``nan_items``: its items may be NaN (a pair out of vocabulary), so compare checks their
       coverage.
 
@@ -71,33 +71,39 @@ class Kind:
     score: Scorer = field(repr=False)
     interval_options: Mapping[str, Any] = field(default_factory=dict)
     options: tuple[str, ...] = ()
-    metrics: tuple[str, ...] = ()
-    intervals: tuple[Method, ...] = ()
+    also: tuple[tuple[str, Method], ...] = ()
     nan_items: bool = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         set_(self, "interval", read_method(self.interval))
         set_(self, "interval_options", MappingProxyType(dict(self.interval_options)))
-        set_(self, "metrics", self.metrics or (self.metric,))
-        set_(self, "intervals", tuple(read_method(m) for m in self.intervals or (self.interval,)))
-        for m in self.metrics:
+        set_(self, "also", tuple((m, read_method(i)) for m, i in self.also))
+        for m, i in self.rows:
             if m not in metrics.METRICS:
                 raise ValueError(
                     f"kind {self.name!r}: expected metrics of {list(metrics.METRICS)}, got {m!r}"
                 )
-        for m in self.intervals:
-            if m not in ESTIMATORS:
+            if i not in ESTIMATORS:
                 raise ValueError(
                     f"kind {self.name!r}: expected intervals of {[str(e) for e in ESTIMATORS]}, "
-                    f"got {str(m)!r}"
+                    f"got {str(i)!r}"
                 )
-        if self.metrics[0] != self.metric or self.intervals[0] != self.interval:
-            raise ValueError(
-                f"kind {self.name!r}: expected metrics and intervals to start with its own "
-                f"({self.metric!r}, {str(self.interval)!r}), got {self.metrics[0]!r}, "
-                f"{str(self.intervals[0])!r}"
-            )
+
+    @property
+    def rows(self) -> tuple[tuple[str, Method], ...]:
+        """Every ``(metric, interval)`` a row of this kind may carry, its own first."""
+        return ((self.metric, self.interval), *self.also)
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """Every metric a row of this kind may report, :attr:`metric` first."""
+        return tuple(dict.fromkeys(m for m, _ in self.rows))
+
+    @property
+    def intervals(self) -> tuple[Method, ...]:
+        """Every estimator a row of this kind may carry, :attr:`interval` first."""
+        return tuple(dict.fromkeys(i for _, i in self.rows))
 
     @property
     def facts(self) -> metrics.Metric:

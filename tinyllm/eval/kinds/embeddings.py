@@ -346,8 +346,7 @@ DEFINITION = Kind(
     METRIC,
     INTERVAL,
     score,
-    metrics=(METRIC, ANALOGY_METRIC),
-    intervals=(INTERVAL, ANALOGY_INTERVAL),
+    also=((ANALOGY_METRIC, ANALOGY_INTERVAL),),
     nan_items=NAN_ITEMS,
 )
 """The embeddings kind (:class:`tinyllm.eval.kinds.common.Kind`): Spearman over word pairs, or

@@ -292,8 +292,12 @@ DEFINITION = Kind(
     score,
     interval_options={"n_boot": N_BOOT},
     options=("task", "include_path", "num_fewshot", "limit", "metric", "ctx_len", "cluster_key"),
-    metrics=ROW_METRICS,
-    intervals=(INTERVAL, CLUSTERED_INTERVAL),
+    also=tuple(
+        (m, i)
+        for m in ROW_METRICS
+        for i in (INTERVAL, CLUSTERED_INTERVAL)
+        if (m, i) != (METRIC, INTERVAL)
+    ),
 )
 """The lmeval kind (:class:`tinyllm.eval.kinds.common.Kind`): the task's main metric
 (``options.metric``), the cluster bootstrap over ``options.cluster_key``'s clusters."""

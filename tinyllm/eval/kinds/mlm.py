@@ -112,6 +112,6 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     return proportion_scored(METRIC, correct, details, baseline, units=units)
 
 
-DEFINITION = Kind(KIND, METRIC, INTERVAL, score, intervals=(INTERVAL, PROPORTION_INTERVAL))
+DEFINITION = Kind(KIND, METRIC, INTERVAL, score, also=((METRIC, PROPORTION_INTERVAL),))
 """The mlm kind (:class:`tinyllm.eval.kinds.common.Kind`): Wilson's interval when every row
 holds one masked byte."""
