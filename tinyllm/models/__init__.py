@@ -7,7 +7,9 @@ keys), ``TrainConfig`` (frozen dataclass of the training settings: lr, batch siz
 ``train(cfg, data, *, seed, steps, progress=None, **settings) -> Model`` (``settings``: the
 TrainConfig's fields), ``save(model, path)`` (config.json records both, as ``config`` and
 ``train_config``), ``load(path) -> Model`` and its kind's scoring hook (``token_nlls(model,
-ids)`` for lm).
+ids)`` for lm). An lm family scored in strided windows declares ``WINDOWED = True`` and its
+``token_nlls`` takes ``ctx_len`` and ``stride`` (gpt, hf; :func:`tinyllm.windows.resolve_windows`
+is the one rule for them).
 ``hf`` (a local Hugging Face causal LM) has no ``Config``, ``Model`` or ``train``: its models
 are trained elsewhere; it loads, saves and scores them like any lm family.
 
