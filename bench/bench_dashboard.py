@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tinyllm import dashboard  # noqa: E402
-from tinyllm.compare import DIRECTION, SCHEMA_VERSION  # noqa: E402
+from tinyllm.compare import SCHEMA_VERSION  # noqa: E402
+from tinyllm.metrics import DIRECTION  # noqa: E402
 from tinyllm.store import open_store  # noqa: E402
 
 BEGIN = "<!-- dashboard: written by bench/bench_dashboard.py -->"

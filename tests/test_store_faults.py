@@ -25,6 +25,7 @@ from store_helpers import acc_row
 import tinyllm.compare as cm
 import tinyllm.store as st
 from tinyllm.compare import compare_reports, compare_row
+from tinyllm.compare_checks import row_items_problem
 from tinyllm.publish import check_publish_args, publish_run
 from tinyllm.report import ManifestError, load_manifest
 from tinyllm.stats import LN2
@@ -438,25 +439,25 @@ def test_rows_that_disagree_with_their_items_are_published_as_error_rows(tmp_pat
 
 def test_row_items_problem_checks_only_what_a_metric_defines():
     a = np.array([1.0, 0.0, 1.0, 1.0])
-    assert cm.row_items_problem(acc_row("a", a), a) is None
-    assert cm.row_items_problem(acc_row("a", a, value=0.75 + 1e-12), a) is None  # rounding
-    assert cm.row_items_problem(acc_row("a", a, metric="exact_match", value=0.5), a) is not None
+    assert row_items_problem(acc_row("a", a), a) is None
+    assert row_items_problem(acc_row("a", a, value=0.75 + 1e-12), a) is None  # rounding
+    assert row_items_problem(acc_row("a", a, metric="exact_match", value=0.5), a) is not None
     # Spearman has no per-item mean: only n is checked
     rho = acc_row("s", a, metric="spearman", value=0.3, kind="embeddings")
-    assert cm.row_items_problem(rho, a) is None
-    assert cm.row_items_problem(dict(rho, n=5), a) == (
+    assert row_items_problem(rho, a) is None
+    assert row_items_problem(dict(rho, n=5), a) == (
         "row 's': expected n = 4 (the number of its per-item scores), got 5"
     )
     skipped = acc_row("a", a, status="skipped", value=None, n=None, reason="unknown family")
-    assert cm.row_items_problem(skipped, a) is None  # no result to check
+    assert row_items_problem(skipped, a) is None  # no result to check
     bad = np.array([1.0, np.nan, 0.0, 1.0])
-    assert cm.row_items_problem(acc_row("a", a), bad) == (
+    assert row_items_problem(acc_row("a", a), bad) == (
         "row 'a': expected finite per-item scores, got 1 that are not"
     )
-    assert cm.row_items_problem(acc_row("a", a), np.zeros((2, 2))).startswith(
+    assert row_items_problem(acc_row("a", a), np.zeros((2, 2))).startswith(
         "row 'a': expected 1-d numeric per-item scores, got dtype float64 shape (2, 2)"
     )
-    assert cm.row_items_problem(acc_row("a", a, n=True), a) is not None  # a bool is not a count
+    assert row_items_problem(acc_row("a", a, n=True), a) is not None  # a bool is not a count
     assert math.isclose(1 / LN2, 1.4426950408889634)
 
 

@@ -81,12 +81,6 @@ SCHEMA_VERSION = 2
 (comparisons stored with version 1 lack them and still read)."""
 SCHEMA_PATH = schemas.schema_file(schemas.COMPARE)
 
-#: which way is better, per metric; per-item units -> metric units (bpb: LM items are NLLs in
-#: nats per byte-level token); the metrics whose value is the mean of the row's per-item scores
-#: times ITEM_SCALE (not Spearman: rho is no mean of its per-pair cosines): views of tinyllm.metrics.METRICS
-DIRECTION = metrics.DIRECTION
-ITEM_SCALE = metrics.ITEM_SCALE
-MEAN_METRICS = metrics.MEAN_METRICS
 TESTED = ("improved", "regressed", "unchanged")
 VERDICTS = (*TESTED, "not comparable", "added", "removed")
 N_BOOT = 2_000
@@ -136,7 +130,7 @@ def _row(name: str, verdict: str, reason: str | None, metric: Any, **kw: Any) ->
         "verdict": verdict,
         "reason": reason,
         "metric": metric if isinstance(metric, str) else None,
-        "direction": DIRECTION.get(metric) if isinstance(metric, str) else None,
+        "direction": metrics.DIRECTION.get(metric) if isinstance(metric, str) else None,
         "previous_value": None,
         "current_value": None,
         "delta": None,
@@ -216,8 +210,8 @@ def compare_row(
             return nc(reason)
     if prev.get("metric") != metric:
         return nc(f"different metric ({prev.get('metric')} vs {metric})")
-    if metric not in DIRECTION:
-        return nc(f"unknown metric {metric!r} (known: {', '.join(DIRECTION)})")
+    if metric not in metrics.DIRECTION:
+        return nc(f"unknown metric {metric!r} (known: {', '.join(metrics.DIRECTION)})")
     if values["previous_value"] is None or values["current_value"] is None:
         return nc("a value is missing or not finite")
     sha_p, sha_c = prev.get("data_sha256"), cur.get("data_sha256")
@@ -299,7 +293,7 @@ def _tested(
     notes = "; ".join(x for x in (note, pd.warning) if x) or None
     return _row(
         name,
-        verdict(pd.p, delta, DIRECTION[metric], alpha=alpha, words=COMPARE_WORDS),
+        verdict(pd.p, delta, metrics.DIRECTION[metric], alpha=alpha, words=COMPARE_WORDS),
         None,
         metric,
         **values,
@@ -509,7 +503,9 @@ def adjust(rows: list[dict], alpha: float = 0.05) -> list[dict]:
     out = list(rows)
     for i, p_adj in zip(tested, holm_adjust([rows[i]["p"] for i in tested]), strict=True):
         r = rows[i]
-        call = verdict(p_adj, r["delta"], DIRECTION[r["metric"]], alpha=alpha, words=COMPARE_WORDS)
+        call = verdict(
+            p_adj, r["delta"], metrics.DIRECTION[r["metric"]], alpha=alpha, words=COMPARE_WORDS
+        )
         out[i] = dict(r, p_adjusted=p_adj, verdict=call)
     return out
 

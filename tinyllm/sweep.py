@@ -30,8 +30,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinyllm.compare import DIRECTION, TESTED, compare_reports
+from tinyllm.compare import TESTED, compare_reports
 from tinyllm.eval import zoo
+from tinyllm.metrics import DIRECTION
 from tinyllm.publish import publish_run
 from tinyllm.report import RUN_PATTERN, Manifest, ManifestError, load_manifest, parse_manifest
 from tinyllm.stats import ALPHA, COMPARE_WORDS, holm_adjust, verdict
