@@ -242,8 +242,7 @@ def eval_suite(
     report = run_zoo(m, seed=seed, base_dir=Path(manifest).parent, progress=Progress.rows(quiet))
     path = write_report(report, out)
     if as_json:
-        typer.echo(json.dumps(report.to_json(), indent=2))
-        return
+        return typer.echo(json.dumps(report.to_json(), indent=2))
     print_report(console, report, f"report written to {path}")
 
 
