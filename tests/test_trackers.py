@@ -84,6 +84,20 @@ def test_mlflow_run_holds_the_rows_intervals_and_verdicts(store, mlflow_store, t
     ]
 
 
+def test_mlflow_without_a_tracking_uri_logs_to_a_sqlite_file_in_the_working_folder(
+    store, mlflow_store, tmp_path, monkeypatch
+):
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    monkeypatch.chdir(tmp_path)
+    (t,) = trackers.track_release(store, "r2", ["mlflow"])
+    assert t.error is None and t.where.startswith("sqlite:///mlflow.db#")
+    assert (tmp_path / "mlflow.db").is_file()
+    run = MlflowClient(tracking_uri="sqlite:///mlflow.db").get_run(t.where.split("#")[1])
+    assert run.data.metrics == expected_numbers(store, "r2")
+
+
 def wandb_records(path: str):
     """The protobuf records of a W&B ``.wandb`` run file (LevelDB's log format: 32 KiB blocks of
     chunks, each ``crc32 (4) length (2) type (1)``; 1 full, 2 first, 3 middle, 4 last)."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -122,7 +123,14 @@ def _chunks(items: list, size: int = MLFLOW_BATCH) -> Iterable[list]:
 
 def log_mlflow(release: str, rows: list[dict], info: dict[str, str]) -> str:
     """One MLflow run named ``release`` (see the module's docstring); returns
-    ``<tracking uri>#<run id>``."""
+    ``<tracking uri>#<run id>``. The deprecation warnings of MLflow's own dependencies
+    (SQLAlchemy's, for the SQLite store) are not the user's to act on: they are not shown."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _log_mlflow(release, rows, info)
+
+
+def _log_mlflow(release: str, rows: list[dict], info: dict[str, str]) -> str:
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
