@@ -237,13 +237,13 @@ def eval_suite(
         return run_flow(manifest, release, a, seed, as_json, quiet)
     out = out or "report.json"
     check_out(out)
-    from tinyllm.eval.zoo import run_zoo, write_report  # torch and the models: after the checks
+    from tinyllm.eval import report_files, zoo  # torch and the models: after the checks
 
-    report = run_zoo(m, seed=seed, base_dir=Path(manifest).parent, progress=Progress.rows(quiet))
-    path = write_report(report, out)
+    rep = zoo.run_zoo(m, seed=seed, base_dir=Path(manifest).parent, progress=Progress.rows(quiet))
+    path = report_files.write_report(rep, out)
     if as_json:
-        return typer.echo(json.dumps(report.to_json(), indent=2))
-    print_report(console, report, f"report written to {path}")
+        return typer.echo(json.dumps(rep.to_json(), indent=2))
+    print_report(console, rep, f"report written to {path}")
 
 
 A = Annotated[str, typer.Argument(help="The earlier (baseline) release.")]

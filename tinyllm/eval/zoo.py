@@ -51,7 +51,6 @@ from tinyllm.eval.report_files import (
     save_npy,
     save_units,
     units_ref,
-    write_report,  # noqa: F401 (tinyllm.cli.suite imports it from here)
 )
 from tinyllm.eval.single import place_checkpoint
 from tinyllm.models import FAMILIES, hf
