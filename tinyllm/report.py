@@ -428,7 +428,8 @@ class Report(BaseModel):
     """A zoo report: provenance plus one :class:`Row` per manifest entry, in manifest order.
 
     The per-item scores of each row (``row.items`` names their file relative to the report) travel
-    with the object in :attr:`item_scores` until :func:`tinyllm.eval.zoo.write_report` saves them.
+    with the object in :attr:`item_scores` until :func:`tinyllm.eval.report_files.write_report`
+    saves them.
     """
 
     model_config = ConfigDict(extra="forbid")
