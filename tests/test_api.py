@@ -119,6 +119,33 @@ def test_bpb_of_a_hugging_face_object_equals_its_folder_and_the_cli(files, hf_pa
     assert plain.value == pytest.approx(r.value, rel=1e-6)
 
 
+def test_window_options_are_refused_and_resolved_as_the_cli_does(files, hf_pair):
+    """One window rule (tinyllm.windows.resolve_windows): a family scored with its own context
+    refuses ctx_len / stride from the API as `eval ppl` refuses --ctx-len / --stride, and a
+    model scored in windows gets the CLI's default windows."""
+    r = CliRunner().invoke(app, ["eval", "ppl", "--text", str(files["text"]), "--model",
+                                 str(files["dir"] / "bigram"), "--ctx-len", "16"])  # fmt: skip
+    assert r.exit_code != 0 and "expected no --ctx-len or --stride, got --ctx-len=16" in r.output
+    for model in (files["model"], files["dir"] / "bigram"):
+        with pytest.raises(ValueError) as e:
+            tinyllm.bpb(model, files["text"], ctx_len=16)
+        assert str(e.value) == (
+            "family 'bigram' is not scored in windows (it scores every token with its own "
+            "context): expected no ctx_len or stride, got ctx_len=16"
+        )
+        with pytest.raises(ValueError, match="expected no ctx_len or stride, got stride=4"):
+            tinyllm.bpb(model, files["text"], stride=4)
+    m, d = hf_pair
+    own = tinyllm.bpb(m, files["text"])  # the model's context 32, stride 16: the CLI's default
+    want = cli_json("eval", "ppl", "--text", files["text"], "--hf", d, "--json")
+    assert (own.ctx_len, own.stride) == (want["ctx_len"], want["stride"]) == (32, 16)
+    assert own.value == pytest.approx(want["bpb"]["value"], rel=1e-9)
+    with pytest.raises(
+        ValueError, match="ctx_len: expected at most the model's context 32, got 64"
+    ):
+        tinyllm.bpb(m, files["text"], ctx_len=64)
+
+
 def test_task_of_object_and_folder_equal_eval_task_json(files):
     r = tinyllm.task(files["model"], files["task"], metric="acc")
     folder = tinyllm.task(files["dir"] / "bigram", files["task"], metric="acc")

@@ -45,6 +45,7 @@ from tinyllm.models import FAMILIES
 from tinyllm.models import hf as hf_family
 from tinyllm.stats import PairedDifference, exact_sign_flips
 from tinyllm.tokens import ByteTokenizer, tokenizer_id
+from tinyllm.windows import WINDOW_OPTIONS, model_context
 
 __all__ = ["Comparison", "LmEvalRun", "Release", "TextBpb", "bpb", "lmeval", "paired"]
 __all__ += ["releases", "task"]
@@ -85,7 +86,9 @@ def _family_of(model: Any) -> tuple[str, Any]:
 
 def _loaded(model: Any, ctx_len: int | None, what: str, **load: Any) -> single.LoadedLM:
     """A folder opened by :func:`tinyllm.eval.single.open_path`, or a model object as a
-    :class:`tinyllm.eval.single.LoadedLM` (its context from its config, where it has one)."""
+    :class:`tinyllm.eval.single.LoadedLM` (its context by :func:`tinyllm.windows.model_context`,
+    the lookup of the CLI and the zoo). A plain callable declares no context, so ``what`` (the
+    option giving it) is required."""
     if _is_folder(model):
         if not Path(model).exists():
             raise ValueError(
@@ -95,12 +98,12 @@ def _loaded(model: Any, ctx_len: int | None, what: str, **load: Any) -> single.L
         return single.open_path(str(model), **load)
     arch, fam = _family_of(model)
     if arch == hf_family.ARCH:
-        ctx, vocab = hf_family.context_length(model), model.config.vocab_size
-        return single.LoadedLM(model, arch, None, vocab, ctx, "hf", OBJECT)
+        vocab = model.config.vocab_size
+        return single.LoadedLM(model, arch, None, vocab, model_context(model), "hf", OBJECT)
     if fam is not None:
         cfg = getattr(model, "cfg", None)
-        ctx = getattr(cfg, "ctx_len", None) or getattr(cfg, "block_size", None)
         vocab = getattr(cfg, "vocab_size", None) or getattr(fam, "VOCAB", None)
+        ctx = model_context(model)
         return single.LoadedLM(model, arch, fam, vocab, ctx, {"type": "byte"}, OBJECT)
     if ctx_len is None:
         raise ValueError(f"{what}: expected the context of a plain model callable, got None")
@@ -236,8 +239,9 @@ def bpb(
     ``bytes``). Documents: the text cut after each run of ``doc_sep`` (default one per line;
     ``"none"``: contiguous blocks of tokens, with a warning). Our gpt, Hugging Face models and
     plain callables are scored in strided windows of ``ctx_len`` tokens (default: the model's
-    context) every ``stride`` (default ``ctx_len // 2``); our other families by their own NLLs
-    (``ctx_len`` / ``stride`` unused). ``bpb = sum_t l_t / (n_bytes ln 2)``; the interval is the
+    context) every ``stride`` (default ``ctx_len // 2``); our other families by their own NLLs,
+    refusing ``ctx_len`` / ``stride`` as the CLI and a manifest do
+    (:func:`tinyllm.windows.resolve_windows`). ``bpb = sum_t l_t / (n_bytes ln 2)``; the interval is the
     cluster-robust ratio estimator over documents
     (:func:`tinyllm.eval.text.summarize_text`). ``device`` / ``dtype``: for a folder
     (:func:`tinyllm.eval.single.open_lm`).
@@ -246,13 +250,9 @@ def bpb(
     with _text_file(text_or_path) as (path, label):
         single.text_size(path)  # what the file cannot be is refused before a model is loaded
         m = _loaded(model, ctx_len, "ctx_len", device=device, dtype=dtype)
+        c, s = single.windows(m, ctx_len, stride, options=WINDOW_OPTIONS)
         tokens = single.text_tokens(m, path, _tokenizer(m, tokenizer), None, doc_sep)
-        if m.strided or m.arch == "callable":
-            c, s = single.windows(m, ctx_len if ctx_len is not None else m.ctx_len, stride)
-            nlls = lm.token_nlls(m.model, tokens.ids, c, s)
-        else:
-            c = s = None
-            nlls = np.asarray(m.family.token_nlls(m.model, tokens.ids), dtype=np.float64)
+        nlls = single.family_nlls(m, tokens.ids, c, s)
         res = summarize_text([(1, nlls)], tokens)
         starts, _ = scored_starts(tokens.doc_starts, int(tokens.ids.size))
     return TextBpb(
@@ -313,12 +313,7 @@ def task(
     items = lm.read_task(task_path)
     m = _loaded(model, max_len, "max_len", device=device, dtype=dtype)
     tok = _tokenizer(m, tokenizer)
-    scorer = (
-        m.model
-        if (m.strided or m.arch == "callable")
-        else lm.FamilyLM(m.model, m.family.token_nlls)
-    )
-    strided = m.strided or m.arch == "callable"
+    scorer = m.model if m.strided else lm.FamilyLM(m.model, m.family.token_nlls)
     return lm.run_task(
         scorer,
         tok,
@@ -326,7 +321,7 @@ def task(
         metric,
         np.random.default_rng(seed),
         n_boot,
-        max_len=max_len if max_len is not None else (m.ctx_len if strided else None),
+        max_len=max_len if max_len is not None else (m.ctx_len if m.strided else None),
     )
 
 

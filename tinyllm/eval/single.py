@@ -175,13 +175,18 @@ def _check_n_bytes(ids: np.ndarray, n_bytes: int, data: str) -> None:
 
 
 def windows(
-    m: LoadedLM, ctx_len: int | None, stride: int | None
+    m: LoadedLM,
+    ctx_len: int | None,
+    stride: int | None,
+    options: tuple[str, str] = FLAGS,
 ) -> tuple[int, int] | tuple[None, None]:
     """``(C, s)`` of a model scored in windows, ``(None, None)`` for a family scored with its
     own context, by :func:`tinyllm.windows.resolve_windows` (the rule of the zoo and the
     families): ``ctx_len`` default the model's context and at most that, ``stride`` default
-    ``max(1, C // 2)``; a family scored with its own context refuses either option."""
-    plan = resolve_windows(m.windows_family, m.model, ctx_len, stride, options=FLAGS)
+    ``max(1, C // 2)``; a family scored with its own context refuses either option.
+    ``options``: the two options' names in the errors (the CLI's flags; :mod:`tinyllm.api`
+    passes its arguments' names)."""
+    plan = resolve_windows(m.windows_family, m.model, ctx_len, stride, options=options)
     return (None, None) if plan is None else (plan.ctx_len, plan.stride)
 
 

@@ -206,9 +206,13 @@ def test_max_len_one_is_valid_and_bad_max_len_messages():
 
 
 def test_model_ctx_len_reads_each_config_key():
+    """The one context lookup (tinyllm.windows.model_context): a config field under 2 tokens
+    holds no window and is skipped, as the CLI and the zoo skip it."""
     ns = types.SimpleNamespace
     assert lm.model_ctx_len(ns(cfg=ns(block_size=1))) == 1
-    assert lm.model_ctx_len(ns(config=ns(n_positions=1))) == 1
+    assert lm.model_ctx_len(ns(config=ns(n_positions=1))) is None
+    assert lm.model_ctx_len(ns(config=ns(n_positions=1, n_ctx=12))) == 12
+    assert lm.model_ctx_len(ns(config=ns(max_position_embeddings=True, n_ctx=6))) == 6
     assert lm.model_ctx_len(ns(config=ns(max_position_embeddings=7))) == 7
     assert lm.model_ctx_len(ns(config=ns(n_ctx=5))) == 5
     assert lm.model_ctx_len(ns(config=ns(n_positions=3, max_position_embeddings=9))) == 3

@@ -27,8 +27,7 @@ from tinyllm.eval.lm.scoring import (
     plain_lls,
 )
 from tinyllm.logits import MAX_LOGITS, check_max_logits, eval_mode
-from tinyllm.models import hf
-from tinyllm.windows import context_limit, model_name
+from tinyllm.windows import context_limit, model_context, model_name
 
 DEFAULT_MC_TOKEN_BUDGET = 2048
 """Tokens per forward pass (rows x padded length) when scoring choices: contexts are batched
@@ -48,24 +47,19 @@ def _check_cache(cache: Any) -> str:
 
 
 def model_ctx_len(model: Any) -> int | None:
-    """The longest input a model reads, in tokens, or None when it has no limit we can find.
-
-    Our GPT (and any model with ``cfg.block_size``): ``cfg.block_size``; a Hugging Face model:
-    the first of ``n_positions``, ``max_position_embeddings``, ``n_ctx`` in its config
-    (lm-eval's order; :func:`tinyllm.models.hf.context_length`). A
+    """The longest input a model reads, in tokens, or None when it has no limit we can find:
+    :func:`tinyllm.windows.model_context`, the one lookup of the CLI, the zoo and the families
+    (our GPT's ``cfg.block_size``; a Hugging Face model's first of ``n_positions``,
+    ``max_position_embeddings``, ``n_ctx`` that is an int ``>= 2``, lm-eval's order). A
     :class:`~tinyllm.eval.lm.heads.FamilyLM` has none: the family's own ``token_nlls`` reads
     sequences of any length (an NPLM's ``ctx_len`` is its n-gram window, not a limit).
 
-    Example: a GPT built with ``Config(block_size=32)`` -> 32.
+    Example: a GPT built with ``Config(block_size=32)`` -> 32; a config with
+    ``n_positions=1, n_ctx=12`` -> 12.
     """
     if isinstance(model, FamilyLM):
         return None  # a family's own token_nlls reads sequences of any length
-    m = model
-    cfg = getattr(m, "cfg", None)
-    v = getattr(cfg, "block_size", None)
-    if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
-        return v
-    return hf.context_length(m)
+    return model_context(model)
 
 
 def _resolve_max_len(model: Any, max_len: int | None) -> int | None:
