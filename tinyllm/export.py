@@ -31,10 +31,10 @@ import importlib.util
 import io
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -248,13 +248,20 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def _csv_bytes(names: list[str], lines: Iterator[tuple]) -> bytes:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(names)
-    for line in lines:
-        w.writerow([_cell(v) for v in line])
-    return buf.getvalue().encode("utf-8")
+def _csv_writer(names: list[str], lines: Iterator[tuple]) -> Callable[[BinaryIO], None]:
+    """A function that writes a header of ``names`` and then ``lines`` as UTF-8 CSV to a binary
+    file, line by line (an items table of millions of tokens is never held as one string)."""
+
+    def write(f: BinaryIO) -> None:
+        text = io.TextIOWrapper(f, encoding="utf-8", newline="")
+        w = csv.writer(text, lineterminator="\n")
+        w.writerow(names)
+        for line in lines:
+            w.writerow([_cell(v) for v in line])
+        text.flush()
+        text.detach()  # the caller's file stays open
+
+    return write
 
 
 def _item_lines(release: str, blocks: list[ItemBlock]) -> Iterator[tuple]:
@@ -338,9 +345,9 @@ def export_release(store: Store, release: str, out: str | Path, fmt: str = "csv"
     n_items = sum(b.scores.size for b in blocks)
     if fmt == "csv":
         row_names = [name for name, _ in ROW_COLUMNS]
-        rows_data = _csv_bytes(row_names, (tuple(r[k] for k in row_names) for r in rows))
+        rows_data = _csv_writer(row_names, (tuple(r[k] for k in row_names) for r in rows))
         item_names = [name for name, _ in ITEM_COLUMNS]
-        items_data = _csv_bytes(item_names, _item_lines(release, blocks))
+        items_data = _csv_writer(item_names, _item_lines(release, blocks))
     else:
         rows_data = _parquet_bytes(_rows_table(rows))
         items_data = _parquet_bytes(_items_table(release, blocks))
