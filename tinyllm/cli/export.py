@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tinyllm import safeio
 from tinyllm.cli.app import app, console
 from tinyllm.cli.common import existing_store, fail, store_error
 from tinyllm.console import warning_line
@@ -81,8 +82,7 @@ def export_cmd(
 ) -> None:
     """A release's rows and per-item scores (with their unit ids) as CSV or Parquet files
     (formats/export.md), and/or logged to MLflow or W&B; exit 1 when a tracker failed."""
-    from tinyllm import safeio
-    from tinyllm.export import ExportError, export_release
+    from tinyllm.export import ExportError, export_release  # numpy and the store: after parsing
     from tinyllm.store import StoreError
     from tinyllm.trackers import track_release
 
