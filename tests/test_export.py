@@ -179,3 +179,15 @@ def test_cli_export_writes_both_files_and_refuses_bad_arguments_in_one_line(stor
         assert len(res.output.strip().splitlines()) == 1, res.output
     res = CliRunner().invoke(app, ["export", "r9", "--store", str(store.root), "--out", str(out)])
     assert res.exit_code == 2 and "release 'r9' is not in the store" in res.output
+
+
+def test_an_s3_release_exports_as_a_local_one(tmp_path, s3_env):
+    boto3 = pytest.importorskip("boto3")
+    boto3.client("s3").create_bucket(Bucket="evals")
+    s3 = two_releases("s3://evals/team")[0]
+    res = CliRunner().invoke(
+        app, ["export", "r2", "--store", "s3://evals/team", "--out", str(tmp_path / "out")]
+    )
+    assert res.exit_code == 0, res.output
+    check_rows(s3, "r2", read_csv(tmp_path / "out" / "r2.rows.csv", export.ROW_COLUMNS))
+    check_items(s3, "r2", read_csv(tmp_path / "out" / "r2.items.csv", export.ITEM_COLUMNS))
