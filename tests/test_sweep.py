@@ -140,18 +140,26 @@ def test_history_compare_and_dashboard_read_a_run_by_step(lee_run, tmp_path):
     assert st.read_compare("a-step-30000")["previous"] == "a-step-300"
     views = load_history(st)
     assert [v.name for v in views] == ["a-step-300", "a-step-3000", "a-step-30000"]
+    # 30000's stored comparison is with 300: history and the dashboard compare it with 3000
+    assert [v.compare and v.compare["previous"] for v in views] == [
+        None,
+        "a-step-300",
+        "a-step-3000",
+    ]
+    assert views[2].verdicts()["val"]["verdict"] == "improved"
     steps = list(history.release_history(st, views, n_perm=1000))
     assert [s.compare and s.compare["previous"] for s in steps] == [
         None,
         "a-step-300",
         "a-step-3000",
     ]
-    assert [s.computed for s in steps] == [False, False, True]  # 30000's stored one was vs 300
     series = entry_series("val", views)
     assert series.steps == [300, 3000, 30000]
     assert "training step" in trend_svg(series)
     site = build_site(st, history=views)
     assert '<dd class="run">a, step 3000</dd>' in site["release/a-step-3000.html"].decode()
+    page = site["release/a-step-30000.html"].decode()
+    assert "a-step-3000.html" in page[page.index("a-step-30000 vs ") :][:120]
     assert site["trends.html"].decode().count("training step") == 1  # the one entry's plot
     with pytest.raises(
         ValueError, match="expected A to be an earlier checkpoint of run 'a' than B"

@@ -64,6 +64,44 @@ def order_by_step(views: Iterable[Any]) -> list[Any]:
     return out
 
 
+def step_comparisons(
+    store: Store, views: Iterable[Any], *, n_perm: int = 10_000, seed: int = 0
+) -> dict[str, dict | None]:
+    """The comparisons to read instead of the stored ones, by release: each checkpoint of a run
+    (``views`` in step order, :func:`order_by_step`) is compared with the run's checkpoint
+    before it. A checkpoint whose stored ``compare.json`` is with another release of its run (a
+    step swept in between since: step 1000 stored against step 400, step 500 swept after it)
+    gets one computed here (:func:`tinyllm.compare.compare_reports`, nothing written); the
+    run's first checkpoint compared with a later one of its run gets None. Every other release
+    keeps its stored comparison (it is not in the result)."""
+    views = list(views)
+    runs = {v.name: run_step(v.report) for v in views}
+    before: dict[str, Any] = {}  # run -> its last checkpoint's view so far
+    out: dict[str, dict | None] = {}
+    for v in views:
+        rs = runs[v.name]
+        if rs is None:
+            continue
+        prev = before.get(rs[0])
+        have = v.compare.get("previous") if isinstance(v.compare, dict) else None
+        of_run = runs.get(have) is not None and runs[have][0] == rs[0]
+        if prev is not None and have != prev.name:
+            out[v.name] = compare_reports(
+                prev.report,
+                v.report,
+                store.items_loader(prev.name, prev.report),
+                store.items_loader(v.name, v.report),
+                n_perm=n_perm,
+                seed=seed,
+                load_units_prev=store.units_loader(prev.name, prev.report),
+                load_units_cur=store.units_loader(v.name, v.report),
+            )
+        elif prev is None and of_run:
+            out[v.name] = None
+        before[rs[0]] = v
+    return out
+
+
 def steps_of(views: Iterable[Any]) -> list[int] | None:
     """The training step of each view when every one is a readable checkpoint of one run (the
     x axis of the history is then the step), else None."""

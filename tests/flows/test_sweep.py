@@ -129,3 +129,20 @@ def test_sweep_command_on_a_manifest_prints_the_run_summary(run_dir, tmp_path, m
         ["30000", "->", str(LATER), "lee"],
     ]
     assert open_store(tmp_path / "st").read_report("lee-step-3000")["rows"][0]["name"] == "lee"
+
+
+def test_a_step_swept_in_between_is_compared_with_its_neighbours(run_dir, tmp_path):
+    store = tmp_path / "store"
+    first = _sweep(run_dir, store, ["runs/lee-bigram/step-300", "runs/lee-bigram/step-30000"])
+    assert [c["published"] for c in first["checkpoints"]] == [True, True]
+    out = _sweep(run_dir, store, ["runs/lee-bigram/step-*"])
+    done = {c["step"]: c for c in out["checkpoints"]}
+    # 300 unchanged; 3000 new; 30000 from the cache, published again against its new neighbour
+    assert [(done[n]["cached"], done[n]["published"]) for n in STEPS] == [
+        (["val"], False),
+        ([], True),
+        (["val"], True),
+    ]
+    st = open_store(store)
+    assert st.read_compare("lee-bigram-step-30000")["previous"] == "lee-bigram-step-3000"
+    assert [p["previous_step"] for p in out["summary"]["pairs"]] == [300, 3000]

@@ -13,7 +13,7 @@ from typing import Any
 
 from tinyllm import metrics
 from tinyllm.compare_render import format_number, format_p, mde_text
-from tinyllm.history import order_by_step
+from tinyllm.history import order_by_step, step_comparisons
 from tinyllm.store import Store, StoreError, history_order, parse_created_at
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -92,8 +92,9 @@ def load_history(store: Store) -> list[ReleaseView]:
     The order is the store's (:func:`tinyllm.store.history_order`): readable releases by
     ``created_at`` then name; unreadable ones by the time in their first run id when it has
     one, else after all the others (by name); the checkpoints of a training run in step order
-    (:func:`tinyllm.history.order_by_step`). Nothing raises for a bad file: the reason is kept
-    on the view.
+    (:func:`tinyllm.history.order_by_step`), each with its comparison with the run's checkpoint
+    before it (:func:`tinyllm.history.step_comparisons`: computed when a step was swept in
+    between since it was stored). Nothing raises for a bad file: the reason is kept on the view.
     """
     folders: dict[str, dict[str, list[str]]] = {}
     keys = store.list("releases/")
@@ -145,7 +146,11 @@ def load_history(store: Store) -> list[ReleaseView]:
         views.append(v)
 
     views.sort(key=lambda v: history_order(v.name, v.created_at, [r.run_id for r in v.runs]))
-    return order_by_step(views)
+    views = order_by_step(views)
+    for name, cmp in step_comparisons(store, views).items():  # a step swept in between
+        v = next(v for v in views if v.name == name)
+        v.compare, v._verdicts = cmp, None
+    return views
 
 
 # ---- numbers, as the CLI prints them ------------------------------------------------------------
