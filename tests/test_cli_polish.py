@@ -215,7 +215,6 @@ def local_imports() -> list[tuple[str, int, str, str]]:
 
 
 PENDING = {
-    "export.py": "tinyllm.safeio imported inside export_cmd (light: at the top), no reason given",
     "sweep.py": "tinyllm.compare_render imported inside print_sweep (light), no reason given",
 }
 """Command modules whose function-local imports do not follow the rule yet."""

@@ -6,9 +6,10 @@ package, one module per sub-command ``tinyllm/cli/eval/<command>.py``; ``tinyllm
 ``tinyllm/cli/<command>.py``, or in the module of the command it works beside. Each module
 registers its commands on the app of :mod:`tinyllm.cli.app`:
 
-* :mod:`tinyllm.cli.eval` -- ``eval ppl``, ``eval task``, ``eval lmeval``, one module each;
-* :mod:`tinyllm.cli.suite` -- ``eval --suite zoo`` (the ``eval`` group's own call), ``demo``,
-  ``compare`` (the suite, releases);
+* :mod:`tinyllm.cli.eval` -- ``eval ppl``, ``eval task``, ``eval lmeval`` and ``eval --suite zoo``
+  (the ``eval`` group's own call), one module each;
+* :mod:`tinyllm.cli.demo` -- ``demo`` (the main job on the embedded defaults);
+* :mod:`tinyllm.cli.compare` -- ``compare`` (two releases of a store, row by row);
 * :mod:`tinyllm.cli.history` -- ``history``, ``dashboard`` (the store's release history);
 * :mod:`tinyllm.cli.sweep` -- ``sweep`` (the checkpoints of a training run, by step);
 * :mod:`tinyllm.cli.export` -- ``export`` (a release as CSV / Parquet, to MLflow or W&B);
@@ -31,9 +32,15 @@ from __future__ import annotations
 import sys
 import warnings
 
-# the commands are listed in --help in the order they register: demo and compare before history
+# the commands are listed in --help in the order they register: export (imported by the eval
+# group's suite), then demo and compare before history
 from tinyllm.cli import eval as eval_group
-from tinyllm.cli import suite
+
+# isort: split
+from tinyllm.cli import demo
+
+# isort: split
+from tinyllm.cli import compare
 
 # isort: split
 from tinyllm.cli import export, history, judge, plan, server, sweep, task, zoo
@@ -42,7 +49,7 @@ from tinyllm.cli.common import MAX_N_PERM
 from tinyllm.console import error_line, warning_line
 
 __all__ = ["DEBUG", "MAX_N_PERM", "app", "error_line", "main", "show_warning"]
-COMMAND_MODULES = (eval_group, suite, history, sweep, export, judge, plan, zoo, task, server)
+COMMAND_MODULES = eval_group, demo, compare, history, sweep, export, judge, plan, zoo, task, server
 """The command groups, imported for the commands they register on :data:`app`."""
 
 _python_showwarning = warnings.showwarning

@@ -1,6 +1,6 @@
 """`tinyllm export`: one release of a store as CSV or Parquet files (:mod:`tinyllm.export`),
 and logged to MLflow or W&B (:mod:`tinyllm.trackers`). ``--track`` is shared with
-``eval --suite zoo --release R`` (:mod:`tinyllm.cli.suite`)."""
+``eval --suite zoo --release R`` (:mod:`tinyllm.cli.eval.suite`)."""
 
 from __future__ import annotations
 

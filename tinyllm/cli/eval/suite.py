@@ -1,12 +1,11 @@
-"""`tinyllm eval --suite zoo` (in this process, or the EvalSuite flow for a release),
-`tinyllm demo` and `tinyllm compare`: scoring the suite and comparing releases.
+"""`tinyllm eval --suite zoo`, the ``eval`` group's own call: the zoo scored in this process into a
+report file (``--out``), or the EvalSuite flow for a release into the store (``--release``).
 
-The commands that run the flow import :mod:`tinyllm_suite` (and so prefect, seconds of start-up)
-inside themselves: every other command, and ``--help``, starts without it."""
+The flow's runner imports :mod:`tinyllm_suite` (and so prefect, seconds of start-up) inside
+:func:`run_flow`: ``eval --help`` and the ``eval`` sub-commands start without it."""
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,30 +14,11 @@ from typing import Annotated, Any
 import typer
 
 from tinyllm import safeio
-from tinyllm.cli.app import DEBUG, app, console, eval_app
-from tinyllm.cli.common import (
-    LARGE_N_PERM,
-    MAX_N_PERM,
-    QUIET_HELP,
-    check_n_perm,
-    check_target,
-    existing_store,
-    fail,
-    store_error,
-)
+from tinyllm.cli.app import DEBUG, console, eval_app
+from tinyllm.cli.common import check_target, fail
+from tinyllm.cli.eval.options import Quiet
 from tinyllm.cli.export import Track, check_track, print_tracked
-from tinyllm.compare_render import compare_table
 from tinyllm.console import Progress, print_report, print_suite_run
-
-Store = Annotated[str, typer.Option("--store", help="A folder or s3://bucket/prefix.")]
-
-
-@app.command()
-def demo() -> None:
-    """The main job on the embedded defaults (what `make demo` runs)."""
-    from tinyllm_suite.demo import run_demo  # prefect, seconds of start-up: only for the demo
-
-    raise typer.Exit(run_demo(console))
 
 
 def check_out(out: str) -> None:
@@ -200,7 +180,6 @@ Refresh = Annotated[
 Suite = Annotated[str | None, typer.Option("--suite", help="The suite to run: zoo.")]
 Json = Annotated[bool, typer.Option("--json", help="Print the report as JSON, not a table.")]
 Seed = Annotated[int, typer.Option("--seed", min=0, help="Seed of the run (per entry: seed+name).")]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)]
 
 
 @eval_app.callback(invoke_without_command=True)
@@ -244,50 +223,3 @@ def eval_suite(
     if as_json:
         return typer.echo(json.dumps(rep.to_json(), indent=2))
     print_report(console, rep, f"report written to {path}")
-
-
-A = Annotated[str, typer.Argument(help="The earlier (baseline) release.")]
-B = Annotated[str, typer.Argument(help="The release to judge against A.")]
-NPerm = Annotated[
-    int, typer.Option("--n-perm", min=1, help=f"Permutations per row (at most {MAX_N_PERM}).")
-]
-PermSeed = Annotated[int, typer.Option("--seed", help="Seed of the permutation test.")]
-Alpha = Annotated[float, typer.Option("--alpha", min=0.0, max=1.0, help="Test level.")]
-CompareJson = Annotated[bool, typer.Option("--json", help="Print compare.json, not a table.")]
-FailOnRegression = Annotated[
-    bool, typer.Option("--fail-on-regression", help="Exit with status 1 when a row regressed.")
-]
-
-
-@app.command("compare")
-def compare_cmd(
-    a: A,
-    b: B,
-    store: Store = "./evalstore",
-    n_perm: NPerm = 10_000,
-    seed: PermSeed = 0,
-    alpha: Alpha = 0.05,
-    as_json: CompareJson = False,
-    fail_on_regression: FailOnRegression = False,
-) -> None:
-    """Compare release B with release A: a paired permutation test per row (nothing written)."""
-    from tinyllm.compare import regressions  # numpy and scipy: after parsing
-    from tinyllm.history import compare_releases
-    from tinyllm.store import StoreError
-
-    check_n_perm(n_perm)
-    st = existing_store(store)
-    # compare_releases has no per-row callback: a large count gets a line when it starts and
-    # one when it ends, so a long run does not look hung
-    what = f"comparing {b} with {a}, {n_perm} permutations per row"
-    bar = functools.partial(Progress, what, quiet=n_perm < LARGE_N_PERM)
-    try:
-        cmp = compare_releases(st, a, b, n_perm=n_perm, seed=seed, alpha=alpha, progress=bar)
-    except (StoreError, ValueError) as e:
-        store_error(e)
-    if as_json:
-        typer.echo(json.dumps(cmp, indent=2))
-    else:
-        console.print(compare_table(cmp))
-    if fail_on_regression and regressions(cmp):
-        raise typer.Exit(1)
