@@ -425,7 +425,8 @@ their rows are compared at the item level, the units unknown)."""
 
 
 class Report(BaseModel):
-    """A zoo report: provenance plus one :class:`Row` per manifest entry, in manifest order.
+    """A zoo report: provenance plus one :class:`Row` per manifest entry, in manifest order;
+    for a checkpoint of a training run (``tinyllm sweep``), its ``run`` and ``step``.
 
     The per-item scores of each row (``row.items`` names their file relative to the report) travel
     with the object in :attr:`item_scores` until :func:`tinyllm.eval.report_files.write_report`
