@@ -12,6 +12,7 @@ from rich.table import Table
 
 from tinyllm.cli.app import DEBUG, app, console
 from tinyllm.cli.common import QUIET_HELP, fail
+from tinyllm.compare_render import format_number, format_p
 
 Checkpoints = Annotated[
     list[str],
@@ -105,8 +106,7 @@ def prepare(args: list[str], steps: dict[str, int], a: dict) -> tuple[Any, list,
 def print_sweep(out: dict) -> None:
     """The run's consecutive comparisons as a table, then what they conclude and where the
     releases went."""
-    from tinyllm.compare_render import format_number, format_p
-    from tinyllm.sweep import conclusion
+    from tinyllm.sweep import conclusion  # numpy and the stats behind it: printed after a run
 
     s = out["summary"]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
