@@ -214,17 +214,8 @@ def local_imports() -> list[tuple[str, int, str, str]]:
     return out
 
 
-PENDING = {
-    "sweep.py": "tinyllm.compare_render imported inside print_sweep (light), no reason given",
-}
-"""Command modules whose function-local imports do not follow the rule yet."""
-
-
 def cli_files() -> list:
-    return [
-        pytest.param(f, marks=pytest.mark.xfail(reason=PENDING[f])) if f in PENDING else f
-        for f in sorted({f for f, *_ in local_imports()})
-    ]
+    return sorted({f for f, *_ in local_imports()})
 
 
 @pytest.mark.parametrize("file", cli_files())
