@@ -217,3 +217,31 @@ def test_a_reports_verdicts_are_decided_together_by_holm():
         0.03,
     ]
     assert rows[1]["beats_baseline"]["verdict"] == "better"  # the input is left as it was
+
+
+def test_typed_rows_are_decided_as_their_documents():
+    """adjust_row_verdicts over report Rows: the same p_adjusted and verdicts as
+    adjust_verdicts over the rows' documents, the Rows left as they were, and p_adjusted
+    written (it is one of the verdict's set fields)."""
+    from tinyllm.report import Row
+
+    base = {"family": "classifier", "kind": "classifier", "value": 0.5, "lo": 0.1, "hi": 0.9,
+            "interval": "wilson", "n": 9, "status": "ok", "error": None, "reason": None,
+            "checkpoint_sha256": None, "data_sha256": None, "seconds": 0.0, "items": None,
+            "checkpoint": "c", "data": "d", "options": {}}  # fmt: skip
+    docs = [
+        base | _row("a", "acc", 0.01, 0.2),
+        base | _row("b", "bpb", 0.04, -0.3) | {"kind": "lm", "family": "bigram"},
+        base | {"name": "c", "metric": "acc", "beats_baseline": None},
+        base | _row("d", "acc", 0.03, -0.1),
+    ]
+    rows = [Row(**d) for d in docs]
+    out = bl.adjust_row_verdicts(rows)
+    want = bl.adjust_verdicts(docs)
+    for got, w in zip(out, want, strict=True):
+        bb = got.beats_baseline
+        assert (bb and bb.model_dump(mode="json", exclude_unset=True)) == w["beats_baseline"]
+    assert [r.beats_baseline and r.beats_baseline.verdict for r in out] == [
+        "better", "not distinguishable", None, "not distinguishable",
+    ]  # fmt: skip
+    assert rows[0].beats_baseline.p_adjusted is None  # nothing changed in place

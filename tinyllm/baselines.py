@@ -31,6 +31,7 @@ import numpy as np
 from scipy import stats as sps
 
 from tinyllm.metrics import DIRECTION
+from tinyllm.report import BaselineInfo, BeatsBaseline, Row
 from tinyllm.stats import (
     ALPHA,
     BASELINE_WORDS,
@@ -281,12 +282,12 @@ def row_items_ref(row) -> str | None:
 
 def row_fields(
     scored, name: str, rng: np.random.Generator | None = None
-) -> tuple[dict | None, dict | None, np.ndarray | None]:
+) -> tuple[BaselineInfo | None, BeatsBaseline | None, np.ndarray | None]:
     """An ok row's ``(baseline, beats_baseline, baseline items)`` from what its kind's scorer
-    returned (``scored``: ``baseline``, ``interval.value``, ``n``, ``items``, ``metric``):
-    :func:`baseline_field` (items at :func:`items_ref`), :func:`judge` with the metric's
-    direction, and the baseline's per-item scores as float64 (None for a constant baseline);
-    ``(None, None, None)`` without a baseline."""
+    returned (``scored``: ``baseline``, ``interval.value``, ``n``, ``items``, ``metric``): the
+    row's typed fields :func:`baseline_field` (items at :func:`items_ref`) and :func:`judge`
+    with the metric's direction, and the baseline's per-item scores as float64 (None for a
+    constant baseline); ``(None, None, None)`` without a baseline."""
     b = scored.baseline
     if b is None:
         return None, None, None
@@ -301,15 +302,43 @@ def row_fields(
         units=getattr(scored, "units", None),
     )
     items = None if b.items is None else np.asarray(b.items, dtype=np.float64)
-    return baseline_field(b, items_ref(name)), verdict, items
+    field = BaselineInfo(**baseline_field(b, items_ref(name)))
+    return field, BeatsBaseline(**verdict), items
+
+
+def holm_verdicts(tests: list[tuple[float, float, str]]) -> list[tuple[float, str]]:
+    """``(p_adjusted, verdict)`` of each ``(p, delta, metric)`` test of one report decided
+    together: Holm's adjustment (:func:`tinyllm.stats.holm_adjust`) over the m tests, each
+    verdict read from its ``p_adjusted`` at ``ALPHA`` (:func:`tinyllm.stats.verdict`, the
+    metric's direction)."""
+    adjusted = holm_adjust([p for p, _, _ in tests])
+    return [
+        (p_adj, _verdict(p_adj, delta, DIRECTION[metric]))
+        for p_adj, (_, delta, metric) in zip(adjusted, tests, strict=True)
+    ]
+
+
+def adjust_row_verdicts(rows: list[Row]) -> list[Row]:
+    """The rows of one report with their ``beats_baseline`` verdicts decided together
+    (:func:`holm_verdicts` over the rows that have one, each given ``p_adjusted``). Rows
+    without a verdict are returned as they are; nothing is changed in place."""
+    tested = [i for i, r in enumerate(rows) if r.beats_baseline is not None]
+    tests = [
+        (rows[i].beats_baseline.p, rows[i].beats_baseline.delta, rows[i].metric) for i in tested
+    ]
+    out = list(rows)
+    for i, (p_adj, word) in zip(tested, holm_verdicts(tests), strict=True):
+        bb = rows[i].beats_baseline.model_copy(update={"p_adjusted": p_adj, "verdict": word})
+        out[i] = rows[i].model_copy(update={"beats_baseline": bb})
+    return out
 
 
 def adjust_verdicts(rows: list[dict]) -> list[dict]:
-    """The rows of one report with their ``beats_baseline`` verdicts decided together: Holm's
-    adjustment (:func:`tinyllm.stats.holm_adjust`) over the m rows whose ``beats_baseline`` has
-    a ``p``, each given ``p_adjusted`` and the verdict read from it at ``ALPHA``
-    (:func:`tinyllm.stats.verdict`, the row's metric's direction). Rows without a verdict are
-    returned as they are; nothing is changed in place.
+    """:func:`adjust_row_verdicts` for the row documents of a stored report (JSON dicts, which
+    a store may hold without the provenance a :class:`tinyllm.report.Row` requires): Holm over
+    the m rows whose ``beats_baseline`` has a ``p`` (:func:`holm_verdicts`), each given
+    ``p_adjusted`` and the verdict read from it. Rows without a verdict are returned as they
+    are; nothing is changed in place.
 
     Example: three rows with p 0.01, 0.04 and 0.03 -> p_adjusted 0.03, 0.06, 0.06: only the
     first stays "better".
@@ -319,11 +348,12 @@ def adjust_verdicts(rows: list[dict]) -> list[dict]:
         for i, r in enumerate(rows)
         if isinstance(r.get("beats_baseline"), dict) and r["metric"] in DIRECTION
     ]
-    adjusted = holm_adjust([rows[i]["beats_baseline"]["p"] for i in tested])
+    tests = [(rows[i]["beats_baseline"]["p"], rows[i]["beats_baseline"]["delta"],
+              rows[i]["metric"]) for i in tested]  # fmt: skip
     out = list(rows)
-    for i, p_adj in zip(tested, adjusted, strict=True):
+    for i, (p_adj, word) in zip(tested, holm_verdicts(tests), strict=True):
         bb = dict(rows[i]["beats_baseline"], p_adjusted=p_adj)
-        bb["verdict"] = _verdict(p_adj, bb["delta"], DIRECTION[rows[i]["metric"]])
+        bb["verdict"] = word
         out[i] = dict(rows[i], beats_baseline=bb)
     return out
 

@@ -5,15 +5,23 @@ The pieces, each usable alone::
     read_config(path)            checkpoint folder / one-file checkpoint / HF folder -> config dict
     kind_of(config)              -> "lm" | "seq2seq" | "classifier" | ...
     load_model(path)             dispatch on tl_arch through tinyllm.models.FAMILIES
-    score_entry(entry, seed=..., base_dir=..., items_dir=...) -> row dict   THE scoring path
-    score_entry_items(entry, seed=..., base_dir=...) -> (row, per-item scores)   the same, unsaved
-    score_entry_result(entry, seed=..., base_dir=...) -> EntryResult   row and every array
+    score_entry_row(entry, seed=..., base_dir=...) -> EntryRow   THE scoring path: a typed Row
+                                 (tinyllm.report.Row) and every array
+    score_entry(entry, seed=..., base_dir=..., items_dir=...) -> row dict   the same, arrays saved
+    score_entry_items(entry, seed=..., base_dir=...) -> (row dict, per-item scores)   unsaved
+    score_entry_result(entry, seed=..., base_dir=...) -> EntryResult   row dict and every array
     is_transient(exc)            worth retrying? (for a workflow's retry condition)
     build_report / build_run_report   rows scored anywhere -> a report in manifest order
     run_zoo(manifest, rng=None, seed=0) -> Report    every entry, in manifest order
 
 A report on disk (report.json with items/<name>.npy beside it) is written and read by
 :mod:`tinyllm.eval.report_files`.
+
+Rows are typed (:class:`tinyllm.report.Row`) from the kind's :class:`~tinyllm.eval.kinds.Scored`
+to the :class:`~tinyllm.report.Report`; a row is a dict only where it leaves the library as JSON
+(:func:`score_entry`, :func:`score_entry_result` and :func:`error_row`, whose rows a workflow's
+tasks return, and ``Report.to_json``) and where one comes back in (:func:`build_report` and
+:func:`build_run_report` take either, validating a dict into a Row).
 
 ``score_entry`` never raises for a bad entry: an exception while loading or scoring becomes a row
 with ``status: "error"`` and its type and message; an unknown family (or a kind that has no
@@ -35,7 +43,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -58,6 +66,7 @@ from tinyllm.report import (
     Entry,
     Manifest,
     Report,
+    Row,
     load_manifest,
     parse_manifest,
     sha256_path,
@@ -160,6 +169,8 @@ def entry_rng(seed: int, name: str) -> np.random.Generator:
 
 
 def _base_row(entry: Entry) -> dict:
+    """The fields of ``entry``'s row before it is scored, every field of
+    :class:`tinyllm.report.Row` (so each is written), in the schema's order."""
     try:
         kind = _kind_of_family(entry.family)
     except UnknownFamilyError:
@@ -196,6 +207,19 @@ def _base_row(entry: Entry) -> dict:
     }
 
 
+def row_json(row: Row) -> dict:
+    """A row as the JSON document a report holds (``Report.to_json``'s row of a row the zoo
+    built): what :func:`score_entry` returns and a workflow's task passes on."""
+    return row.model_dump(mode="json")
+
+
+def as_row(row: Row | Mapping) -> Row:
+    """``row`` as a :class:`tinyllm.report.Row`: a Row as it is, a row document (a JSON dict,
+    e.g. a workflow task's result) validated into one (pydantic's ValidationError on a bad
+    one)."""
+    return row if isinstance(row, Row) else Row.model_validate(dict(row))
+
+
 def error_row(
     entry: Entry | Mapping,
     exc: BaseException,
@@ -203,19 +227,29 @@ def error_row(
     checkpoint_sha256: str | None = None,
     data_sha256: str | None = None,
 ) -> dict:
-    """The row of an entry that failed with ``exc``: ``status: "error"``, ``error: {type,
-    message}``, no value. (For callers that catch failures outside :func:`score_entry`, e.g. a
-    workflow task that failed after its retries.)"""
+    """The row document of an entry that failed with ``exc``: ``status: "error"``, ``error:
+    {type, message}``, no value. (For callers that catch failures outside
+    :func:`score_entry`, e.g. a workflow task that failed after its retries.)"""
     e = entry if isinstance(entry, Entry) else Entry.model_validate(dict(entry))
-    row = _base_row(e)
-    row.update(
-        status="error",
-        error={"type": type(exc).__name__, "message": str(exc)},
-        seconds=float(seconds),
-        checkpoint_sha256=checkpoint_sha256,
-        data_sha256=data_sha256,
+    return row_json(_error_row(e, exc, seconds, checkpoint_sha256, data_sha256))
+
+
+def _error_row(
+    entry: Entry,
+    exc: BaseException,
+    seconds: float,
+    checkpoint_sha256: str | None = None,
+    data_sha256: str | None = None,
+) -> Row:
+    error = {"type": type(exc).__name__, "message": str(exc)}
+    hashes = {"checkpoint_sha256": checkpoint_sha256, "data_sha256": data_sha256}
+    return Row(
+        **(
+            _base_row(entry)
+            | hashes
+            | {"status": "error", "error": error, "seconds": float(seconds)}
+        )
     )
-    return row
 
 
 _PERMANENT_OS_ERRORS = (
@@ -301,19 +335,38 @@ def score_entry_items(
     workflow retries it); every other exception is still an error row. The baseline's items
     and the unit ids are not returned, so the row's ``baseline.items`` and ``units`` are null.
     """
-    row, items, _ = score_entry_arrays(
-        entry, seed=seed, base_dir=base_dir, raise_transient=raise_transient
-    )
-    if row["baseline"] is not None:
-        row["baseline"]["items"] = None
-    row["units"] = None
-    return row, items
+    res = score_entry_row(entry, seed=seed, base_dir=base_dir, raise_transient=raise_transient)
+    return row_json(_unsaved(res.row, baseline_items=True, units=True)), res.items
+
+
+def _unsaved(
+    row: Row, *, items: bool = False, baseline_items: bool = False, units: bool = False
+) -> Row:
+    """``row`` naming no file for the arrays that are not saved beside its report."""
+    update: dict[str, Any] = {}
+    if items:
+        update["items"] = None
+    if baseline_items and row.baseline is not None:
+        update["baseline"] = row.baseline.model_copy(update={"items": None})
+    if units:
+        update["units"] = None
+    return row.model_copy(update=update) if update else row
+
+
+class EntryRow(NamedTuple):
+    """One entry scored (:func:`score_entry_row`): its typed row and the arrays saved beside
+    it, each None where there is none (error and skipped rows; ``units`` when every item is its
+    own unit)."""
+
+    row: Row
+    items: np.ndarray | None  # float64, the row's per-item scores
+    baseline_items: np.ndarray | None  # float64, its baseline's on the same items
+    units: np.ndarray | None  # int64, the unit id of each item
 
 
 class EntryResult(NamedTuple):
-    """One entry scored (:func:`score_entry_result`): its row and the arrays saved beside it,
-    each None where there is none (error and skipped rows; ``units`` when every item is its
-    own unit)."""
+    """One entry scored (:func:`score_entry_result`): :class:`EntryRow` with the row as its
+    JSON document (:func:`row_json`), what a workflow's task returns."""
 
     row: dict
     items: np.ndarray | None  # float64, the row's per-item scores
@@ -348,6 +401,41 @@ def _unit_fields(scored: Scored, name: str) -> dict:
     }
 
 
+def scored_row(
+    entry: Entry,
+    scored: Scored,
+    fields: dict,
+    baseline: Any,
+    beats_baseline: Any,
+    seconds: float,
+) -> Row:
+    """The ok :class:`tinyllm.report.Row` of ``entry`` from its kind's :class:`Scored`:
+    ``value``, ``lo``, ``hi`` of its interval, its estimator's name as ``interval``, ``n``,
+    ``details``, the items' file, the unit fields, and ``baseline`` / ``beats_baseline``
+    (:func:`tinyllm.baselines.row_fields`); ``fields``: the row's provenance
+    (:func:`_base_row` with the hashes)."""
+    return Row(
+        **(
+            fields
+            | {
+                "status": "ok",
+                "metric": scored.metric,
+                "value": scored.interval.value,
+                "lo": scored.interval.lo,
+                "hi": scored.interval.hi,
+                "interval": scored.method,
+                "n": scored.n,
+                "details": scored.details or None,
+                "items": None if scored.items is None else f"items/{entry.name}.npy",
+                "baseline": baseline,
+                "beats_baseline": beats_baseline,
+                "seconds": seconds,
+                **_unit_fields(scored, entry.name),
+            }
+        )
+    )
+
+
 def score_entry_result(
     entry: Entry | Mapping,
     *,
@@ -355,29 +443,40 @@ def score_entry_result(
     base_dir: str | os.PathLike = ".",
     raise_transient: bool = False,
 ) -> EntryResult:
-    """One entry scored, nothing written: its row, per-item scores, baseline's per-item scores
-    and unit ids (:class:`EntryResult`), what :func:`score_entry` saves beside a report."""
+    """:func:`score_entry_row` with the row as its JSON document (:class:`EntryResult`): what a
+    workflow's task returns, nothing written."""
+    res = score_entry_row(entry, seed=seed, base_dir=base_dir, raise_transient=raise_transient)
+    return EntryResult(row_json(res.row), res.items, res.baseline_items, res.units)
+
+
+def score_entry_row(
+    entry: Entry | Mapping,
+    *,
+    seed: int = 0,
+    base_dir: str | os.PathLike = ".",
+    raise_transient: bool = False,
+) -> EntryRow:
+    """One entry scored, nothing written: its typed row, per-item scores, baseline's per-item
+    scores and unit ids (:class:`EntryRow`), what :func:`score_entry` saves beside a report."""
     entry = entry if isinstance(entry, Entry) else Entry.model_validate(dict(entry))
     base_dir = Path(base_dir)
     t0 = time.perf_counter()
-    row = _base_row(entry)
-    if row["kind"] is None:
-        row.update(
-            status="skipped",
-            reason=f"unknown family {entry.family!r}; known families: {sorted(FAMILIES)}",
-        )
-        return EntryResult(row, None, None, None)
-    if row["kind"] not in SCORERS:
-        row.update(status="skipped", reason=f"no scorer for kind {row['kind']!r} yet")
-        return EntryResult(row, None, None, None)
+    fields = _base_row(entry)
+    kind = fields["kind"]
+    if kind is None:
+        reason = f"unknown family {entry.family!r}; known families: {sorted(FAMILIES)}"
+        return EntryRow(Row(**(fields | {"status": "skipped", "reason": reason})), None, None, None)
+    if kind not in SCORERS:
+        reason = f"no scorer for kind {kind!r} yet"
+        return EntryRow(Row(**(fields | {"status": "skipped", "reason": reason})), None, None, None)
     try:
         rng = entry_rng(seed, entry.name)
         ckpt = resolve_input(entry, "checkpoint", base_dir)
         data = resolve_input(entry, "data", base_dir)
         _check_input(ckpt, "checkpoint", entry.name, folder=True)
-        row["checkpoint_sha256"] = sha256_path(ckpt)
+        fields["checkpoint_sha256"] = sha256_path(ckpt)
         _check_input(data, "data file", entry.name, folder=False)
-        row["data_sha256"] = entry_data_sha256(entry, data)  # lmeval: the task's files
+        fields["data_sha256"] = entry_data_sha256(entry, data)  # lmeval: the task's files
         config = read_config(ckpt)
         if config["tl_arch"] != entry.family:
             raise ValueError(
@@ -385,31 +484,17 @@ def score_entry_result(
                 f"{config['tl_arch']!r} in {ckpt}"
             )
         model = load_model(ckpt, device=entry.options.device, dtype=entry.options.dtype)
-        scored = SCORERS[row["kind"]](entry, model, data, rng)
-        base_row, verdict, base_items = baselines.row_fields(scored, entry.name, rng)
+        scored = SCORERS[kind](entry, model, data, rng)
+        base_field, verdict, base_items = baselines.row_fields(scored, entry.name, rng)
     except Exception as exc:  # every failure is a row; the rest of the zoo is still scored
         if raise_transient and is_transient(exc):
             raise
-        row.update(status="error", error={"type": type(exc).__name__, "message": str(exc)})
-        row["seconds"] = time.perf_counter() - t0
-        return EntryResult(row, None, None, None)
-    row.update(
-        status="ok",
-        metric=scored.metric,
-        value=scored.interval.value,
-        lo=scored.interval.lo,
-        hi=scored.interval.hi,
-        interval=scored.method,
-        n=scored.n,
-        details=scored.details or None,
-        items=None if scored.items is None else f"items/{entry.name}.npy",
-        baseline=base_row,
-        beats_baseline=verdict,
-        seconds=time.perf_counter() - t0,
-        **_unit_fields(scored, entry.name),
-    )
+        row = _error_row(entry, exc, time.perf_counter() - t0,
+                         fields["checkpoint_sha256"], fields["data_sha256"])  # fmt: skip
+        return EntryRow(row, None, None, None)
+    row = scored_row(entry, scored, fields, base_field, verdict, time.perf_counter() - t0)
     items = None if scored.items is None else np.asarray(scored.items, dtype=np.float64)
-    return EntryResult(row, items, base_items, scored.units)
+    return EntryRow(row, items, base_items, scored.units)
 
 
 def score_entry(
@@ -434,20 +519,16 @@ def score_entry(
     an unknown family a ``status: "skipped"`` row with the reason. (A dict that is not a valid
     manifest entry raises pydantic's ValidationError: manifests are validated before scoring.)
     """
-    row, items, base_items, units = score_entry_result(entry, seed=seed, base_dir=base_dir)
-    if items is not None and items_dir is not None:
-        save_npy(Path(items_dir), f"{row['name']}.npy", items)
-    elif items is not None:
-        row["items"] = None
-    if base_items is not None and items_dir is not None:
-        save_npy(Path(items_dir), f"{row['name']}.baseline.npy", base_items)
-    elif base_items is not None:
-        row["baseline"]["items"] = None
-    if units is not None and items_dir is not None:
-        save_units(Path(items_dir), f"{row['name']}.units.npy", units)
-    elif units is not None:
-        row["units"] = None
-    return row
+    row, items, base_items, units = score_entry_row(entry, seed=seed, base_dir=base_dir)
+    keep = items_dir is not None
+    if keep and items is not None:
+        save_npy(Path(items_dir), f"{row.name}.npy", items)
+    if keep and base_items is not None:
+        save_npy(Path(items_dir), f"{row.name}.baseline.npy", base_items)
+    if keep and units is not None:
+        save_units(Path(items_dir), f"{row.name}.units.npy", units)
+    unsaved = _unsaved(row, items=not keep, baseline_items=not keep, units=not keep)
+    return row_json(unsaved)
 
 
 # ---- the whole zoo -----------------------------------------------------------------------------
@@ -469,7 +550,7 @@ def _resolve_manifest(
 
 def build_report(
     manifest: Manifest | Mapping,
-    rows: list[dict],
+    rows: Sequence[Row | Mapping],
     *,
     seed: int,
     release: str | None = None,
@@ -478,9 +559,10 @@ def build_report(
     baseline_items: Mapping[str, np.ndarray] | None = None,
     units: Mapping[str, np.ndarray] | None = None,
 ) -> Report:
-    """Assemble a :class:`Report` from rows scored by :func:`score_entry` (any order, any
-    process): rows are put in manifest order, and one row per entry is required; the rows'
-    ``beats_baseline`` verdicts are decided together (:func:`tinyllm.baselines.adjust_verdicts`).
+    """Assemble a :class:`Report` from rows scored by :func:`score_entry_row` (typed) or
+    :func:`score_entry` (their documents; any order, any process): rows are put in manifest
+    order, and one row per entry is required; the rows' ``beats_baseline`` verdicts are decided
+    together (:func:`tinyllm.baselines.adjust_row_verdicts`).
 
     ``items`` maps row names to per-item score arrays that :func:`write_report` will save;
     ``baseline_items`` their baselines' per-item scores, ``units`` their unit ids
@@ -496,7 +578,7 @@ def build_report(
 
 def build_run_report(
     manifest: Manifest | Mapping,
-    rows: list[dict],
+    rows: Sequence[Row | Mapping],
     *,
     seed: int,
     release: str | None = None,
@@ -512,7 +594,7 @@ def build_run_report(
 
 def _make_report(
     manifest: Manifest | Mapping,
-    rows: list[dict],
+    rows: Sequence[Row | Mapping],
     seed: int,
     release: str | None,
     items: Mapping[str, np.ndarray] | None,
@@ -521,7 +603,8 @@ def _make_report(
 ) -> Report:
     m = parse_manifest(manifest)
     names = [e.name for e in m.entries]
-    got = [r["name"] for r in rows]
+    rows = [as_row(r) for r in rows]
+    got = [r.name for r in rows]
     unknown = [n for n in got if n not in names]
     dups = sorted({n for n in got if got.count(n) > 1})
     if unknown or dups or (not partial and len(got) != len(names)):
@@ -531,7 +614,7 @@ def _make_report(
             + (f"; unknown {unknown}" if unknown else "")
             + (f"; duplicated {dups}" if dups else "")
         )
-    by_name = {r["name"]: r for r in rows}
+    by_name = {r.name: r for r in rows}
     report = Report(
         suite=m.suite,
         release=release,
@@ -539,7 +622,7 @@ def _make_report(
         seed=seed,
         tinyllm_version=__version__,
         manifest_sha256=m.sha256(),
-        rows=baselines.adjust_verdicts([by_name[n] for n in names if n in by_name]),
+        rows=baselines.adjust_row_verdicts([by_name[n] for n in names if n in by_name]),
     )
     for name, arr in (items or {}).items():
         report.item_scores[name] = np.asarray(arr, dtype=np.float64)
@@ -563,20 +646,21 @@ def run_zoo(
     :class:`tinyllm.report.ManifestError` before anything is scored. Paths in it are relative to
     ``base_dir`` (default: the manifest file's folder, or the current folder for an in-memory
     manifest). ``seed`` is recorded in the report; when ``rng`` is given the seed is drawn from it
-    instead. ``progress(i, total, row)`` is called after each entry.
+    instead. ``progress(i, total, row)`` is called after each entry with the row's document
+    (:func:`row_json`).
     """
     m, base = _resolve_manifest(manifest, base_dir)
     if rng is not None:
         seed = int(rng.integers(0, 2**63 - 1))
     entry_rng(seed, "")  # refuse a bad seed before scoring anything
-    rows: list[dict] = []
+    rows: list[Row] = []
     arrays: dict[str, dict[str, np.ndarray]] = {"items": {}, "baseline_items": {}, "units": {}}
     for i, entry in enumerate(m.entries):
-        res = score_entry_result(entry, seed=seed, base_dir=base)
+        res = score_entry_row(entry, seed=seed, base_dir=base)
         rows.append(res.row)
         for key, kept in arrays.items():
             if getattr(res, key) is not None:
                 kept[entry.name] = getattr(res, key)
         if progress is not None:
-            progress(i + 1, len(m.entries), res.row)
+            progress(i + 1, len(m.entries), row_json(res.row))
     return build_report(m, rows, seed=seed, release=release, **arrays)
