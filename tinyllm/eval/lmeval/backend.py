@@ -19,9 +19,11 @@ tokens split off; an empty context is the prefix token), truncated by its rule (
   ``is_greedy[gold]`` for every document, but reports it only as ``exact_match``).
 * ``loglikelihood_rolling``: ``rolling="lmeval"`` (default) scores lm-eval's own disjoint
   windows (``lm_eval.utils.get_rolling_token_windows`` with ``context_len=1``), so numbers match
-  published ones; ``rolling="strided"`` scores the prefix token + text with our strided windows
-  (docs/definitions.md, strided perplexity: every token after the first window has at least ``L - stride`` tokens of
-  context), the fairer number.
+  published ones (the windows of all documents batched together, the output head's blocks
+  written into reused buffers: :meth:`TinyLLM._window_lls`); ``rolling="strided"`` scores the
+  prefix token + text with our strided windows (docs/definitions.md, strided perplexity: every
+  token after the first window has at least ``L - stride`` tokens of context), the fairer
+  number.
 * ``generate_until``: greedy from the model's KV cache (:mod:`tinyllm.eval.lmeval.generate`), the
   context left-truncated to ``L - max_gen_toks``, stopping at the ``until`` strings (and the
   end-of-sequence token), the text cut at the first stop string, as ``HFLM`` does.
@@ -54,7 +56,7 @@ from tinyllm.eval.lm.heads import views  # noqa: E402
 from tinyllm.eval.lm.kvcache import cache_engine  # noqa: E402
 from tinyllm.eval.lm.scoring import Req, budget_batches, cached_lls, pad, plain_lls  # noqa: E402
 from tinyllm.eval.lmeval.generate import greedy_tokens, stop_strings  # noqa: E402
-from tinyllm.logits import Head, call_logits, eval_mode  # noqa: E402
+from tinyllm.logits import MAX_LOGITS, Head, call_logits, eval_mode  # noqa: E402
 from tinyllm.tokens import ByteTokenizer, prefix_token_id  # noqa: E402
 
 ROLLING = ("lmeval", "strided")
@@ -322,10 +324,7 @@ class TinyLLM(LM):
             for ctx, pred in map(make_disjoint_window, windows):
                 reqs.append(Req(len(reqs), np.asarray(ctx), np.asarray(pred)))
                 owner.append(i)
-        ll = [math.nan] * len(reqs)
-        with eval_mode(self.model), torch.inference_mode():
-            if reqs:
-                plain_lls(self.model, reqs, range(len(reqs)), self.token_budget, ll, None)
+        ll = self._window_lls(reqs)
         sums = [0.0] * len(texts)
         parts: list[list[float]] = [[] for _ in texts]
         for i, v in zip(owner, ll, strict=True):
@@ -333,6 +332,74 @@ class TinyLLM(LM):
         for i, p in enumerate(parts):
             sums[i] = math.fsum(p)
         return sums
+
+    def _window_lls(self, reqs: list[Req]) -> list[float]:
+        """The LL (nats) of each of lm-eval's rolling windows, as :func:`plain_lls` computes
+        it: the windows of every document in one list, longest first, batched by the token
+        budget; the hidden states at the scored positions (:class:`tinyllm.logits.Head`), then
+        the output head and its log-softmax in blocks of at most ``MAX_LOGITS`` elements, each
+        block written into the same two buffers. Every token of a text is scored, so each window
+        has up to ``max_length`` rows of ``V`` logits: fresh ``[rows, V]`` blocks would be fresh
+        memory on every step (mapped by the OS page by page; on gpt2-6x512, a fifth of the CPU
+        time of head + log-softmax), where reused buffers give the same numbers without it.
+        A head that is not a float32 ``nn.Linear`` over the hidden states is scored by
+        :func:`plain_lls`."""
+        ll = [math.nan] * len(reqs)
+        if not reqs:
+            return ll
+        seqs = [np.concatenate([r.ctx, r.cont[:-1]]) for r in reqs]
+        order = sorted(range(len(reqs)), key=lambda i: -seqs[i].size)
+        dev = _device(self.model)
+        bufs: tuple[torch.Tensor, torch.Tensor] | None = None
+        lin = None
+        with eval_mode(self.model), torch.inference_mode():
+            for sl in budget_batches([seqs[i].size for i in order], self.token_budget):
+                batch = order[sl]
+                x = pad([seqs[i] for i in batch]).to(dev)
+                if lin is None:
+                    lin = _linear_head(Head(self.model, x, views(self.model)))
+                    if lin is None:
+                        plain_lls(self.model, reqs, range(len(reqs)), self.token_budget, ll, None)
+                        return ll
+                head, w, b = lin
+                rows = torch.cat(
+                    [torch.full((reqs[i].cont.size,), k) for k, i in enumerate(batch)]
+                ).to(dev)
+                cols = torch.cat(
+                    [torch.arange(reqs[i].ctx.size - 1, seqs[i].size) for i in batch]
+                ).to(dev)
+                tgt = torch.from_numpy(np.concatenate([reqs[i].cont for i in batch])).to(dev)
+                if head.keep:  # as Head.nlls: the last block at the scored span only
+                    lo, hi = int(cols.min()), int(cols.max()) + 1
+                    h = head.hidden(x, keep=slice(lo, hi))[rows, cols - lo]  # [M, D]
+                else:
+                    h = head.hidden(x)[rows, cols]  # [M, D]
+                V = w.shape[0]
+                if int(tgt.max()) >= V:
+                    raise ValueError(
+                        f"expected token ids < the model's vocabulary size {V}, "
+                        f"got id {int(tgt.max())}"
+                    )
+                step = max(1, MAX_LOGITS // V)
+                if bufs is None or bufs[0].shape[0] < min(step, h.shape[0]):
+                    n = min(step, max(h.shape[0], self.token_budget))
+                    bufs = (w.new_empty(n, V), w.new_empty(n, V))
+                nll = np.empty(h.shape[0], dtype=np.float64)
+                for lo in range(0, h.shape[0], step):
+                    hi = min(h.shape[0], lo + step)
+                    z, lp = bufs[0][: hi - lo], bufs[1][: hi - lo]
+                    if b is None:
+                        torch.mm(h[lo:hi], w.t(), out=z)
+                    else:
+                        torch.addmm(b, h[lo:hi], w.t(), out=z)
+                    torch.log_softmax(z, dim=-1, out=lp)
+                    nll[lo:hi] = -lp.gather(1, tgt[lo:hi, None])[:, 0].double().cpu().numpy()
+                at = 0
+                for i in batch:
+                    n = reqs[i].cont.size
+                    ll[i] = -math.fsum(nll[at : at + n])
+                    at += n
+        return ll
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """Greedy continuations of ``(context, gen_kwargs)`` cut at the first stop string."""
@@ -388,6 +455,18 @@ def _alone_in_doc(requests: list) -> list[bool] | None:
         return None
     n = Counter(docs)
     return [n[d] == 1 for d in docs]
+
+
+def _linear_head(head: Head) -> tuple[Head, torch.Tensor, torch.Tensor | None] | None:
+    """``(head, weight, bias)`` when ``head`` scores as a float32 ``nn.Linear`` over its
+    hidden states (so ``mm(h, weight.T) + bias`` is the head's own output), else None."""
+    lin = head.head
+    if head.hidden is None or head.keep_logits is not None or type(lin) is not torch.nn.Linear:
+        return None
+    w, b = lin.weight, lin.bias
+    if w.dtype != torch.float32 or (b is not None and b.dtype != torch.float32):
+        return None
+    return head, w, b
 
 
 def _prefix(tokenizer: Any) -> int | None:
