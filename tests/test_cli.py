@@ -46,17 +46,18 @@ def tiny(tmp_path):
 
 
 class Scored:
-    """Counts zoo.score_entry_items calls: "refused before scoring" means zero."""
+    """Counts zoo.score_entry_row calls (every scoring path goes through it): "refused before
+    scoring" means zero."""
 
     def __init__(self, monkeypatch):
         self.calls = 0
-        real = zoo.score_entry_items
+        real = zoo.score_entry_row
 
         def counting(*a, **kw):
             self.calls += 1
             return real(*a, **kw)
 
-        monkeypatch.setattr(zoo, "score_entry_items", counting)
+        monkeypatch.setattr(zoo, "score_entry_row", counting)
 
 
 def run(*args, **kw):
@@ -72,7 +73,7 @@ def run_main(monkeypatch, capsys, *args):
     return ex.value.code, out.out, out.err
 
 
-# --- item 2: --out writes only onto a regular file or a new path ----------------------------------
+# --- --out writes only onto a regular file or a new path ----------------------------------
 
 
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "directory"])
@@ -100,15 +101,17 @@ def test_out_refuses_a_symlink_fifo_or_folder_before_scoring(tiny, monkeypatch, 
         assert (tiny / "elsewhere.json").read_text() == "keep me\n"
 
 
-def test_out_onto_a_regular_file_or_new_path_is_written(tiny):
+def test_out_onto_a_regular_file_or_new_path_is_written(tiny, monkeypatch):
+    scored = Scored(monkeypatch)
     target = tiny / "report.json"
     target.write_text("old\n")
     res = run("eval", "--suite", "zoo", "--manifest", tiny / "zoo.yaml", "--out", target, "-q")
     assert res.exit_code == 0, res.output
+    assert scored.calls == 2  # the counter sees scoring: bigram and ghost
     assert stat.S_ISREG(target.lstat().st_mode) and '"rows"' in target.read_text()
 
 
-# --- item 3: every argument checked before scoring -----------------------------------------------
+# --- every argument checked before scoring -----------------------------------------------
 
 
 def test_bad_previous_release_or_store_is_refused_before_scoring(tiny, monkeypatch):
@@ -147,7 +150,7 @@ def test_unwritable_store_is_one_error_line_before_scoring(tiny, monkeypatch, ca
     assert "Not a directory" in lines[0] and "Traceback" not in err
 
 
-# --- item 7: one error boundary ------------------------------------------------------------------
+# --- one error boundary ------------------------------------------------------------------
 
 
 def _dead_endpoint(monkeypatch, tmp_path):
@@ -209,7 +212,7 @@ def test_error_line_is_one_line_with_notes_and_type():
     assert cli.error_line(ValueError("a\nb")) == "error: ValueError: a b"
 
 
-# --- items 8, 9: eval ppl refuses what it cannot score honestly ----------------------------------
+# --- eval ppl refuses what it cannot score honestly ----------------------------------
 
 
 def test_eval_ppl_refuses_zero_stride_zero_context_and_too_few_bytes(tiny):
@@ -240,7 +243,7 @@ def test_token_file_with_fewer_than_2_tokens_is_named(tiny):
     assert row["error"]["message"].startswith(f"{tiny / 'one.tok'}: expected at least ")
 
 
-# --- item 11: progress on long commands, --quiet turns it off ------------------------------------
+# --- progress on long commands, --quiet turns it off ------------------------------------
 
 
 def test_eval_ppl_shows_progress_when_piped_and_quiet_turns_it_off(tiny):
@@ -269,7 +272,7 @@ def test_progress_lines_are_throttled(capsys):
     ]
 
 
-# --- item 14: help text, file modes, make stop ---------------------------------------------------
+# --- help text, file modes, make stop ---------------------------------------------------
 
 
 def test_help_has_no_type_tags_on_flags_and_no_broken_lines(monkeypatch):
