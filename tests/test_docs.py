@@ -18,7 +18,7 @@ Checked differently, and why:
   server is not started here; tests/flows/ run the flow itself;
 * `tinyllm sweep`: parsed and checked as usual, then the Sweep flow is replaced by its library
   equivalent (tinyllm.sweep.publish_checkpoint per checkpoint, tinyllm.sweep.summarize);
-  tests/flows/test_sweep.py runs the flow itself;
+  tests/flows/test_sweep_flow.py runs the flow itself;
 * `tinyllm zoo build`: parsed, then build_zoo is called with the tiny recipes (the demo's
   recipes train for minutes; tests/test_train.py covers them);
 * `--serve PORT` (blocks until Ctrl-C) and `--open` (a browser): the same command without them;

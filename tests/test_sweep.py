@@ -1,6 +1,6 @@
 """Checkpoint sweeps without Prefect: steps from names, the bad inputs (one line, nothing
 written), a run's releases read in step order by history, compare and the dashboard, and the
-summary's last significant improvement. The Sweep flow itself: tests/flows/test_sweep.py."""
+summary's last significant improvement. The Sweep flow itself: tests/flows/test_sweep_flow.py."""
 
 from pathlib import Path
 
