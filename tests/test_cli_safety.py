@@ -82,7 +82,7 @@ def lmeval_task(tmp_path):
     return tmp_path / "task.yaml"
 
 
-# --- item 2: task import-lmeval --out -----------------------------------------------------------
+# --- task import-lmeval --out -----------------------------------------------------------
 
 
 def test_import_lmeval_writes_a_new_path_and_a_regular_file(lmeval_task, tmp_path):
@@ -164,7 +164,7 @@ def make_store(root: Path, n_items: int = 300):
     return st
 
 
-# --- item 7: history lists a bad stored file as unreadable, the rest as usual --------------------
+# --- history lists a bad stored file as unreadable, the rest as usual --------------------
 
 
 @pytest.mark.parametrize("bad", ["empty rows", "row without verdict"])
@@ -244,7 +244,7 @@ def test_history_with_a_fifo_for_a_report_lists_it_and_does_not_hang(tmp_path):
     assert res.stderr.strip() == f"error: 1 of 3 release(s) in {root} unreadable: r2"
 
 
-# --- item 12: a mistyped store, --serve, --n-perm ------------------------------------------------
+# --- a mistyped store, --serve, --n-perm ------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,7 @@ def entries(folder: Path) -> list[str]:
     return sorted(out)
 
 
-# --- item 3: no write through a planted link -----------------------------------------------------
+# --- no write through a planted link -----------------------------------------------------
 
 
 @pytest.fixture
@@ -160,7 +160,7 @@ def test_regular_pages_already_there_are_replaced_and_new_folders_made(tmp_path)
     assert not [p for p in site.rglob(".*")]  # no temporary file left behind
 
 
-# --- item 7: a bad stored document is one unreadable entry, the rest is built --------------------
+# --- a bad stored document is one unreadable entry, the rest is built --------------------
 
 
 def _bad_compare(root: Path, bad: str) -> None:

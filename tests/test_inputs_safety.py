@@ -70,7 +70,7 @@ def _tiny_gpt(path) -> gpt.Model:
     return m
 
 
-# ---- item 3: the zoo's report never follows a planted link -------------------------------------
+# ---- the zoo's report never follows a planted link -------------------------------------
 
 
 def test_write_report_does_not_follow_planted_tmp_links(tmp_path):
@@ -147,7 +147,7 @@ def test_score_entry_items_dir_does_not_follow_a_planted_tmp_link(tmp_path):
     assert np.load(items / "uni.npy", allow_pickle=False).shape == (len(TEXT) - 1,)
 
 
-# ---- item 3: every other writer with a fixed temporary name ------------------------------------
+# ---- every other writer with a fixed temporary name ------------------------------------
 
 
 def _write_tokens(d):
@@ -240,7 +240,7 @@ def test_save_checkpoint_refuses_a_folder_that_is_a_link(tmp_path):
     assert os.listdir(elsewhere) == []
 
 
-# ---- item 12 (a): Hugging Face weights are safetensors only --------------------------------------
+# ---- Hugging Face weights are safetensors only --------------------------------------
 
 
 def _hf_bin_only(d) -> None:
@@ -291,7 +291,7 @@ def test_load_hf_gpt2_refuses_a_folder_with_only_pytorch_model_bin(tmp_path, tor
     assert torch_load_calls == []
 
 
-# ---- item 12 (b): a negative token id names its file -------------------------------------------
+# ---- a negative token id names its file -------------------------------------------
 
 
 def _negative_tokens(p) -> None:
@@ -319,7 +319,7 @@ def test_int64_ids_are_read_unchanged(tmp_path):
     assert read_tokens(p).tolist() == [0, 2**40, 5]
 
 
-# ---- item 12 (c): absurd sizes in config.json ---------------------------------------------------
+# ---- absurd sizes in config.json ---------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -358,7 +358,7 @@ def test_tensor_header_reads_shapes_without_the_data(tmp_path):
     assert h["wpe.weight"] == ((8, 8), "F32") and h["wte.weight"] == ((256, 8), "F32")
 
 
-# ---- item 12 (d): FIFOs and devices as inputs ---------------------------------------------------
+# ---- FIFOs and devices as inputs ---------------------------------------------------
 
 
 @pytest.mark.parametrize("kind, got", KINDS)

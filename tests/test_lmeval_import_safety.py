@@ -46,7 +46,7 @@ def _task(tmp_path, **keys) -> object:
     return y
 
 
-# ---- item 1: templates are sandboxed -----------------------------------------------------------
+# ---- templates are sandboxed -----------------------------------------------------------
 
 PAYLOADS = [
     "{{ cycler.__init__.__globals__.os.popen('touch MARK').read() }}",
