@@ -89,8 +89,8 @@ DOCS = {
 call on gpt2-6x512 (its fixed work is 3 to 8 s) within the bench's runtime; copa's 100 is
 COPA's whole validation split; wikitext's 6 pages are 23 windows of 1024 tokens."""
 PAGE_DOCS = 6
-"""lee documents per wikitext page: about 3,400 tokens of the bench's BPE, 3 or 4 of lm-eval's rolling
-windows at 1024 (a WikiText-2 test page averages about 4,000 GPT-2 tokens)."""
+"""lee documents per wikitext page: about 3,400 tokens of the bench's BPE, 3 or 4 of lm-eval's
+rolling windows at 1024 (a WikiText-2 test page averages about 4,000 GPT-2 tokens)."""
 GEN_TOKS = 64
 """gsm8k's ``max_gen_toks`` (lm-eval's default 256), set in the local YAML, the same on both
 sides: the random-weight models never emit a stop string, so every row runs to it."""
@@ -425,7 +425,8 @@ def main() -> None:
         SECTION,
         "",
         f"Command: `python bench/bench_lmeval.py{f' --repeats {repeats}' * (repeats > 1)}` "
-        f"({repeats} run(s) of each side per task, medians; documents per task in the table, gsm8k's "
+        f"({repeats} run{'s' * (repeats > 1)} of each side per task"
+        f"{', medians' * (repeats > 1)}; documents per task in the table, gsm8k's "
         f"max_gen_toks {args.gen_toks} on both sides; 1 torch thread, "
         f"{platform.machine()}, load average {load0:.1f} at the start, {load1:.1f} at the end: "
         "the machine is shared). Models: GPT2LMHeadModel, random weights, one BPE of "
@@ -514,8 +515,8 @@ def rolling_section(rows, tasks, docs, tok, load0, load1, repeats) -> str:
         "",
         ROLLING_BEGIN,
         "",
-        f"Command: `python bench/bench_lmeval.py --rolling --write` ({repeats} runs of each "
-        "side per task, the first side alternating between runs; 1 torch thread, "
+        f"Command: `python bench/bench_lmeval.py {' '.join(sys.argv[1:])}` ({repeats} runs "
+        "of each side per task, the first side alternating between runs; 1 torch thread, "
         f"{platform.machine()}, {os.cpu_count()} cores shared with other work, load average "
         f"{load0:.1f} at the start, {load1:.1f} at the end). Models and timing as in the table "
         "above (HFLM at batch_size 8, TinyLLM at its defaults; wall time of the whole "
@@ -585,9 +586,13 @@ ROLLING_NOTES = (
     "`loglikelihood_rolling` drops, and runs GPT-2's tanh GELU as separate mul / add / tanh "
     "ops: head matmul 26%, log-softmax 23%, body matmuls 22%, argmax 9%, GELU's ops 10%, "
     "attention 7%. Ours computes the head only at the 7,310 scored positions (a page's last "
-    "window re-reads up to 1,023 tokens of context that it does not score), in blocks of at "
-    "most 2^26 logits, no argmax, GELU fused: head matmul 44%, body matmuls 30%, attention "
-    "11%, log-softmax 11%, GELU 3%. So 85% of our time is the matmuls and attention that "
+    "window re-reads up to 1,023 tokens of context that it does not score), no argmax, GELU "
+    "fused: head matmul 44%, body matmuls 30%, attention 11%, log-softmax 11%, GELU 3%. Its "
+    "head output and log-softmax go in blocks of at most 2^26 logits (268 MB at this "
+    "vocabulary), each a fresh allocation the kernel maps page by page: writing every block "
+    "into the same two buffers (`TinyLLM._window_lls`) gives the same numbers bit for bit and "
+    "took 2 pages from 7.6 s to 6.5 s (minor page faults 0.92M to 0.36M, system time 1.5 s "
+    "to 0.5 s). So 85% of our time is the matmuls and attention that "
     "every exact scorer of lm-eval's windows runs: each token is scored once, in a context no "
     "other window shares, so there is no prefix to reuse (the multiple-choice path's saving), "
     "and batching or sorting windows (already one token budget across documents, longest "
@@ -595,9 +600,9 @@ ROLLING_NOTES = (
     "of 1,024 to 8,192 with a running logsumexp, each chunk in cache (0.60 to 0.63 s of CPU "
     "per 1,024 rows of head + log-softmax against 0.57 to 0.60 s as is). LAMBADA: one "
     "request per document whose is_greedy is its acc; ours reads the head at the "
-    "continuation's positions only (HFLM at every position of the passage), so scoring is "
-    "2.5x to 2.8x and lm-eval's fixed work per call, the same on both sides, is what holds "
-    "the end-to-end ratio near 1.8x. On "
+    "continuation's positions only (HFLM at every position of the passage), so its scoring "
+    "is 2.4x to 2.8x HFLM's over these runs, and lm-eval's fixed work per call, the same on "
+    "both sides, holds the end-to-end ratio to 1.7x to 1.8x. On "
     "`tiny` (vocabulary 400) the head costs little and both sides run the same body, so the "
     "scoring speed-up is smaller (not judged)."
 )
