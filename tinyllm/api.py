@@ -37,13 +37,18 @@ from typing import Any
 
 import numpy as np
 
+from tinyllm.dashboard import load_history
 from tinyllm.eval import lm, single
+from tinyllm.eval.lmeval import run as lmeval_run
+from tinyllm.eval.lmeval.task_files import folder_tasks, task_config, task_name
 from tinyllm.eval.text import load_tokenizer, model_tokenizer, own_tokenizer, summarize_text
 from tinyllm.eval.text_compare import paired_nlls
 from tinyllm.eval.text_docs import DOC_SEP, check_doc_sep, scored_starts
+from tinyllm.history import release_history
 from tinyllm.models import FAMILIES
 from tinyllm.models import hf as hf_family
 from tinyllm.stats import PairedDifference, exact_sign_flips
+from tinyllm.store import Store, open_store
 from tinyllm.tokens import ByteTokenizer, tokenizer_id
 from tinyllm.windows import WINDOW_OPTIONS, model_context
 
@@ -365,8 +370,6 @@ def _task_specs(tasks: Any) -> tuple[list, str | None, bool]:
     resolved against its folder); a folder -> each task its YAMLs define, the folder the
     include path; a name -> itself, found in a folder given beside it, else in lm-eval's
     bundled tasks (indexed only then)."""
-    from tinyllm.eval.lmeval.task_files import folder_tasks, task_config, task_name
-
     if isinstance(tasks, str | os.PathLike):
         tasks = [tasks] if not isinstance(tasks, str) or "," not in str(tasks) else tasks.split(",")
     if not isinstance(tasks, Sequence) or not tasks:
@@ -424,13 +427,11 @@ def lmeval(
     value is the document's unit (default: each document its own). ``max_length``: tokens the
     model reads (default its context). Needs the ``lmeval`` extra.
     """
-    from tinyllm.eval.lmeval import run
-
     specs, include, defaults = _task_specs(tasks)
     m = _loaded(model, max_length, "max_length", device=device, dtype=dtype)
     tok = _own_tokenizer(m)
     backend = {} if max_length is None else {"max_length": max_length}
-    out = run.evaluate(
+    out = lmeval_run.evaluate(
         specs,
         m.model,
         tok,
@@ -543,10 +544,6 @@ def releases(store: Any, *, n_perm: int = 10_000, seed: int = 0) -> list[Release
     :class:`tinyllm.store.Store`), oldest first, each with its rows and its verdicts against
     the release before it, as ``tinyllm history`` shows them (:func:`tinyllm.history.
     release_history`; nothing written). A local store must exist."""
-    from tinyllm.dashboard import load_history
-    from tinyllm.history import release_history
-    from tinyllm.store import Store, open_store
-
     if not isinstance(store, Store):
         if not _is_folder(store):
             raise TypeError(f"store: expected a folder, an s3:// URI or a Store, got {store!r}")

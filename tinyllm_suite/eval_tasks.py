@@ -21,9 +21,11 @@ from prefect import task
 from prefect.context import TaskRunContext
 from prefect.transactions import get_transaction
 
+from tinyllm import dashboard
 from tinyllm.eval import zoo
 from tinyllm.eval.kinds.lmeval import entry_data_sha256
 from tinyllm.report import Entry, sha256_path
+from tinyllm.store import open_store
 
 RETRY_DELAYS = [1, 5]
 """Seconds before the first and the second retry (backoff)."""
@@ -163,9 +165,6 @@ def result_arrays(result: dict) -> tuple[list | None, list | None, list | None]:
 def publish_dashboard_task(store: str) -> str:
     """Rebuild the store's dashboard (:mod:`tinyllm.dashboard`) under ``dashboard/`` beside
     ``releases/``; return where its index is (``file://`` for a local store, else ``s3://``)."""
-    from tinyllm import dashboard
-    from tinyllm.store import open_store
-
     st = open_store(store)
     dashboard.publish_site(st)
     return dashboard.site_location(st)

@@ -26,6 +26,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinyllm.safeio import write_atomic
 from tinyllm_suite.procs import HOST, free_port, port_free, process_identity
 
 PG_SEARCH = "/usr/lib/postgresql/*/bin"
@@ -170,8 +171,6 @@ class PgCluster:
     def _record_port(self, port: int) -> None:
         """Write ``port = N`` to ``tinyllm.conf`` and include it from ``postgresql.conf`` (once):
         every later start, ``pg_ctl start -D <datadir>`` by hand included, uses that port."""
-        from tinyllm.safeio import write_atomic
-
         write_atomic(
             self.port_conf,
             f"# tinyllm_suite.pgserver: the cluster's port\nport = {port}\n".encode(),

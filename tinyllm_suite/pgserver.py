@@ -27,6 +27,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinyllm.safeio import read_regular, write_atomic
 from tinyllm_suite.pgcluster import PgCluster, PgError, pg_available
 from tinyllm_suite.procs import (
     GONE,
@@ -148,8 +149,6 @@ def _state_error(path: Path, expected: str, got: object) -> PgError:
 def read_state(home: Path) -> dict:
     """``<home>/server.json`` checked (:meth:`Server.to_json`'s keys and types); ``{}`` when
     there is none. Raises PgError naming the file when it is not such a document."""
-    from tinyllm.safeio import read_regular
-
     path = home / STATE_NAME
     try:
         raw = read_regular(path, max_bytes=MAX_STATE_BYTES, what="server state")
@@ -196,8 +195,6 @@ def read_state(home: Path) -> dict:
 def read_pid(home: Path) -> int | None:
     """The pid in ``<home>/server.pid`` (None when there is none); PgError naming the file when
     it holds anything but one process id."""
-    from tinyllm.safeio import read_regular
-
     path = home / PID_NAME
     try:
         raw = read_regular(path, max_bytes=64, what="server pid file")
@@ -217,8 +214,6 @@ def read_pid(home: Path) -> int | None:
 def record_server(server: Server) -> None:
     """Write ``<home>/server.pid`` (the pid) and ``<home>/server.json`` (:meth:`Server.to_json`,
     with the process's identity read from ``/proc`` now) for :func:`stop`."""
-    from tinyllm.safeio import write_atomic
-
     if server.process is None:
         server.process = process_identity(server.pid)
     write_atomic(server.home / PID_NAME, f"{server.pid}\n".encode(), what="server pid file")

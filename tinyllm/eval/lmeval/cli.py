@@ -15,11 +15,11 @@ no intervals over units): ``tinyllm eval lmeval`` gives those.
 
 from __future__ import annotations
 
+from tinyllm.eval.lmeval import MissingLmEvalError
+
 
 def main() -> None:
     """Register ``tinyllm`` with lm-eval, then run lm-eval's CLI on ``sys.argv``."""
-    from tinyllm.eval.lmeval import MissingLmEvalError
-
     try:
         from tinyllm.eval.lmeval import backend  # noqa: F401  (registers the model "tinyllm")
     except MissingLmEvalError as e:  # the extra to install, in one line

@@ -34,6 +34,9 @@ import numpy as np
 
 from tinyllm.eval.lmeval import demo_task, guards, intervals, require_lm_eval, task_files
 from tinyllm.eval.lmeval.guards import swapped, while_running
+from tinyllm.eval.single import open_lm
+from tinyllm.models import hf as hf_family
+from tinyllm.tokens import ByteTokenizer
 
 
 def _check_tasks(tasks: Any) -> list[str | dict]:
@@ -66,12 +69,8 @@ def load(
             f"expected exactly one of hf=DIR or ckpt=DIR, got hf={hf!r}, ckpt={ckpt!r}"
         )
     if hf is not None:
-        from tinyllm.models import hf as hf_family  # transformers: only for HF folders
-
         model = hf_family.load(hf, device=device, dtype=dtype, quiet=True)
         return model, hf_family.load_tokenizer(hf)
-    from tinyllm.eval.single import open_lm  # our checkpoints: the CLI's and the zoo's rule
-    from tinyllm.tokens import ByteTokenizer
 
     return open_lm(model=str(ckpt), device=device, dtype=dtype).model, ByteTokenizer()
 
