@@ -486,9 +486,20 @@ def test_status_reasons_name_the_side_and_the_cause(nll):
     # a long message is cut after 160 characters; 160 are kept whole
     assert reason({}, error("x" * 161)) == f"current status is error (RuntimeError: {'x' * 160}...)"
     assert reason({}, error("y" * 160)) == f"current status is error (RuntimeError: {'y' * 160})"
-    assert reason({}, error()) == "current status is error (RuntimeError: )"
+    # an error without its message is no stored row: refused where the report enters
+    with pytest.raises(ValueError) as ei:
+        reason({}, error())
+    assert str(ei.value) == (
+        "current report rows[0]: expected a row of eval-results.schema.json, got "
+        "error.message: required field missing"
+    )
     # an error without a type: the row's own reason, if any, is what there is to say
-    no_type = {"status": "error", "value": None, "error": {"type": ""}, "reason": "killed"}
+    no_type = {
+        "status": "error",
+        "value": None,
+        "error": {"type": "", "message": "x"},
+        "reason": "killed",
+    }
     assert reason({}, no_type) == "current status is error (killed)"
 
 
@@ -498,20 +509,15 @@ def test_not_comparable_reasons_word_for_word(nll):
     def reason(prev_row, cur_row, prev_items=items, cur_items=items):
         return run([prev_row], [cur_row], prev_items, cur_items)["rows"][0]["reason"]
 
-    ppl = lm_row("gpt", nll, metric="ppl")
-    assert reason(ppl, ppl) == (
-        "unknown metric 'ppl' (known: bpb, acc, acc_norm, exact_match, spearman)"
+    # an ok row without a metric (a store leaves the status rules to the writer)
+    no_metric = lm_row("gpt", nll, metric=None)
+    assert reason(no_metric, no_metric) == (
+        "unknown metric None (known: bpb, acc, acc_norm, exact_match, spearman)"
     )
-    # short or non-string hashes are shown as they are, long ones cut to 12 hex digits
-    assert reason(
-        lm_row("gpt", nll, data_sha256="abc"), lm_row("gpt", nll, data_sha256="abcd")
-    ) == ("different data (data_sha256 'abc' vs 'abcd')")
-    twelve, thirteen = "0123456789ab", "0123456789abc"
-    assert reason(
-        lm_row("gpt", nll, data_sha256=twelve), lm_row("gpt", nll, data_sha256=thirteen)
-    ) == ("different data (data_sha256 '0123456789ab' vs 0123456789ab...)")
-    assert reason(lm_row("gpt", nll, data_sha256=12345), lm_row("gpt", nll)) == (
-        f"different data (data_sha256 12345 vs {SHA_A[:12]}...)"
+    # hashes are cut to 12 hex digits
+    other = "f" * 64
+    assert reason(lm_row("gpt", nll, data_sha256=other), lm_row("gpt", nll)) == (
+        f"different data (data_sha256 ffffffffffff... vs {SHA_A[:12]}...)"
     )
     row = lm_row("gpt", nll)
     assert reason(lm_row("gpt", nll, items=None), row) == (
@@ -551,23 +557,27 @@ def test_malformed_reports_are_refused_with_the_place(nll):
         assert str(ei.value) == message
 
 
-def test_a_malformed_metric_is_dropped_not_passed_on(nll):
-    # a report whose metric is not a string: the comparison says so and stays a valid compare.json
-    rows = by_name(
-        run(
-            [lm_row("gpt", nll, metric=5)],
-            [lm_row("gpt", nll, metric=5), lm_row("x", nll, metric=[1])],
-            {},
-            {},
-        )
-    )
-    assert rows["gpt"]["verdict"] == "not comparable"
-    assert (rows["gpt"]["metric"], rows["gpt"]["direction"]) == (None, None)
-    assert (rows["x"]["verdict"], rows["x"]["metric"], rows["x"]["direction"]) == (
-        "added",
-        None,
-        None,
-    )
+def test_a_row_that_is_no_stored_row_is_refused_with_the_place(nll):
+    # a metric that is not one of the metrics, a hash that is not 64 hex digits: refused where
+    # the report enters the comparison, never passed on into a compare.json
+    cases = [
+        (
+            ([lm_row("gpt", nll)], [lm_row("gpt", nll), lm_row("x", nll, metric=[1])]),
+            "current report rows[1]: expected a row of eval-results.schema.json, got metric: "
+            "Input should be 'bpb', 'acc', 'acc_norm', 'exact_match' or 'spearman' (got [1])",
+        ),
+        (
+            ([lm_row("gpt", nll, data_sha256="abc")], [lm_row("gpt", nll)]),
+            "previous report rows[0]: expected a row of eval-results.schema.json, got "
+            "data_sha256: String should match pattern '^[0-9a-f]{64}$' (got 'abc')",
+        ),
+    ]
+    for (prev, cur), message in cases:
+        with pytest.raises(ValueError) as ei:
+            run(prev, cur, {}, {})
+        assert str(ei.value) == message
+    with pytest.raises(ValueError, match=r"^current row: expected a stored report row"):
+        compare_row(lm_row("gpt", nll), lm_row("gpt", nll, metric="ppl"), loader({}), loader({}))
 
 
 def test_validation_errors_say_where_and_how_many(nll):

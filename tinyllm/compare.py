@@ -68,6 +68,7 @@ from tinyllm.compare_checks import (
     paired_units,
 )
 from tinyllm.errors import StorageError
+from tinyllm.report import StoredRow, stored_rows
 from tinyllm.stats import (
     COMPARE_WORDS,
     PairedDifference,
@@ -124,13 +125,13 @@ def _check_n_perm(n_perm: Any) -> int:
     return n_perm
 
 
-def _row(name: str, verdict: str, reason: str | None, metric: Any, **kw: Any) -> dict:
+def _row(name: str, verdict: str, reason: str | None, metric: str | None, **kw: Any) -> dict:
     out = {
         "name": name,
         "verdict": verdict,
         "reason": reason,
-        "metric": metric if isinstance(metric, str) else None,
-        "direction": metrics.DIRECTION.get(metric) if isinstance(metric, str) else None,
+        "metric": metric,
+        "direction": metrics.DIRECTION[metric] if metric is not None else None,
         "previous_value": None,
         "current_value": None,
         "delta": None,
@@ -149,22 +150,21 @@ def _row(name: str, verdict: str, reason: str | None, metric: Any, **kw: Any) ->
     return out
 
 
-def _status_reason(row: dict, side: str) -> str | None:
-    status = row.get("status")
-    if status == "ok":
+def _status_reason(row: StoredRow, side: str) -> str | None:
+    if row.status == "ok":
         return None
-    reason = f"{side} status is {status}"
-    err = row.get("error")
-    if isinstance(err, dict) and err.get("type"):
-        msg = str(err.get("message", ""))
-        reason += f" ({err['type']}: {msg[:160] + '...' if len(msg) > 160 else msg})"
-    elif row.get("reason"):
-        reason += f" ({row['reason']})"
+    reason = f"{side} status is {row.status}"
+    err = row.error
+    if err is not None and err.type:
+        msg = err.message
+        reason += f" ({err.type}: {msg[:160] + '...' if len(msg) > 160 else msg})"
+    elif row.reason:
+        reason += f" ({row.reason})"
     return reason
 
 
-def _short(sha: Any) -> str:
-    return f"{sha[:12]}..." if isinstance(sha, str) and len(sha) > 12 else repr(sha)
+def _short(sha: str) -> str:
+    return f"{sha[:12]}..." if len(sha) > 12 else repr(sha)
 
 
 def _load(load: ItemLoader, name: str, side: str) -> tuple[np.ndarray | None, str | None]:
@@ -178,8 +178,8 @@ def _load(load: ItemLoader, name: str, side: str) -> tuple[np.ndarray | None, st
 
 
 def compare_row(
-    prev: dict,
-    cur: dict,
+    prev: StoredRow | dict,
+    cur: StoredRow | dict,
     load_items_prev: ItemLoader,
     load_items_cur: ItemLoader,
     *,
@@ -192,13 +192,16 @@ def compare_row(
     """Compare one entry's rows from two releases (see the module docstring for the rules); a
     row compared alone has ``p_adjusted = p``.
 
-    ``n_perm``: 1 to :data:`MAX_N_PERM` permutations (ValueError otherwise)."""
+    ``prev`` / ``cur``: stored rows, or row documents read as :class:`tinyllm.report.StoredRow`
+    (ValueError when one is not a row). ``n_perm``: 1 to :data:`MAX_N_PERM` permutations
+    (ValueError otherwise)."""
     _check_n_perm(n_perm)
-    name = cur["name"]
-    metric = cur.get("metric")
+    prev, cur = _stored(prev, "previous"), _stored(cur, "current")
+    name = cur.name
+    metric = cur.metric
     values = {
-        "previous_value": finite_number(prev.get("value")),
-        "current_value": finite_number(cur.get("value")),
+        "previous_value": finite_number(prev.value),
+        "current_value": finite_number(cur.value),
     }
 
     def nc(reason: str) -> dict:
@@ -208,24 +211,24 @@ def compare_row(
         reason = _status_reason(row, side)
         if reason:
             return nc(reason)
-    if prev.get("metric") != metric:
-        return nc(f"different metric ({prev.get('metric')} vs {metric})")
+    if prev.metric != metric:
+        return nc(f"different metric ({prev.metric} vs {metric})")
     if metric not in metrics.DIRECTION:
         return nc(f"unknown metric {metric!r} (known: {', '.join(metrics.DIRECTION)})")
     if values["previous_value"] is None or values["current_value"] is None:
         return nc("a value is missing or not finite")
-    sha_p, sha_c = prev.get("data_sha256"), cur.get("data_sha256")
+    sha_p, sha_c = prev.data_sha256, cur.data_sha256
     if not sha_p or not sha_c:
         return nc("no data_sha256: cannot tell whether the same items were scored")
     if sha_p != sha_c:
         return nc(f"different data (data_sha256 {_short(sha_p)} vs {_short(sha_c)})")
-    tok_p, tok_c = metrics.row_tokenizer(prev), metrics.row_tokenizer(cur)
+    tok_p, tok_c = metrics.tokenizer(prev.details), metrics.tokenizer(cur.details)
     if tok_p != tok_c:
         return nc(f"different tokenizers ({tok_p} vs {tok_c}): the per-token scores do not pair")
-    coverage = prev.get("kind") in COVERAGE_KINDS and cur.get("kind") in COVERAGE_KINDS
-    if not coverage and prev.get("n") != cur.get("n"):
-        return nc(f"different n ({prev.get('n')} vs {cur.get('n')})")
-    missing = [side for row, side in ((prev, "previous"), (cur, "current")) if not row.get("items")]
+    coverage = prev.kind in COVERAGE_KINDS and cur.kind in COVERAGE_KINDS
+    if not coverage and prev.n != cur.n:
+        return nc(f"different n ({prev.n} vs {cur.n})")
+    missing = [side for row, side in ((prev, "previous"), (cur, "current")) if not row.items]
     if missing:
         where = "either release" if len(missing) == 2 else f"the {missing[0]} release"
         return nc(f"no per-item scores in {where} (items is null)")
@@ -268,7 +271,7 @@ def compare_row(
         )
     except ValueError as e:
         return nc(f"no paired test on the {a_cur.size} paired items: {e}")
-    pd = pd.scaled(metrics.row_item_scale(cur))
+    pd = pd.scaled(metrics.item_scale(cur.metric, cur.n, cur.details))
     delta = pd.delta
     if same_coverage:  # the values' own difference; the interval keeps its half-widths
         delta = values["current_value"] - values["previous_value"]
@@ -320,8 +323,8 @@ def _disjoint(cov_prev: np.ndarray, cov_cur: np.ndarray, what: str) -> str:
 
 
 def _correlation_row(
-    prev: dict,
-    cur: dict,
+    prev: StoredRow,
+    cur: StoredRow,
     values: dict,
     note: str | None,
     a_prev: np.ndarray,
@@ -336,15 +339,15 @@ def _correlation_row(
     """A Spearman row (module docstring): the difference of the two rhos on the pairs both
     releases cover, its bootstrap interval over units and the swap p
     (:func:`tinyllm.stats.paired_difference`, ``kind="spearman"``)."""
-    name, metric = cur["name"], cur["metric"]
+    name, metric = cur.name, cur.metric
 
     def nc(reason: str) -> dict:
         return _row(name, "not comparable", reason, metric, **values)
 
-    human, problem = human_scores(cur, a_cur.size)
+    human, problem = human_scores(cur.details, a_cur.size)
     if problem:
         return nc(f"current row: {problem}")
-    human_prev, problem = human_scores(prev, a_prev.size)
+    human_prev, problem = human_scores(prev.details, a_prev.size)
     if problem:
         return nc(f"previous row: {problem}")
     if not np.array_equal(human, human_prev):
@@ -375,23 +378,37 @@ def _correlation_row(
     return _tested(name, metric, values, pd, delta, pd.lo, pd.hi, alpha, note)
 
 
-def _check_report(report: Any, side: str) -> dict[str, dict]:
+def _stored(row: StoredRow | dict, side: str) -> StoredRow:
+    """``row`` as a :class:`tinyllm.report.StoredRow` (a row document is read as one)."""
+    if isinstance(row, StoredRow):
+        return row
+    try:
+        return StoredRow.model_validate(row)
+    except ValueError as e:
+        raise ValueError(f"{side} row: expected a stored report row, got: {e}") from None
+
+
+def _check_report(report: Any, side: str) -> dict[str, StoredRow]:
     if not isinstance(report, dict) or not isinstance(report.get("rows"), list):
         raise ValueError(
             f"{side} report: expected an object with a 'rows' list, got {report!r:.80}"
         )
     if not isinstance(report.get("release"), str) or not report["release"]:
         raise ValueError(f"{side} report: expected a 'release' name, got {report.get('release')!r}")
-    rows: dict[str, dict] = {}
+    seen: set[str] = set()
     for i, row in enumerate(report["rows"]):
         if not isinstance(row, dict) or not isinstance(row.get("name"), str):
             raise ValueError(
                 f"{side} report rows[{i}]: expected an object with a 'name', got {row!r}"
             )
-        if row["name"] in rows:
+        if row["name"] in seen:
             raise ValueError(f"{side} report: expected unique row names, got {row['name']!r} twice")
-        rows[row["name"]] = row
-    return rows
+        seen.add(row["name"])
+    try:
+        typed = stored_rows(report)
+    except ValueError as e:
+        raise ValueError(f"{side} report {e}") from None
+    return {row.name: row for row in typed}
 
 
 def compare_reports(
@@ -454,8 +471,8 @@ def compare_reports(
                     name,
                     "added",
                     reason,
-                    row.get("metric"),
-                    current_value=finite_number(row.get("value")),
+                    row.metric,
+                    current_value=finite_number(row.value),
                 )
             )
     for name, row in prev_rows.items():
@@ -466,8 +483,8 @@ def compare_reports(
                     name,
                     "removed",
                     reason,
-                    row.get("metric"),
-                    previous_value=finite_number(row.get("value")),
+                    row.metric,
+                    previous_value=finite_number(row.value),
                 )
             )
     rows = adjust(rows, alpha)

@@ -14,6 +14,7 @@ from scipy import stats as sps
 
 from tinyllm import metrics
 from tinyllm.errors import StorageError
+from tinyllm.report import StoredRow
 
 #: how far a row's value may be from the mean of its per-item scores (relative), float rounding
 VALUE_RTOL = 1e-9
@@ -88,7 +89,7 @@ def row_items_problem(row: dict, items: Any) -> str | None:
             )
     details = row.get("details")
     if metric == metrics.SPEARMAN.name and isinstance(details, dict) and HUMAN_KEY in details:
-        human, problem = human_scores(row, a.size)
+        human, problem = human_scores(details, a.size)
         if problem:
             return f"row {name!r}: {problem}"
         expected = float(sps.spearmanr(a[covered], human[covered]).statistic)
@@ -101,9 +102,9 @@ def row_items_problem(row: dict, items: Any) -> str | None:
     return None
 
 
-def human_scores(row: dict, size: int) -> tuple[np.ndarray, str | None]:
-    """A Spearman row's ``details.human_scores`` as float64, or why it cannot be used."""
-    details = row.get("details")
+def human_scores(details: dict[str, Any] | None, size: int) -> tuple[np.ndarray, str | None]:
+    """A Spearman row's ``details.human_scores`` (``details``: the row's details) as float64,
+    or why it cannot be used."""
     raw = details.get(HUMAN_KEY) if isinstance(details, dict) else None
     if not isinstance(raw, list) or not all(finite_number(v) is not None for v in raw):
         return np.zeros(
@@ -117,14 +118,16 @@ def human_scores(row: dict, size: int) -> tuple[np.ndarray, str | None]:
     return human, None
 
 
-def side_units(row: dict, load: Any, size: int, side: str) -> tuple[np.ndarray | None, str | None]:
+def side_units(
+    row: StoredRow, load: Any, size: int, side: str
+) -> tuple[np.ndarray | None, str | None]:
     """``(unit ids, problem)`` of one side's row of ``size`` items: its units file, ``arange``
     when every item is its own unit (``n_units`` and no file), None when unknown."""
-    if row.get("units"):
+    if row.units:
         if load is None:
             return None, None
         try:
-            u = load(row["name"])
+            u = load(row.name)
         except (StorageError, OSError, ValueError, KeyError) as e:
             return None, f"{side} unit ids unreadable: {e}"
         if u is None:
@@ -133,13 +136,13 @@ def side_units(row: dict, load: Any, size: int, side: str) -> tuple[np.ndarray |
         if u.shape != (size,):
             return None, f"{side} unit ids: expected one per item ({size}), got shape {u.shape}"
         return u, None
-    if isinstance(row.get("n_units"), int) and row.get("n_units") == row.get("n"):
+    if row.n_units is not None and row.n_units == row.n:
         return np.arange(size), None
     return None, None
 
 
 def paired_units(
-    prev: dict, cur: dict, size: int, loaders: tuple
+    prev: StoredRow, cur: StoredRow, size: int, loaders: tuple
 ) -> tuple[np.ndarray | None, str | None, str | None]:
     """``(unit ids for both sides, note, reason it is not comparable)``: the releases' units
     when both are known and the same grouping; item by item, with a note, when either is

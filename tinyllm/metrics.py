@@ -19,7 +19,9 @@ direction never loads the models.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 DIRECTIONS = ("lower", "higher")
 ARROW = {"lower": " ↓", "higher": " ↑"}
@@ -71,20 +73,18 @@ MEAN_METRICS = tuple(name for name, m in METRICS.items() if m.mean_of_items)
 """metrics whose value is the mean of the row's per-item scores times their scale"""
 
 
-def row_item_scale(row: dict) -> float:
-    """What the mean of ``row``'s per-item scores is multiplied by to give its value.
+def item_scale(metric: str | None, n: int | None, details: Mapping[str, Any] | None) -> float:
+    """What the mean of a row's per-item scores is multiplied by to give its value, from the
+    row's ``metric``, ``n`` and ``details``.
 
     The metric's ``item_scale`` (:data:`METRICS`), except for a ``bpb`` row whose tokens
     are not single bytes: its items are nats per token and ``bpb = sum(items) / (n_bytes ln 2)``,
     so the scale is ``n / (n_bytes ln 2)`` with ``n_bytes`` from the row's details (the UTF-8
     bytes its scored tokens cover). A byte-level row has ``n_bytes = n``: the scale is ``1 / ln 2``.
     """
-    metric = row.get("metric")
     facts = METRICS.get(metric) if isinstance(metric, str) else None
     scale = facts.item_scale if facts is not None else 1.0
-    details = row.get("details")
-    n_bytes = details.get("n_bytes") if isinstance(details, dict) else None
-    n = row.get("n")
+    n_bytes = details.get("n_bytes") if isinstance(details, Mapping) else None
     if (
         metric == BPB.name
         and isinstance(n_bytes, int)
@@ -96,8 +96,18 @@ def row_item_scale(row: dict) -> float:
     return scale
 
 
-def row_tokenizer(row: dict) -> str:
-    """The tokenizer a row's per-token items are in (``details.tokenizer``; byte if unnamed)."""
-    details = row.get("details")
-    tok = details.get("tokenizer") if isinstance(details, dict) else None
+def tokenizer(details: Mapping[str, Any] | None) -> str:
+    """The tokenizer a row's per-token items are in, from its ``details`` (``tokenizer``; byte
+    if unnamed)."""
+    tok = details.get("tokenizer") if isinstance(details, Mapping) else None
     return tok if isinstance(tok, str) else "byte"
+
+
+def row_item_scale(row: Mapping[str, Any]) -> float:
+    """:func:`item_scale` of a row document (its ``metric``, ``n`` and ``details``)."""
+    return item_scale(row.get("metric"), row.get("n"), row.get("details"))
+
+
+def row_tokenizer(row: Mapping[str, Any]) -> str:
+    """:func:`tokenizer` of a row document's ``details``."""
+    return tokenizer(row.get("details"))

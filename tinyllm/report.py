@@ -366,8 +366,8 @@ class IidInterval(BaseModel):
     method: str
 
 
-class Row(BaseModel):
-    """One manifest entry's result (see tinyllm/schemas/eval-results.schema.json for each field)."""
+class _RowFields(BaseModel):
+    """The fields of a report row (tinyllm/schemas/eval-results.schema.json names each one)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -388,9 +388,9 @@ class Row(BaseModel):
     seconds: float = Field(ge=0)
     items: str | None
     # fields beyond the agreed row format
-    checkpoint: str
-    data: str
-    options: dict[str, Any]
+    checkpoint: str | None = None
+    data: str | None = None
+    options: dict[str, Any] | None = None
     details: dict[str, Any] | None = None
     # absent in reports written before rows carried a baseline
     baseline: BaselineInfo | None = None
@@ -400,6 +400,15 @@ class Row(BaseModel):
     units: str | None = Field(default=None, pattern=r"^items/[a-z0-9][a-z0-9_.-]*\.npy$")
     iid_interval: IidInterval | None = None
     interval_warning: str | None = None
+
+
+class Row(_RowFields):
+    """One manifest entry's result, as the zoo writes it: the provenance fields ``checkpoint``,
+    ``data`` and ``options`` set, and the fields each status requires."""
+
+    checkpoint: str
+    data: str
+    options: dict[str, Any]
 
     @model_validator(mode="after")
     def _check_status(self) -> Row:
@@ -415,6 +424,28 @@ class Row(BaseModel):
         if (self.status == "skipped") != (self.reason is not None):
             raise ValueError(f"status {self.status}: 'reason' must be set exactly for skipped rows")
         return self
+
+
+class StoredRow(_RowFields):
+    """A row as a store holds it (:func:`stored_report_schema`): every field of :class:`Row`
+    with its type, the provenance fields :data:`STORED_OPTIONAL_ROW_FIELDS` possibly absent
+    (None), and no status rules (an ok row may lack a number; the comparison says so). What
+    :mod:`tinyllm.compare` reads; :func:`stored_rows` builds them from a report document."""
+
+
+def stored_rows(doc: Mapping) -> list[StoredRow]:
+    """The rows of a stored report document as :class:`StoredRow` (ValueError naming the row and
+    the field when one does not fit; a document that passed :func:`check_stored_report` fits)."""
+    out = []
+    for i, row in enumerate(doc["rows"]):
+        try:
+            out.append(StoredRow.model_validate(row))
+        except ValidationError as e:
+            problems = "; ".join(x.strip() for x in _format_validation_error(e).splitlines())
+            raise ValueError(
+                f"rows[{i}]: expected a row of {REPORT_SCHEMA_PATH.name}, got {problems}"
+            ) from None
+    return out
 
 
 ROW_FIELDS_SINCE_BASELINES = ("baseline", "beats_baseline")
@@ -538,7 +569,8 @@ def stored_report_schema() -> dict:
 
 
 def check_stored_report(doc: Any) -> None:
-    """Validate a report read from a store (:func:`stored_report_schema`); one line on failure.
+    """Validate a report read from a store (:func:`stored_report_schema`), its rows as
+    :class:`StoredRow` too; one line on failure.
 
     Raises :class:`ReportSchemaError`: ``expected a report matching eval-results.schema.json,
     got at rows/0/n: 'x' is not of type 'integer' (and 1 more problem)``.
@@ -555,6 +587,10 @@ def check_stored_report(doc: Any) -> None:
             f"expected a report matching {REPORT_SCHEMA_PATH.name}, got at {where}: {msg}"
             + (f" (and {more} more problem{'s' * (more != 1)})" if more else "")
         )
+    try:  # the typed rows the comparison reads: every row the schema takes is one
+        stored_rows(doc)
+    except ValueError as e:
+        raise ReportSchemaError(str(e)[:400]) from None
 
 
 def validate_report(doc: Mapping | Report) -> None:
