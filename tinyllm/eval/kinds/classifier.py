@@ -22,6 +22,7 @@ from tinyllm import metrics
 from tinyllm.baselines import Baseline, proportion_baseline
 from tinyllm.data import Row, read_rows, rows_of_split
 from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Kind, Scored, proportion_scored
+from tinyllm.models import classifier as classifier_model
 from tinyllm.report import Entry
 
 KIND = "classifier"
@@ -111,8 +112,6 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     scored 0), ``checkpoint`` (what the checkpoint holds and which classifier ``predict`` uses).
     Baseline: :func:`training_majority_baseline` on the same rows.
     """
-    from tinyllm.models.classifier import predict, sentence_digest
-
     if entry.options.split not in (None, SPLIT):
         raise ValueError(
             f"entry {entry.name!r}: expected options.split {SPLIT!r} (classifier rows are scored "
@@ -123,14 +122,14 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     pred: list[str | None] = [None] * len(scored)
     for j in sorted(set(by)):
         at = [i for i, c in enumerate(by) if c == j]
-        got = predict(model.fold_model(j), [scored[i].sentence for i in at])
+        got = classifier_model.predict(model.fold_model(j), [scored[i].sentence for i in at])
         for i, p in zip(at, got, strict=True):
             pred[i] = p
     truth = [r.label for r in scored]
     correct = np.array([p == y for p, y in zip(pred, truth, strict=True)], dtype=np.float64)
     seen = None
     if model.trained_on is not None:
-        digests = [sentence_digest(r.sentence) for r in scored]
+        digests = [classifier_model.sentence_digest(r.sentence) for r in scored]
         seen = sum(d in model.trained_on[c] for d, c in zip(digests, by, strict=True))
     details: dict = {"scoring": scoring}
     if scoring == SPLIT:

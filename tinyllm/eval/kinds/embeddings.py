@@ -35,10 +35,12 @@ import math
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import pearsonr
 
 from tinyllm import metrics
 from tinyllm.baselines import Baseline
 from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Kind, Scored, wilson_items
+from tinyllm.models import FAMILIES
 from tinyllm.report import Entry
 from tinyllm.stats import ESTIMATORS, Method
 
@@ -132,10 +134,6 @@ def score_pairs(entry: Entry, model, data_path: Path, rng: np.random.Generator) 
 
     Example: 28 pairs scored, rho = 0.5 -> interval (0.1560, 0.7358).
     """
-    from scipy.stats import pearsonr
-
-    from tinyllm.models import FAMILIES  # lazily: importing the zoo does not import torch
-
     pairs = read_word_pairs(data_path)
     similarity = FAMILIES[entry.family].similarity
     cos, human, idx = pair_similarities(similarity, model, pairs)
@@ -294,8 +292,6 @@ def score_analogies(entry: Entry, model, data_path: Path, rng: np.random.Generat
     Example: 3 of 4 answered questions right, 2 more out of vocabulary -> acc 0.75, n 4,
     oov_questions 2, coverage 4/6.
     """
-    from tinyllm.models import FAMILIES  # lazily: importing the zoo does not import torch
-
     questions = read_analogies(data_path)
     vecs = FAMILIES[entry.family].vectors(model)
     words = list(vecs)

@@ -42,6 +42,7 @@ import numpy as np
 from tinyllm import metrics
 from tinyllm.baselines import Baseline
 from tinyllm.eval.kinds.common import Kind, Scored, proportion_scored
+from tinyllm.eval.lmeval import run as lmeval_run
 from tinyllm.eval.lmeval.intervals import as_interval, unit_numbers
 from tinyllm.eval.lmeval.task_files import (
     task_config,
@@ -50,7 +51,6 @@ from tinyllm.eval.lmeval.task_files import (
 )
 from tinyllm.eval.text import model_tokenizer
 from tinyllm.models import FAMILIES
-from tinyllm.models.hf_checks import LOADING
 from tinyllm.report import Entry, sha256_path
 from tinyllm.stats import Method, wilson
 
@@ -225,9 +225,6 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
 
     Example: 20 documents of which 9 are right -> value 0.45, interval (0.2582, 0.6579).
     """
-    with LOADING:  # lm-eval's modules import transformers: one import at a time (hf_checks)
-        from tinyllm.eval.lmeval.run import evaluate  # lm-eval and its backend: this kind only
-
     _check_options(entry)
     opts = entry.options
     roots = entry_roots(entry, data_path)
@@ -246,7 +243,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     cluster_key = opts.cluster_key
     tok = model_tokenizer(model, entry.family)
     samples: dict = {}
-    run = evaluate(
+    run = lmeval_run.evaluate(
         [spec],
         model,
         tok,

@@ -30,6 +30,7 @@ from tinyllm.eval.kinds.common import (
     proportion_scored,
     val_sentences,
 )
+from tinyllm.models import bert
 from tinyllm.report import Entry
 
 KIND = "mlm"
@@ -61,10 +62,8 @@ def selected_rows(
 
     Example: rows whose masks select 2, 0 and 3 positions -> ``[0, 0, 2, 2, 2]``.
     """
-    from tinyllm.models.bert import encode_rows, mask_rows
-
-    rows = encode_rows(sentences, max_len)
-    _, sel = mask_rows(rows, rng, MASK_PROB)
+    rows = bert.encode_rows(sentences, max_len)
+    _, sel = bert.mask_rows(rows, rng, MASK_PROB)
     units = np.repeat(np.arange(len(rows), dtype=np.int64), sel.sum(axis=1))
     if units.size != len(targets) or not np.array_equal(rows[sel], targets):
         raise ValueError(
@@ -89,11 +88,9 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     Raises ValueError naming the file when no byte is masked, or when the masked bytes lie in
     one row only (an interval over rows needs two).
     """
-    from tinyllm.models.bert import mlm_accuracy
-
     sentences = val_sentences(data_path)
     probe = copy.deepcopy(rng)  # the same draws mlm_accuracy takes: which row each position is in
-    correct, targets = mlm_accuracy(model, sentences, rng, p=MASK_PROB)
+    correct, targets = bert.mlm_accuracy(model, sentences, rng, p=MASK_PROB)
     if correct.size == 0:
         raise ValueError(
             f"{data_path}: expected at least one masked byte in the val rows, got none"

@@ -31,7 +31,9 @@ from tinyllm.eval.kinds.common import (
     proportion_scored,
     val_sentences,
 )
+from tinyllm.models import electra
 from tinyllm.report import Entry
+from tinyllm.tokens import N_BYTES
 
 KIND = "rtd"
 METRIC = metrics.ACC.name
@@ -44,10 +46,7 @@ def counted_rows(sentences: list[str], max_len: int) -> np.ndarray:
 
     Example: rows of 3, 1 and 2 bytes -> ``[0, 0, 0, 1, 2, 2]``.
     """
-    from tinyllm.models.electra import encode_rows
-    from tinyllm.tokens import N_BYTES
-
-    rows = encode_rows(sentences, max_len)
+    rows = electra.encode_rows(sentences, max_len)
     counts = (rows < N_BYTES).sum(axis=1)
     return np.repeat(np.arange(len(rows), dtype=np.int64), counts)
 
@@ -69,10 +68,8 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     Raises ValueError naming the file for val rows without a byte, or with one row only (an
     interval over rows needs two).
     """
-    from tinyllm.models.electra import rtd_accuracy
-
     sentences = val_sentences(data_path)
-    r = rtd_accuracy(model, sentences, rng)
+    r = electra.rtd_accuracy(model, sentences, rng)
     n = int(r["correct"].size)
     if n == 0:
         raise ValueError(f"{data_path}: expected at least one byte in the val rows, got none")

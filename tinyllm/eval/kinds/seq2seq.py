@@ -18,6 +18,8 @@ import numpy as np
 from tinyllm import metrics
 from tinyllm.baselines import Baseline, proportion_baseline
 from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Kind, Scored, proportion_scored
+from tinyllm.models import FAMILIES
+from tinyllm.models.beam import strip_hypothesis
 from tinyllm.pairs import read_pairs
 from tinyllm.report import Entry
 
@@ -39,8 +41,6 @@ def exact_match(hypothesis_ids, target: str) -> int:
     Example: ``exact_match([109, 97, 114, 115, EOS], "mars")`` -> 1; ``exact_match([EOS], "")``
     -> 1; ``exact_match([109, EOS], "m ")`` -> 0.
     """
-    from tinyllm.models.beam import strip_hypothesis
-
     return int(strip_hypothesis(hypothesis_ids) == list(target.encode("utf-8")))
 
 
@@ -79,8 +79,6 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
 
     Example: 3 of 4 pairs right -> value 0.75, interval (0.3006, 0.9544), items [1, 1, 0, 1].
     """
-    from tinyllm.models import FAMILIES  # lazily: importing the zoo does not import torch
-
     beam = _check_options(entry)
     pairs = read_pairs(data_path)
     fam = FAMILIES[entry.family]
