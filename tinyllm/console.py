@@ -79,7 +79,7 @@ class Progress:
                 MofNCompleteColumn,
                 TimeRemainingColumn,
             )
-            from rich.progress import Progress as Bar
+            from rich.progress import Progress as Bar  # only a terminal draws a bar
 
             self._bar = Bar(
                 "[progress.description]{task.description}",
@@ -286,7 +286,7 @@ def print_suite_run(console: Console, out: dict, release: str) -> None:
     """The result of one EvalSuite run (``{"run_id", "report", "compare", "store"}``, as the
     flow and :func:`tinyllm.publish.publish_run` return it): the release's report, where the
     run was written, and its comparison with the previous release (or that there is none)."""
-    from tinyllm.report import Report
+    from tinyllm.report import Report  # numpy and scipy: the CLI starts without them
 
     where = f"{out['store'].rstrip('/')}/releases/{release}/"
     report = Report.model_validate(out["report"])

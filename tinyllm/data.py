@@ -20,6 +20,7 @@ FIFO or a device is refused, saying what it is).
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import importlib.util
 import io
@@ -313,7 +314,7 @@ def langid_rows() -> list[Row]:
     (``babel.Locale(lang).territories`` etc., codes in sorted order). A name that occurs in more
     than one language ("Zimbabwe", "Uruguay") has no single label and is dropped everywhere; a
     name repeated within one language is kept once. Split and fold by :func:`hashed_row`."""
-    from babel import Locale
+    from babel import Locale  # babel and its CLDR data: only the demo data sets
 
     found: list[tuple[str, str]] = []
     langs_of: dict[str, set[str]] = {}
@@ -402,7 +403,7 @@ def cldr_names_pairs() -> list[tuple[str, str]]:
     sorted order, categories in that order), for every code both locales name. An English name
     that occurs twice (under another code or category) keeps its first French name. Sorted by
     the English name."""
-    from babel import Locale
+    from babel import Locale  # babel, as in langid_rows
 
     en, fr = Locale.parse("en"), Locale.parse("fr")
     pairs: dict[str, str] = {}
@@ -423,9 +424,7 @@ def cldr_dates_pairs() -> list[tuple[str, str]]:
     2019"`` -> ``"sunnuntai 29. syyskuuta 2019"``; in date order. The weekday is in the source,
     so the task is translation (no calendar arithmetic): 8 x (12 month + 7 weekday) names, each
     locale's word order, and its inflected (genitive) month forms."""
-    import datetime
-
-    from babel.dates import format_date
+    from babel.dates import format_date  # babel, as in langid_rows
 
     first, last, every = CLDR_DATES
     d, end = datetime.date.fromisoformat(first), datetime.date.fromisoformat(last)

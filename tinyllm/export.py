@@ -273,13 +273,13 @@ def _item_lines(release: str, blocks: list[ItemBlock]) -> Iterator[tuple]:
 
 
 def _arrow_type(kind: str) -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # optional dependency: the parquet extra
 
     return {"string": pa.string(), "float": pa.float64(), "int": pa.int64()}[kind]
 
 
 def _parquet_bytes(table: Any) -> bytes:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # optional dependency: the parquet extra
 
     buf = io.BytesIO()
     pq.write_table(table, buf)
@@ -287,7 +287,7 @@ def _parquet_bytes(table: Any) -> bytes:
 
 
 def _rows_table(rows: list[dict]) -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # optional dependency: the parquet extra
 
     cols = {
         name: pa.array([r[name] for r in rows], type=_arrow_type(kind))
@@ -297,7 +297,7 @@ def _rows_table(rows: list[dict]) -> Any:
 
 
 def _items_table(release: str, blocks: list[ItemBlock]) -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # optional dependency: the parquet extra
 
     def joined(arrays: list[np.ndarray], dtype: Any) -> np.ndarray:
         return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)

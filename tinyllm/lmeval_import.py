@@ -184,7 +184,7 @@ def _env():
     """lm-eval's template environment (``StrictUndefined``, ``keep_trailing_newline``, its
     ``regex_replace`` filter), sandboxed: a template reads the document's fields and calls
     non-mutating methods, and nothing else (no dunder attributes, no ``__globals__``)."""
-    from jinja2 import BaseLoader, StrictUndefined
+    from jinja2 import BaseLoader, StrictUndefined  # jinja2: only rendering a template needs it
 
     env = _BoundedSandbox(loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True)
     env.filters["regex_replace"] = lambda s, pattern, repl, count=0: re.sub(

@@ -131,7 +131,7 @@ def log_mlflow(release: str, rows: list[dict], info: dict[str, str]) -> str:
 
 
 def _log_mlflow(release: str, rows: list[dict], info: dict[str, str]) -> str:
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param, RunTag  # optional dependency: the mlflow extra
     from mlflow.tracking import MlflowClient
 
     uri = os.environ.get("MLFLOW_TRACKING_URI") or MLFLOW_DEFAULT_URI
@@ -162,7 +162,7 @@ def _log_mlflow(release: str, rows: list[dict], info: dict[str, str]) -> str:
 
 def log_wandb(release: str, rows: list[dict], info: dict[str, str]) -> str:
     """One W&B run named ``release`` (see the module's docstring); returns the run's folder."""
-    import wandb
+    import wandb  # optional dependency: the wandb extra
 
     settings = wandb.Settings(silent=True, console="off", x_disable_stats=True)
     run = wandb.init(

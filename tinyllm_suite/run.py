@@ -77,6 +77,7 @@ def run_suite_flow(
         temporary_settings,
     )
 
+    # the flow: prefect and the eval stack, loaded only for a run
     from tinyllm_suite.eval_suite import configured_suite, ensure_crash_detection
 
     suite_flow = configured_suite(*runner)  # threads, or Dask (--dask-address / --workers)

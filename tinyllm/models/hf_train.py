@@ -100,6 +100,7 @@ def train_bpe(text: str, n_merges: int) -> Any:
 
     Example: ``train_bpe(text, 1000)`` has ``len(tok) == 1257`` when the text has enough
     distinct pairs (256 bytes + 1000 merges + the special token)."""
+    # optional dependencies: only training an HF model needs them
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast  # optional dependencies, as above
 

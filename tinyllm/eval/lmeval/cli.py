@@ -24,7 +24,7 @@ def main() -> None:
         from tinyllm.eval.lmeval import backend  # noqa: F401  (registers the model "tinyllm")
     except MissingLmEvalError as e:  # the extra to install, in one line
         raise SystemExit(f"error: {e}") from None
-    from lm_eval.__main__ import cli_evaluate
+    from lm_eval.__main__ import cli_evaluate  # the lmeval extra: backend's import has checked it
 
     cli_evaluate()
 

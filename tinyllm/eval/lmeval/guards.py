@@ -83,7 +83,7 @@ def offline_data() -> Iterator[None]:
 
 
 def _offline_now() -> bool:
-    import datasets.config
+    import datasets.config  # lm-eval's dependency
 
     return bool(datasets.config.HF_HUB_OFFLINE)
 

@@ -182,7 +182,7 @@ def _build(tm: Any, spec: str | dict) -> dict:
 
 def _run(evaluate_fn, built, tm, model, tokenizer, backend, num_fewshot, limit, seed) -> dict:
     """``lm_eval.simple_evaluate`` (or ``evaluate_fn``) on the built tasks, our backend."""
-    from tinyllm.eval.lmeval.backend import TinyLLM
+    from tinyllm.eval.lmeval.backend import TinyLLM  # subclasses lm-eval's LM: the lmeval extra
 
     kw = dict(backend or {})
     if _needs_all_greedy(t for b in built for t in b["tasks"].values()):
@@ -206,7 +206,7 @@ def _results(
     run: dict, built: list, seed: int, n_boot: int, num_fewshot, limit, cluster_key=None
 ) -> dict:
     """evaluate's answer from lm-eval's run: each task's and group's metrics with intervals."""
-    import lm_eval
+    import lm_eval  # optional dependency: evaluate has checked it is there
 
     leaves = {t.task_name: t for b in built for t in b["tasks"].values()}
     out_tasks = {}
