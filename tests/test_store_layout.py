@@ -32,6 +32,8 @@ ORDER = [
     "tinyllm.store.s3",
     "tinyllm.store",
     "tinyllm.publish",
+    "tinyllm.console",
+    "tinyllm.history",
     "tinyllm.dashboard.views",
     "tinyllm.dashboard.plots",
     "tinyllm.dashboard.site",

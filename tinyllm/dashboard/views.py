@@ -73,6 +73,10 @@ class ReleaseView:
             self._verdicts = {r["name"]: r for r in rows if isinstance(r, dict) and "name" in r}
         return self._verdicts
 
+    def set_compare(self, compare: dict) -> None:
+        """Show ``compare`` as this release's comparison (its verdicts read from it anew)."""
+        self.compare, self._verdicts = compare, None
+
 
 def slug(name: str) -> str:
     """A file name for a release or entry page: the name itself when it is a valid store key
@@ -149,7 +153,7 @@ def load_history(store: Store) -> list[ReleaseView]:
     views = order_by_step(views)
     for name, cmp in step_comparisons(store, views).items():  # a step swept in between
         v = next(v for v in views if v.name == name)
-        v.compare, v._verdicts = cmp, None
+        v.set_compare(cmp)
     return views
 
 
