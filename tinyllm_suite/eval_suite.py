@@ -50,9 +50,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from prefect import flow, get_run_logger, task, unmapped
+from prefect import flow, get_client, get_run_logger, task, unmapped
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.client.schemas.objects import StateType
+from prefect.events.actions import ChangeFlowRunState
+from prefect.events.schemas.automations import EventTrigger, Posture
+from prefect.events.schemas.events import ResourceSpecification
 from prefect.futures import wait
+from prefect.runtime import flow_run
+from prefect.states import Crashed
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from tinyllm.compare_render import compare_markdown
@@ -104,8 +110,6 @@ def resolve_release(release: str, scheduled: datetime | None = None) -> str:
             f"{', '.join('{' + f + '}' for f in RELEASE_FIELDS)}, got {release!r}"
         )
     if scheduled is None:
-        from prefect.runtime import flow_run
-
         scheduled = flow_run.scheduled_start_time
     at = scheduled.astimezone(UTC)
     return release.format(
@@ -117,8 +121,6 @@ def resolve_release(release: str, scheduled: datetime | None = None) -> str:
 
 def _flow_run_name() -> str:
     """``eval-<release>``, the release resolved as the flow resolves it."""
-    from prefect.runtime import flow_run
-
     release = str(flow_run.parameters.get("release", ""))
     try:
         return f"eval-{resolve_release(release)}"
@@ -298,11 +300,7 @@ def ensure_crash_detection(after_s: float | None = None) -> str:
     the window). Idempotent: an automation of the same name and trigger is kept, one with
     another window or scope replaced.
     """
-    from prefect.automations import Automation
-    from prefect.client.schemas.objects import StateType
-    from prefect.events.actions import ChangeFlowRunState
-    from prefect.events.schemas.automations import EventTrigger, Posture
-    from prefect.events.schemas.events import ResourceSpecification
+    from prefect.automations import Automation  # loaded by no other import: only this call
 
     within = timedelta(seconds=after_s if after_s is not None else ZOMBIE_AFTER_S)
     trigger = EventTrigger(
@@ -378,7 +376,7 @@ def make_task_runner(dask_address: str | None = None, workers: int | None = None
         raise ValueError(f"workers: expected a number of Dask worker processes >= 1, got {workers}")
     if address is None and workers is None:
         return ThreadPoolTaskRunner(max_workers=2)
-    from prefect_dask import DaskTaskRunner
+    from prefect_dask import DaskTaskRunner  # loads dask.distributed: a Dask runner only
 
     if address is not None:
         return DaskTaskRunner(address=address)
@@ -529,9 +527,6 @@ def lost_task(fut) -> BaseException:
     """The exception of a task run that never reached a final state because the process running
     it died (Dask gives up with ``KilledWorker`` once ``distributed.scheduler.allowed-failures``
     workers died running it). Its task run, left RUNNING by the dead process, is set CRASHED."""
-    from prefect import get_client
-    from prefect.states import Crashed
-
     exc: BaseException = RuntimeError(f"task run {fut.task_run_id} never finished")
     wrapped = getattr(fut, "wrapped_future", None)
     if wrapped is not None:

@@ -24,9 +24,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from prefect import flow, get_run_logger, task, unmapped
 from prefect.artifacts import create_markdown_artifact
 from prefect.futures import wait
+from prefect.runtime import flow_run, task_run
+from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.task_runners import ThreadPoolTaskRunner
 from rich.console import Console
 
@@ -54,15 +57,11 @@ SUMMARY_ARTIFACT = "sweep-summary"
 
 
 def _flow_run_name() -> str:
-    from prefect.runtime import flow_run
-
     return f"sweep-{flow_run.parameters.get('run', '')}"
 
 
 def _score_run_name() -> str:
     """``score-<entry>-<checkpoint folder>``: one task run per entry and checkpoint."""
-    from prefect.runtime import task_run
-
     e = task_run.parameters.get("entry", {})
     return f"score-{e.get('name')}-{Path(str(e.get('checkpoint'))).name}"
 
@@ -86,8 +85,6 @@ def publish_checkpoint_task(
 ) -> dict:
     """One checkpoint's release (:func:`tinyllm.sweep.publish_checkpoint`); a retry writes the
     same run file (same run id)."""
-    import numpy as np
-
     rows, items, base, units = scored
     arrays = (
         rows,
@@ -218,7 +215,6 @@ def run_sweep_flow(
     returns the flow's result."""
     err = Console(stderr=True, quiet=quiet)
     api = choose_server(err)
-    from prefect.settings import PREFECT_API_URL, temporary_settings
 
     quiet_prefect_console(quiet, debug)
     if not quiet:
