@@ -9,6 +9,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from test_cli_polish import HEAVY, loads, module_of
 
 import tinyllm
 import tinyllm_suite
@@ -98,3 +99,37 @@ def test_the_walk_finds_each_kind_of_comment_and_its_absence():
 def test_every_function_local_import_says_why_it_is_there(path):
     found = [(n, m) for n, m, why in local_imports(path.read_text(encoding="utf-8")) if not why]
     assert found == [], f"{path}: imports inside a function without a comment saying why"
+
+
+def module_name(path: Path) -> str:
+    """``tinyllm.eval.zoo`` for ``.../tinyllm/eval/zoo.py`` (a package: its ``__init__``)."""
+    parts = path.relative_to(PACKAGES[0].parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_module_name_and_what_a_module_loads():
+    assert module_name(PACKAGES[0] / "eval" / "zoo.py") == "tinyllm.eval.zoo"
+    assert module_name(PACKAGES[1] / "__init__.py") == "tinyllm_suite"
+    assert "prefect" in loads("tinyllm_suite.eval_suite")
+    assert "torch" not in loads("tinyllm.safeio")
+
+
+@pytest.mark.parametrize("path", library_files())
+def test_a_function_local_import_of_our_own_modules_loads_what_the_module_does_not(path):
+    """An import of a tinyllm or tinyllm_suite module inside a function brings something heavy
+    (torch, lm-eval, prefect, numpy, ...: tests/test_cli_polish.py's HEAVY) or the suite that
+    importing ``path`` does not load already: anything else is imported at the top."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    has = loads(name)
+    found = []
+    for n, mod, _ in local_imports(path.read_text(encoding="utf-8")):
+        level = len(mod) - len(mod.lstrip("."))
+        if level:  # relative: resolved against the module's package
+            up = package.split(".")[: len(package.split(".")) - level + 1]
+            mod = ".".join([*up, mod.lstrip(".")])
+        if mod.split(".")[0] not in ("tinyllm", "tinyllm_suite"):
+            continue
+        if not (loads(module_of(mod)) - has) & {*HEAVY, "tinyllm_suite"}:
+            found.append((n, mod))
+    assert found == [], f"{path}: a light module of our own imported inside a function"
