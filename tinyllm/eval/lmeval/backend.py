@@ -57,6 +57,7 @@ from tinyllm.eval.lm.kvcache import cache_engine  # noqa: E402
 from tinyllm.eval.lm.scoring import Req, budget_batches, cached_lls, pad, plain_lls  # noqa: E402
 from tinyllm.eval.lmeval.generate import greedy_tokens, stop_strings  # noqa: E402
 from tinyllm.logits import MAX_LOGITS, Head, call_logits, eval_mode  # noqa: E402
+from tinyllm.models import hf  # noqa: E402
 from tinyllm.tokens import ByteTokenizer, prefix_token_id  # noqa: E402
 
 ROLLING = ("lmeval", "strided")
@@ -146,8 +147,6 @@ class TinyLLM(LM):
     @classmethod
     def create_from_arg_obj(cls, arg_dict: dict, additional_config: dict | None = None):
         """The same from lm-eval's parsed ``model_args`` (its CLI hands a dict here)."""
-        from tinyllm.models import hf
-
         folder, load_kw, kw = model_args(arg_dict, additional_config)
         return cls(hf.load(folder, quiet=True, **load_kw), hf.load_tokenizer(folder), **kw)
 
