@@ -7,6 +7,7 @@ import json
 
 import pytest
 from typer.testing import CliRunner
+from zoo_helpers import cache_as_hub  # same folder: pytest puts it on sys.path
 
 from tinyllm.cli import app
 
@@ -19,9 +20,6 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 def _cached_snapshot(tmp_path):
     """A tiny GPT-2 with a word-level tokenizer, cached as huggingface_hub caches
     ``myorg/tiny-gpt2`` (refs/main naming the commit, the snapshot's files links to blobs)."""
-    import hashlib
-    import os
-
     import torch
 
     torch.manual_seed(0)
@@ -33,16 +31,7 @@ def _cached_snapshot(tmp_path):
     tk.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]")
     fast.save_pretrained(src)
-    repo = tmp_path / "hub" / "models--myorg--tiny-gpt2"
-    snap = repo / "snapshots" / COMMIT
-    for d in (repo / "blobs", snap, repo / "refs"):
-        d.mkdir(parents=True)
-    (repo / "refs" / "main").write_text(COMMIT)
-    for f in sorted(src.iterdir()):
-        blob = repo / "blobs" / hashlib.sha256(f.read_bytes()).hexdigest()
-        blob.write_bytes(f.read_bytes())
-        os.symlink(os.path.join("..", "..", "blobs", blob.name), snap / f.name)
-    return snap
+    return cache_as_hub(src, tmp_path / "hub", REPO, COMMIT)
 
 
 def test_eval_ppl_hf_hub_id_scores_the_cached_snapshot(tmp_path, monkeypatch):

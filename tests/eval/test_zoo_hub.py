@@ -4,13 +4,10 @@ id not in the cache is an error row naming the cache folder searched, and has no
 
 from __future__ import annotations
 
-import hashlib
-import os
-
 import numpy as np
 import pytest
 from gensim.test.utils import datapath
-from zoo_helpers import hf_gpt2, stable_row  # same folder: pytest puts it on sys.path
+from zoo_helpers import cache_as_hub, hf_gpt2, stable_row  # same folder: on sys.path
 
 from tinyllm.eval import zoo
 from tinyllm.tokens import write_tokens
@@ -22,20 +19,9 @@ COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
 
 
 def _cache(tmp_path):
-    """A random-weight GPT-2 cached as huggingface_hub caches ``myorg/tiny-gpt2``: refs/main names
-    the commit, the snapshot's files are links to content-named blobs."""
-    src = tmp_path / "source"
-    hf_gpt2(src)
-    repo = tmp_path / "hub" / "models--myorg--tiny-gpt2"
-    snap = repo / "snapshots" / COMMIT
-    for d in (repo / "blobs", snap, repo / "refs"):
-        d.mkdir(parents=True)
-    (repo / "refs" / "main").write_text(COMMIT)
-    for f in sorted(src.iterdir()):
-        blob = repo / "blobs" / hashlib.sha256(f.read_bytes()).hexdigest()
-        blob.write_bytes(f.read_bytes())
-        os.symlink(os.path.join("..", "..", "blobs", blob.name), snap / f.name)
-    return snap
+    """A random-weight GPT-2 cached as huggingface_hub caches ``myorg/tiny-gpt2``."""
+    hf_gpt2(tmp_path / "source")
+    return cache_as_hub(tmp_path / "source", tmp_path / "hub", REPO, COMMIT)
 
 
 def _manifest(tmp_path, checkpoint):

@@ -1,7 +1,9 @@
 """Checkpoints, entries and rows shared by the zoo's tests (tests/eval/test_zoo_*.py)."""
 
 import dataclasses
+import hashlib
 import math
+import os
 
 import numpy as np
 import torch
@@ -131,3 +133,19 @@ def score_rows(d, kind: str, data="rows.jsonl", seed=0):
     family, ckpt, name = ROW_KINDS[kind]
     e = {"name": name, "family": family, "checkpoint": ckpt, "data": data}
     return zoo.score_entry_items(e, seed=seed, base_dir=d)
+
+
+def cache_as_hub(src, hub, repo: str, commit: str):
+    """The model folder ``src`` cached under ``hub`` as huggingface_hub caches ``repo``
+    (``org/name``): ``refs/main`` names ``commit``, the snapshot's files are links to
+    content-named blobs. Returns the snapshot folder."""
+    folder = hub / ("models--" + repo.replace("/", "--"))
+    snap = folder / "snapshots" / commit
+    for d in (folder / "blobs", snap, folder / "refs"):
+        d.mkdir(parents=True)
+    (folder / "refs" / "main").write_text(commit)
+    for f in sorted(src.iterdir()):
+        blob = folder / "blobs" / hashlib.sha256(f.read_bytes()).hexdigest()
+        blob.write_bytes(f.read_bytes())
+        os.symlink(os.path.join("..", "..", "blobs", blob.name), snap / f.name)
+    return snap
