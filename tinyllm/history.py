@@ -30,6 +30,7 @@ from typing import Any
 
 from tinyllm.compare import compare_reports, regressions
 from tinyllm.console import Progress
+from tinyllm.report import stored_rows
 from tinyllm.store import Store
 
 
@@ -149,8 +150,8 @@ class ReleaseStep:
         """Entry name -> its row's ``beats_baseline`` verdict ("better", "worse", "not
         distinguishable"), for the rows of this release that carry one (reports written
         before rows carried a baseline have none)."""
-        rows = [] if self.view.report is None else self.view.report["rows"]
-        return {r["name"]: r["beats_baseline"]["verdict"] for r in rows if r.get("beats_baseline")}
+        rows = [] if self.view.report is None else stored_rows(self.view.report)
+        return {r.name: r.beats_baseline.verdict for r in rows if r.beats_baseline is not None}
 
     def regressions(self) -> list[dict]:
         """The comparison's rows whose verdict is "regressed" (:func:`tinyllm.compare.regressions`)."""

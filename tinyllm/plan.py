@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinyllm import metrics
+from tinyllm.report import StoredRow, stored_rows
 from tinyllm.stats import ALPHA, POWER, cluster_ratio, mde, unit_sd, units_needed
 from tinyllm.store import Store, StoreError, StoreKeyError
 
@@ -71,28 +72,28 @@ def _compared(store: Store, release: str, entry: str) -> tuple[dict, str] | None
     return None
 
 
-def _own_spread(store: Store, release: str, row: dict) -> tuple[int, float]:
+def _own_spread(store: Store, release: str, row: StoredRow) -> tuple[int, float]:
     """``(G, se)`` of the row's value over its units, in the metric's units."""
-    name = row["name"]
-    if row.get("metric") not in metrics.MEAN_METRICS:
+    name = row.name
+    if row.metric not in metrics.MEAN_METRICS:
         raise StoreError(
             f"plan: row {name!r} of {release}: expected a comparison that tested it (a "
-            f"{row.get('metric')} row's spread comes from its paired test), got none"
+            f"{row.metric} row's spread comes from its paired test), got none"
         )
-    if not row.get("items"):
+    if not row.items:
         raise StoreError(f"plan: row {name!r} of {release}: expected per-item scores, got none")
     items = store.items_loader(release, None)(name)
     units = store.units_loader(release, None)(name)
     covered = ~np.isnan(items)
     ids = np.arange(items.size) if units is None else units
-    if units is None and row.get("n_units") != row.get("n"):
+    if units is None and row.n_units != row.n:
         raise StoreError(
             f"plan: row {name!r} of {release}: expected its unit ids (n_units "
-            f"{row.get('n_units')} for {row.get('n')} items), got none: a release stored before "
+            f"{row.n_units} for {row.n} items), got none: a release stored before "
             "units; compare two releases or rescore it"
         )
     iv = cluster_ratio(items[covered], ids[covered])
-    return int(iv.n_units), float(iv.se) * metrics.row_item_scale(row)
+    return int(iv.n_units), float(iv.se) * metrics.item_scale(row.metric, row.n, row.details)
 
 
 def plan_row(store: Store, release: str, entry: str, delta: float, *, power: float = POWER) -> Plan:
@@ -108,15 +109,13 @@ def plan_row(store: Store, release: str, entry: str, delta: float, *, power: flo
     """
     if not (isinstance(delta, int | float) and math.isfinite(delta) and delta != 0):
         raise ValueError(f"delta: expected a finite nonzero change to detect, got {delta!r}")
-    report = store.read_report(release)
-    row = next((r for r in report["rows"] if r["name"] == entry), None)
+    rows = stored_rows(store.read_report(release))
+    row = next((r for r in rows if r.name == entry), None)
     if row is None:
-        names = ", ".join(r["name"] for r in report["rows"]) or "none"
+        names = ", ".join(r.name for r in rows) or "none"
         raise StoreError(f"plan: expected a row of {release} (rows: {names}), got {entry!r}")
-    if row.get("status") != "ok":
-        raise StoreError(
-            f"plan: row {entry!r} of {release}: expected status ok, got {row['status']}"
-        )
+    if row.status != "ok":
+        raise StoreError(f"plan: row {entry!r} of {release}: expected status ok, got {row.status}")
     found = _compared(store, release, entry)
     if found is not None:
         c, previous = found
@@ -133,4 +132,4 @@ def plan_row(store: Store, release: str, entry: str, delta: float, *, power: flo
         sd = math.sqrt(2.0) * unit_sd(se, g)
     now = mde(sd / math.sqrt(g), g - 1, ALPHA, power)
     need = units_needed(sd, float(delta), power=power, alpha=ALPHA)
-    return Plan(release, entry, row["metric"], float(delta), source, paired, g, se, sd, now, need)
+    return Plan(release, entry, row.metric, float(delta), source, paired, g, se, sd, now, need)

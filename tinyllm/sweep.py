@@ -34,7 +34,14 @@ from tinyllm.compare import TESTED, compare_reports
 from tinyllm.eval import zoo
 from tinyllm.metrics import DIRECTION
 from tinyllm.publish import publish_run
-from tinyllm.report import RUN_PATTERN, Manifest, ManifestError, load_manifest, parse_manifest
+from tinyllm.report import (
+    RUN_PATTERN,
+    Manifest,
+    ManifestError,
+    load_manifest,
+    parse_manifest,
+    stored_rows,
+)
 from tinyllm.stats import ALPHA, COMPARE_WORDS, holm_adjust, verdict
 from tinyllm.store import Store, StoreError
 
@@ -266,17 +273,18 @@ def previous_of(releases: Iterable[RunRelease], step: int, exclude: str) -> str 
 def up_to_date(store: Store, release: str, rows: Sequence[dict], previous: str | None) -> bool:
     """Whether ``release`` already holds ``rows`` (same names, ok, same checkpoint and data
     bytes) and, with a ``previous``, its comparison with that release: publishing again would
-    write nothing new."""
+    write nothing new. ``rows``: row documents as the EvalSuite flow gathers them; the stored
+    rows are read as :class:`tinyllm.report.StoredRow`."""
     try:
         report = store.read_report(release)
         cmp = store.read_compare(release) if previous is not None else None
     except StoreError:
         return False
-    stored = {r["name"]: r for r in report["rows"]}
+    stored = {r.name: r for r in stored_rows(report)}
     for row in rows:
         old = stored.get(row["name"])
         keys = ("status", "checkpoint_sha256", "data_sha256", "value")
-        if row["status"] != "ok" or old is None or any(old.get(k) != row[k] for k in keys):
+        if row["status"] != "ok" or old is None or any(getattr(old, k) != row[k] for k in keys):
             return False
     return previous is None or (cmp is not None and cmp.get("previous") == previous)
 
