@@ -18,7 +18,6 @@ Shapes: ``B`` batch, ``T`` tokens (``<= max_len``), ``D`` = ``n_embd``, 256 outp
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,8 +27,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tinyllm.checkpoint import expected_from, load_tensors, save_checkpoint
 from tinyllm.models.encoder import (
+    TOKENIZER,
     MaskedLM,
     adamw,
     check_byte_corpus,
@@ -42,13 +41,12 @@ from tinyllm.models.encoder import (
 )
 from tinyllm.models.training import (
     check_adamw_settings,
+    load_model,
     lr_at,
     optimizer_step,
-    read_configs,
+    save_model,
     settings_of,
-    train_record,
 )
-from tinyllm.tokens import N_BYTES
 
 ARCH = "bert"
 KIND = "mlm"
@@ -152,25 +150,13 @@ def train(
 def save(model: Model, path: str | os.PathLike) -> Path:
     """Write the checkpoint folder ``path`` (config.json with the config and the training
     settings, model.safetensors)."""
-    return save_checkpoint(
-        path,
-        ARCH,
-        dataclasses.asdict(model.cfg),
-        model.state_dict(),
-        tokenizer={"type": "byte", "vocab_size": N_BYTES, "specials": "tinyllm.tokens"},
-        extra=train_record(model.train_cfg),
-    )
+    return save_model(model, path, ARCH, tokenizer=TOKENIZER)
 
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save`; every tensor's name, shape, dtype and
     finiteness is checked against a freshly built model (CheckpointError naming the file)."""
-    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
-    model = Model(cfg)
-    model.load_state_dict(load_tensors(path, expected_from(model.state_dict())), strict=True)
-    model.train_cfg = train_cfg
-    model.eval()
-    return model
+    return load_model(path, ARCH, Config, TrainConfig, Model)
 
 
 # ---------------------------------------------------------------------------------- scoring

@@ -30,7 +30,6 @@ Shapes: ``B`` batch, ``T`` tokens (``<= max_len``), ``D`` = ``n_embd``, ``L`` la
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 from collections.abc import Callable, Sequence
@@ -42,26 +41,27 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinyllm.checkpoint import (
-    CONFIG_NAME,
-    CheckpointError,
-    expected_from,
-    load_tensors,
-    read_config,
-    save_checkpoint,
-)
+from tinyllm.checkpoint import CONFIG_NAME, CheckpointError, read_config
 from tinyllm.models import bert
-from tinyllm.models.encoder import INIT_STD, Encoder, adamw, check_encoder_shape, encode_rows
+from tinyllm.models.encoder import (
+    INIT_STD,
+    TOKENIZER,
+    Encoder,
+    adamw,
+    check_encoder_shape,
+    encode_rows,
+)
 from tinyllm.models.layers import init_gpt_weights
 from tinyllm.models.training import (
     check_adamw_settings,
+    load_weights,
     lr_at,
     optimizer_step,
     read_configs,
+    save_model,
     settings_of,
-    train_record,
 )
-from tinyllm.tokens import N_BYTES, PAD
+from tinyllm.tokens import PAD
 
 ARCH = "classifier"
 KIND = "classifier"
@@ -308,15 +308,12 @@ def save(model: Model, path: str | os.PathLike) -> Path:
     trained = {}
     if model.trained_on is not None:
         trained = {"trained_on": [sorted(t) for t in model.trained_on]}
-    return save_checkpoint(
+    return save_model(
+        model,
         path,
         ARCH,
-        dataclasses.asdict(model.cfg),
-        model.state_dict(),
-        tokenizer={"type": "byte", "vocab_size": N_BYTES, "specials": "tinyllm.tokens"},
-        extra={"tl_head": model.cfg.tl_head, "labels": list(model.labels)}
-        | train_record(model.train_cfg)
-        | trained,
+        tokenizer=TOKENIZER,
+        extra={"tl_head": model.cfg.tl_head, "labels": list(model.labels)} | trained,
     )
 
 
@@ -336,11 +333,8 @@ def load(path: str | os.PathLike) -> Model:
         labels = _check_labels(doc.get("labels"), f"{where}: labels")
     except ValueError as e:
         raise CheckpointError(str(e)) from None
-    model = Model(cfg, labels, train_cfg.cross_fit)
-    model.load_state_dict(load_tensors(path, expected_from(model.state_dict())), strict=True)
-    model.train_cfg = train_cfg
+    model = load_weights(Model(cfg, labels, train_cfg.cross_fit), path, train_cfg)
     model.trained_on = _check_trained_on(doc.get("trained_on"), model.n_folds, where)
-    model.eval()
     return model
 
 

@@ -13,7 +13,6 @@ the config (``model.safetensors`` is empty).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections.abc import Callable
@@ -23,8 +22,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tinyllm.checkpoint import load_tensors, save_checkpoint
-from tinyllm.models.training import read_configs, settings_of, train_record
+from tinyllm.checkpoint import load_tensors
+from tinyllm.models.training import read_configs, save_model, settings_of
 from tinyllm.models.translation import VOCAB, check_pairs, hypothesis_text, translate_ids_with
 from tinyllm.tokens import EOS, PAD
 
@@ -120,9 +119,7 @@ def translate(
 
 def save(model: Model, path: str | os.PathLike) -> Path:
     """Write the checkpoint folder ``path``: config.json and an empty model.safetensors."""
-    return save_checkpoint(
-        path, ARCH, dataclasses.asdict(model.cfg), {}, extra=train_record(model.train_cfg)
-    )
+    return save_model(model, path, ARCH, tensors={})
 
 
 def load(path: str | os.PathLike) -> Model:

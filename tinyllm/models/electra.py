@@ -27,7 +27,6 @@ Shapes: ``B`` batch, ``T`` tokens (``<= max_len``), ``D`` = ``n_embd`` (discrimi
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,9 +37,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinyllm.checkpoint import expected_from, load_tensors, save_checkpoint
 from tinyllm.models.encoder import (
     INIT_STD,
+    TOKENIZER,
     Encoder,
     MaskedLM,
     adamw,
@@ -54,11 +53,11 @@ from tinyllm.models.encoder import (
 from tinyllm.models.layers import init_gpt_weights
 from tinyllm.models.training import (
     check_adamw_settings,
+    load_model,
     lr_at,
     optimizer_step,
-    read_configs,
+    save_model,
     settings_of,
-    train_record,
 )
 from tinyllm.tokens import MASK, N_BYTES, PAD
 
@@ -285,25 +284,13 @@ def save(model: Model, path: str | os.PathLike) -> Path:
     """Write the checkpoint folder ``path`` (config.json with the config and the training
     settings, model.safetensors): ONE checkpoint holding ``generator.*``, ``discriminator.*``
     and ``disc_head.*``."""
-    return save_checkpoint(
-        path,
-        ARCH,
-        dataclasses.asdict(model.cfg),
-        model.state_dict(),
-        tokenizer={"type": "byte", "vocab_size": N_BYTES, "specials": "tinyllm.tokens"},
-        extra=train_record(model.train_cfg),
-    )
+    return save_model(model, path, ARCH, tokenizer=TOKENIZER)
 
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save` (names, shapes, dtypes and finiteness
     checked against a freshly built model; CheckpointError naming the file)."""
-    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
-    model = Model(cfg)
-    model.load_state_dict(load_tensors(path, expected_from(model.state_dict())), strict=True)
-    model.train_cfg = train_cfg
-    model.eval()
-    return model
+    return load_model(path, ARCH, Config, TrainConfig, Model)
 
 
 # ---------------------------------------------------------------------------------- scoring

@@ -32,6 +32,8 @@ LN_EPS = 1e-5
 # the attention values are then so small that MLM sits on the unigram plateau for hundreds of
 # steps (docs/zoo.md has the measurement).
 INIT_STD = 0.1
+# config.json's tokenizer of the encoder families' checkpoints: bytes plus tinyllm.tokens' specials
+TOKENIZER = {"type": "byte", "vocab_size": N_BYTES, "specials": "tinyllm.tokens"}
 
 
 def check_encoder_shape(cfg, who: str) -> None:

@@ -19,7 +19,6 @@ Shapes: ``B`` batch, ``T`` tokens (``<= block_size``), ``D`` = ``n_embd``, ``V``
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,7 +36,6 @@ from tinyllm.checkpoint import (
     CheckpointError,
     expected_from,
     load_tensors,
-    save_checkpoint,
     tensor_header,
 )
 from tinyllm.models.gpt_cache import KVCache, check_capacity
@@ -47,8 +45,8 @@ from tinyllm.models.training import (
     lr_at,
     optimizer_step,
     read_configs,
+    save_model,
     settings_of,
-    train_record,
 )
 
 ARCH = "gpt"
@@ -470,13 +468,7 @@ def stored_tensors(model: Model) -> dict[str, torch.Tensor]:
 def save(model: Model, path: str | os.PathLike) -> Path:
     """Write the checkpoint folder ``path`` (config.json with the config and the training
     settings, model.safetensors)."""
-    return save_checkpoint(
-        path,
-        ARCH,
-        dataclasses.asdict(model.cfg),
-        stored_tensors(model),
-        extra=train_record(model.train_cfg),
-    )
+    return save_model(model, path, ARCH, tensors=stored_tensors(model))
 
 
 def _check_config_sizes(path: Path, cfg: Config) -> None:

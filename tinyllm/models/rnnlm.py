@@ -15,7 +15,6 @@ the streams wrap around to their beginning.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -26,8 +25,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tinyllm.checkpoint import expected_from, load_tensors, save_checkpoint
-from tinyllm.models.training import optimizer_step, read_configs, settings_of, train_record
+from tinyllm.models.training import (
+    load_model,
+    optimizer_step,
+    save_model,
+    settings_of,
+)
 from tinyllm.tokens import check_byte_ids, check_byte_range
 
 ARCH = "rnnlm"
@@ -192,19 +195,9 @@ def token_nlls(model: Model, ids, chunk: int = CHUNK) -> np.ndarray:
 def save(model: Model, path: str | os.PathLike) -> Path:
     """Write the checkpoint folder ``path`` (config.json with the config and the training
     settings, model.safetensors)."""
-    return save_checkpoint(
-        path,
-        ARCH,
-        dataclasses.asdict(model.cfg),
-        model.state_dict(),
-        extra=train_record(model.train_cfg),
-    )
+    return save_model(model, path, ARCH)
 
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save` (eval mode)."""
-    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
-    model = Model(cfg)
-    model.load_state_dict(load_tensors(path, expected_from(model.state_dict())))
-    model.train_cfg = train_cfg
-    return model.eval()
+    return load_model(path, ARCH, Config, TrainConfig, Model)

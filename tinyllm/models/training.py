@@ -1,6 +1,7 @@
 """The training pieces every family shares: its training settings (how they are passed, recorded
-and read back), the learning-rate schedule and one optimizer step. (Functions, not a base class:
-each family keeps its own ``train``.)
+and read back), a model's checkpoint folder (:func:`save_model`, :func:`load_model`), the
+learning-rate schedule and one optimizer step. (Functions, not a base class: each family keeps
+its own ``train``, ``save`` and ``load``.)
 
 Each family splits what it knows into two frozen dataclasses: ``Config``, what builds and scores
 the model (its shape), and ``TrainConfig``, what only ``train`` reads (optimizer, schedule,
@@ -23,7 +24,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tinyllm.checkpoint import CONFIG_NAME, CheckpointError, read_config
+from tinyllm.checkpoint import (
+    CONFIG_NAME,
+    CheckpointError,
+    expected_from,
+    load_tensors,
+    read_config,
+    save_checkpoint,
+)
 
 TRAIN_CONFIG_KEY = "train_config"
 
@@ -69,6 +77,44 @@ def read_configs(directory: str | os.PathLike, arch: str, config_cls, train_cls)
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{where}: invalid {arch} {TRAIN_CONFIG_KEY}: {e}") from None
     return cfg, train_cfg
+
+
+def save_model(
+    model,
+    path: str | os.PathLike,
+    arch: str,
+    *,
+    tensors: Mapping[str, torch.Tensor] | None = None,
+    tokenizer: Mapping | None = None,
+    extra: Mapping | None = None,
+) -> Path:
+    """A family model's checkpoint folder (:func:`tinyllm.checkpoint.save_checkpoint`):
+    ``config`` is ``model.cfg`` as a dict, the tensors ``tensors`` (default: the state dict),
+    config.json's top level holds ``extra`` and the training settings (:func:`train_record`)."""
+    return save_checkpoint(
+        path,
+        arch,
+        dataclasses.asdict(model.cfg),
+        model.state_dict() if tensors is None else tensors,
+        tokenizer=tokenizer,
+        extra={**(extra or {}), **train_record(model.train_cfg)},
+    )
+
+
+def load_weights(model: nn.Module, path: str | os.PathLike, train_cfg) -> nn.Module:
+    """Fill a freshly built ``model`` from the folder's model.safetensors (every tensor's name,
+    shape, dtype and finiteness checked against the model's own; CheckpointError naming the
+    file), set ``model.train_cfg``; the model in eval mode."""
+    model.load_state_dict(load_tensors(path, expected_from(model.state_dict())), strict=True)
+    model.train_cfg = train_cfg
+    return model.eval()
+
+
+def load_model(path: str | os.PathLike, arch: str, config_cls, train_cls, model_cls) -> nn.Module:
+    """A checkpoint folder written by :func:`save_model`: :func:`read_configs`, then
+    ``model_cls(cfg)`` filled by :func:`load_weights` (eval mode)."""
+    cfg, train_cfg = read_configs(path, arch, config_cls, train_cls)
+    return load_weights(model_cls(cfg), path, train_cfg)
 
 
 def check_adamw_settings(tc, who: str) -> None:

@@ -25,7 +25,6 @@ Shapes: ``B`` batch, ``S`` source tokens, ``T`` target tokens, ``D`` = ``n_embd`
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections.abc import Callable
@@ -36,9 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tinyllm.checkpoint import expected_from, load_tensors, save_checkpoint
 from tinyllm.models.layers import Block, DecoderBlock, init_gpt_weights
-from tinyllm.models.training import read_configs, settings_of, train_record
+from tinyllm.models.training import load_model, save_model, settings_of
 from tinyllm.models.translation import (
     VOCAB,
     check_pairs,
@@ -250,21 +248,10 @@ def save(model: Model, path: str | os.PathLike) -> Path:
     """Write the checkpoint folder ``path`` (config.json with the config and the training
     settings, model.safetensors); the tied head is the token embedding and is not stored
     twice."""
-    return save_checkpoint(
-        path,
-        ARCH,
-        dataclasses.asdict(model.cfg),
-        model.state_dict(),
-        extra=train_record(model.train_cfg),
-    )
+    return save_model(model, path, ARCH)
 
 
 def load(path: str | os.PathLike) -> Model:
     """Read a checkpoint folder written by :func:`save` (every tensor checked against a freshly
     built model); the model is in eval mode."""
-    cfg, train_cfg = read_configs(path, ARCH, Config, TrainConfig)
-    model = Model(cfg)
-    model.load_state_dict(load_tensors(path, expected_from(model.state_dict())), strict=True)
-    model.train_cfg = train_cfg
-    model.eval()
-    return model
+    return load_model(path, ARCH, Config, TrainConfig, Model)

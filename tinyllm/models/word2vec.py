@@ -40,7 +40,6 @@ the word2vec text format that other tools (gensim's ``KeyedVectors.load_word2vec
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from collections import Counter
@@ -53,14 +52,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tinyllm.checkpoint import (
-    CheckpointError,
-    expected_from,
-    load_tensors,
-    read_config,
-    save_checkpoint,
-)
-from tinyllm.models.training import read_configs, settings_of, train_record
+from tinyllm.checkpoint import CheckpointError, read_config
+from tinyllm.models.training import load_weights, read_configs, save_model, settings_of
 
 ARCH = "word2vec"
 KIND = "embeddings"
@@ -377,14 +370,7 @@ def save(model: Model, path: str | os.PathLike) -> Path:
         "vocab_size": len(model.vocab),
         "vocab": list(model.vocab),
     }
-    return save_checkpoint(
-        path,
-        ARCH,
-        dataclasses.asdict(model.cfg),
-        model.state_dict(),
-        tokenizer=tokenizer,
-        extra=train_record(model.train_cfg),
-    )
+    return save_model(model, path, ARCH, tokenizer=tokenizer)
 
 
 def load(path: str | os.PathLike) -> Model:
@@ -411,6 +397,4 @@ def load(path: str | os.PathLike) -> Model:
             f"{where}: expected vocab_size {len(model.vocab)} (the vocabulary's length), "
             f"got {tok.get('vocab_size')!r}"
         )
-    model.load_state_dict(load_tensors(path, expected_from(model.state_dict())))
-    model.train_cfg = train_cfg
-    return model.eval()
+    return load_weights(model, path, train_cfg)
