@@ -1,6 +1,7 @@
 """tinyllm.metrics: each metric's facts, declared once, and the tables the kinds, the zoo, compare,
 the dashboard and the report read from them."""
 
+import json
 import math
 import subprocess
 import sys
@@ -29,6 +30,24 @@ def test_the_metrics_and_their_facts():
     assert [m.item_scale_text for m in metrics.METRICS.values()].count("") == 4
     assert not hasattr(metrics, "INTERVALS")  # interval names live in tinyllm.stats (Method)
     assert metrics.ARROW == {"lower": " ↓", "higher": " ↑"}
+    # what the report schema's rule for a row of each metric is written from
+    proportion = ("wilson", "cluster_ratio", "cluster_bootstrap", "bootstrap_percentile")
+    assert {n: m.intervals for n, m in metrics.METRICS.items()} == {
+        "bpb": ("cluster_ratio", "iid", "student_t"),
+        "acc": proportion,
+        "acc_norm": proportion,
+        "exact_match": proportion,
+        "spearman": ("fisher_z", "cluster_bootstrap"),
+    }
+    assert {n: m.value_range for n, m in metrics.METRICS.items()} == {
+        "bpb": (0, None),
+        "acc": (0, 1),
+        "acc_norm": (0, 1),
+        "exact_match": (0, 1),
+        "spearman": (-1, 1),
+    }
+    assert [n for n, m in metrics.METRICS.items() if not m.interval_in_range] == ["bpb"]
+    assert {n: m.kind for n, m in metrics.METRICS.items() if m.kind} == {"bpb": "lm"}
 
 
 def test_a_metric_has_a_known_direction():
@@ -82,6 +101,12 @@ def test_a_kind_is_checked_when_it_is_defined():
     with pytest.raises(ValueError) as ei:
         Kind("x", "acc", "wilson", score, also=(("acc", "fisher"),))
     assert str(ei.value).startswith("interval method: expected one of [")
+    with pytest.raises(ValueError) as ei:
+        Kind("x", "spearman", "wilson", score)
+    assert str(ei.value) == (
+        "kind 'x': expected an interval of spearman among ['fisher_z', 'cluster_bootstrap'] "
+        "(tinyllm.metrics), got 'wilson'"
+    )
     k = Kind("x", "bpb", "iid", score)
     assert (k.metrics, k.intervals, k.direction) == (("bpb",), ("iid",), "lower")
     k = Kind("x", "acc", "wilson", score, also=(("acc", "cluster_ratio"), ("acc_norm", "wilson")))
@@ -124,6 +149,104 @@ def test_the_report_schema_reads_the_same_facts():
     # the legacy names of stored rows read as what they computed
     assert [stats.read_method(m) for m in report.LEGACY_INTERVALS] == ["iid", "cluster_bootstrap"]
     assert frozenset({"bpb"}) == report.LOWER_IS_BETTER
+
+
+def test_the_committed_report_schema_is_written_from_the_tables():
+    committed = report.REPORT_SCHEMA_PATH.read_text(encoding="utf-8")
+    assert committed == report.report_schema_text(tuple(KINDS)), (
+        'run python -c "from tinyllm.eval.kinds import write_report_schema; '
+        'write_report_schema()" to rewrite tinyllm/schemas/eval-results.schema.json'
+    )
+    row = report.report_schema()["$defs"]["row"]
+    assert row["properties"]["metric"]["enum"] == [*metrics.METRICS, None]
+    assert row["properties"]["interval"]["enum"] == [*report.INTERVALS, None]
+    assert report.KINDS == tuple(KINDS) == typing.get_args(report.Kind)
+    rules = [r for r in row["allOf"] if "metric" in r["if"]["properties"]]
+    assert [r["if"]["properties"]["metric"] for r in rules] == [
+        {"const": "bpb"},
+        {"enum": ["acc", "acc_norm", "exact_match"]},  # one rule for metrics with the same facts
+        {"const": "spearman"},
+    ]
+    assert rules[0]["then"]["properties"] == {
+        "kind": {"const": "lm"},
+        "interval": {"enum": ["cluster_ratio", "iid", "student_t", None]},
+        "value": {"type": ["number", "null"], "minimum": 0},
+    }
+    spearman = {"type": ["number", "null"], "minimum": -1, "maximum": 1}
+    assert rules[2]["then"]["properties"] == {
+        "interval": {"enum": ["fisher_z", "cluster_bootstrap", None]},
+        "value": spearman,
+        "lo": spearman,
+        "hi": spearman,
+    }
+
+
+# A new metric is one entry of tinyllm.metrics.METRICS and a new kind its module's DEFINITION in
+# KIND_MODULES: the run below adds both to the tables (a fresh interpreter whose tinyllm/metrics.py
+# has one more entry), writes the report schema from them, and reads the report formats again.
+ONE_HOP = r"""
+import importlib, json, sys, types, typing
+from pathlib import Path
+
+import tinyllm
+from tinyllm import schemas
+
+path = Path(tinyllm.__file__).parent / "metrics.py"
+table = "(BPB, ACC, ACC_NORM, EXACT_MATCH, SPEARMAN)"
+src = path.read_text()
+assert src.count(table) == 1
+ppl = "Metric('ppl', 'lower', intervals=('iid',), value_range=(1, None), interval_in_range=False)"
+mod = types.ModuleType("tinyllm.metrics")
+sys.modules["tinyllm.metrics"] = tinyllm.metrics = mod
+exec(compile(src.replace(table, table[:-1] + ", " + ppl + ")"), str(path), "exec"), mod.__dict__)
+
+from tinyllm import report
+from tinyllm.eval.kinds import KINDS, Kind
+
+perplexity = Kind("perplexity", "ppl", "iid", lambda entry, model, data_path, rng: None)
+out = Path(sys.argv[1])
+report.write_report_schema((*KINDS, perplexity.name), out)
+schemas.schema_file = lambda name: out  # the report formats read the schema just written
+report = importlib.reload(report)
+
+row = dict(
+    name="p", family="gpt", kind="perplexity", metric="ppl", value=3.5, lo=3.0, hi=4.0,
+    interval="iid", n=10, status="ok", error=None, reason=None, checkpoint_sha256=None,
+    data_sha256=None, seconds=0.0, items=None, checkpoint="c", data="d", options={},
+)
+doc = dict(
+    schema_version=1, suite="zoo", release=None, created_at="2026-01-01T00:00:00Z", seed=0,
+    tinyllm_version="0", manifest_sha256="0" * 64,
+)
+report.validate_report(report.Report(**doc, rows=[report.Row(**row)]))
+try:  # below ppl's minimum: refused by the rule written from its facts
+    report.validate_report({**doc, "rows": [{**row, "value": 0.5}]})
+except report.ReportSchemaError as e:
+    refused = str(e)
+print(json.dumps({
+    "Metric": typing.get_args(report.Metric),
+    "Kind": typing.get_args(report.Kind),
+    "direction": perplexity.direction,
+    "refused": refused,
+}))
+"""
+
+
+def test_a_metric_and_a_kind_are_one_table_entry_each(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-c", ONE_HOP, str(tmp_path / "eval-results.schema.json")],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    assert seen["Metric"] == [*metrics.NAMES, "ppl"]
+    assert seen["Kind"] == [*KINDS, "perplexity"]
+    assert seen["direction"] == "lower"
+    assert seen["refused"] == (
+        "report does not match eval-results.schema.json (1 problem):\n"
+        "  rows/0/value: 0.5 is less than the minimum of 1"
+    )
 
 
 def test_learning_a_direction_loads_no_model():

@@ -36,7 +36,16 @@ class Metric:
     * ``item_scale``: what the mean of the per-item scores is multiplied by to give the value's
       unit (bpb: ``1 / ln 2``, nats per byte to bits per byte);
     * ``item_scale_text``: how a message writes that scale (``" / ln 2"``; empty for 1);
-    * ``mean_of_items``: whether the value is ``mean(items) * item_scale``.
+    * ``mean_of_items``: whether the value is ``mean(items) * item_scale``;
+    * ``intervals``: the interval estimators a row of it may name (its ``interval``: names of
+      :data:`tinyllm.stats.ESTIMATORS`, then the legacy names stored reports hold); a kind's
+      estimator for it is one of them;
+    * ``value_range``: ``(minimum, maximum)`` of its value, None where unbounded;
+      ``interval_in_range``: whether ``lo`` and ``hi`` lie in that range too;
+    * ``kind``: the one kind whose rows report it, or None when any kind may.
+
+    The report schema's rule for a row of the metric is written from these facts
+    (:func:`tinyllm.report.report_schema_text`).
     """
 
     name: str
@@ -44,6 +53,10 @@ class Metric:
     item_scale: float = 1.0
     item_scale_text: str = ""
     mean_of_items: bool = True
+    intervals: tuple[str, ...] = ()
+    value_range: tuple[float | None, float | None] = (None, None)
+    interval_in_range: bool = True
+    kind: str | None = None
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
@@ -53,14 +66,35 @@ class Metric:
             )
 
 
-BPB = Metric("bpb", "lower", item_scale=1.0 / math.log(2.0), item_scale_text=" / ln 2")
-ACC = Metric("acc", "higher")
-ACC_NORM = Metric("acc_norm", "higher")
-EXACT_MATCH = Metric("exact_match", "higher")
-SPEARMAN = Metric("spearman", "higher", mean_of_items=False)
+PROPORTION_INTERVALS = ("wilson", "cluster_ratio", "cluster_bootstrap", "bootstrap_percentile")
+"""The estimators of a proportion's row: Wilson over 0/1 items, the ratio or the bootstrap over
+units, and the legacy bootstrap over items."""
+
+BPB = Metric(
+    "bpb",
+    "lower",
+    item_scale=1.0 / math.log(2.0),
+    item_scale_text=" / ln 2",
+    intervals=("cluster_ratio", "iid", "student_t"),
+    value_range=(0, None),
+    interval_in_range=False,
+    kind="lm",
+)
+ACC = Metric("acc", "higher", intervals=PROPORTION_INTERVALS, value_range=(0, 1))
+ACC_NORM = Metric("acc_norm", "higher", intervals=PROPORTION_INTERVALS, value_range=(0, 1))
+EXACT_MATCH = Metric("exact_match", "higher", intervals=PROPORTION_INTERVALS, value_range=(0, 1))
+SPEARMAN = Metric(
+    "spearman",
+    "higher",
+    mean_of_items=False,
+    intervals=("fisher_z", "cluster_bootstrap"),
+    value_range=(-1, 1),
+)
 
 METRICS: dict[str, Metric] = {m.name: m for m in (BPB, ACC, ACC_NORM, EXACT_MATCH, SPEARMAN)}
-"""name -> :class:`Metric`, in the order the report schema lists the metrics."""
+"""name -> :class:`Metric`, in the order the report schema lists the metrics: the one table of
+metrics (a new metric is one entry here; the report's ``Metric`` type and the report schema's
+``metric`` enum and per-metric rules are built from it)."""
 
 NAMES = tuple(METRICS)
 DIRECTION: dict[str, str] = {name: m.direction for name, m in METRICS.items()}

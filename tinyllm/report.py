@@ -6,9 +6,13 @@
   :func:`write_manifest_schema` (``python -m tinyllm.report``); a test checks that the committed
   file equals the generated one.
 * :class:`Row` / :class:`Report` -- the result of a zoo run. Every report is validated against the
-  hand-written JSON Schema ``tinyllm/schemas/eval-results.schema.json`` (draft 2020-12, package
-  data read by :mod:`tinyllm.schemas`) with jsonschema by :func:`validate_report` before it is
-  written.
+  JSON Schema ``tinyllm/schemas/eval-results.schema.json`` (draft 2020-12, package data read by
+  :mod:`tinyllm.schemas`) with jsonschema by :func:`validate_report` before it is written. Its
+  kind, metric and interval names and its per-metric rules are written from the tables
+  (:data:`tinyllm.metrics.METRICS`, :data:`tinyllm.stats.ESTIMATORS`, the kinds' names) by
+  :func:`write_report_schema`; a test checks that the committed file equals
+  :func:`report_schema_text`. :data:`KINDS` and :data:`Kind` are read from that file, the only
+  list of kind names below :mod:`tinyllm.eval`.
 * :func:`sha256_path` -- the content hash of a checkpoint (file or folder) or data file; the
   report records it per row and a cache key can reuse it.
 
@@ -22,7 +26,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -40,7 +44,15 @@ MANIFEST_SCHEMA_PATH = schemas.schema_file(schemas.MANIFEST)
 REPORT_SCHEMA_PATH = schemas.schema_file(schemas.REPORT)
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
-KINDS = ("lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings", "lmeval")
+KINDS: tuple[str, ...] = tuple(
+    k
+    for k in schemas.load_schema(REPORT_SCHEMA_PATH, "report")["$defs"]["row"]["properties"][
+        "kind"
+    ]["enum"]
+    if k is not None
+)
+"""The kinds a row may name: the report schema's ``kind`` enum, which
+:func:`tinyllm.eval.kinds.write_report_schema` writes from :data:`tinyllm.eval.kinds.KINDS`."""
 METRICS = metrics.NAMES
 LEGACY_INTERVALS = ("student_t", "bootstrap_percentile")
 """Interval names of rows written before units (:data:`tinyllm.stats.LEGACY_METHODS` reads them:
@@ -58,10 +70,10 @@ reports of anything else, and every report written before sweeps, have neither."
 LOWER_IS_BETTER = frozenset(name for name, d in metrics.DIRECTION.items() if d == "lower")
 """Metrics where a smaller value is better; every other metric is higher-is-better."""
 
-Kind = Literal["lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings", "lmeval"]
-Metric = Literal["bpb", "acc", "acc_norm", "exact_match", "spearman"]
+Kind = Literal[KINDS]  # type: ignore[valid-type]
+Metric = Literal[METRICS]  # type: ignore[valid-type]
 IntervalMethod = Literal[INTERVALS]  # type: ignore[valid-type]
-Status = Literal["ok", "error", "skipped"]
+Status = Literal[STATUSES]  # type: ignore[valid-type]
 Hex64 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
@@ -531,8 +543,75 @@ _REPORT_VALIDATOR = None
 
 
 def report_schema() -> dict:
-    """The hand-written JSON Schema of a report (``tinyllm/schemas/eval-results.schema.json``)."""
+    """The JSON Schema of a report (``tinyllm/schemas/eval-results.schema.json``)."""
     return schemas.load_schema(REPORT_SCHEMA_PATH, "report")
+
+
+def metric_rule(metric: metrics.Metric) -> dict:
+    """The row properties the report schema requires of a row of ``metric``, from its facts
+    (:class:`tinyllm.metrics.Metric`): its kind where only one reports it, its intervals (or
+    null), and its value (with ``lo`` and ``hi`` when ``interval_in_range``) in its range."""
+    props: dict[str, Any] = {}
+    if metric.kind is not None:
+        props["kind"] = {"const": metric.kind}
+    props["interval"] = {"enum": [*metric.intervals, None]}
+    bounded: dict[str, Any] = {"type": ["number", "null"]}
+    for key, bound in zip(("minimum", "maximum"), metric.value_range, strict=True):
+        if bound is not None:
+            bounded[key] = bound
+    props["value"] = bounded
+    if metric.interval_in_range:
+        props["lo"] = dict(bounded)
+        props["hi"] = dict(bounded)
+    return props
+
+
+def report_json_schema(kinds: Sequence[str], template: Mapping | None = None) -> dict:
+    """The report schema with its tables written in: ``template`` (the committed schema by
+    default) with the row's ``kind`` enum ``kinds``, its ``metric`` enum the names of
+    :data:`tinyllm.metrics.METRICS`, its ``interval`` enum :data:`INTERVALS` (each with null),
+    and one rule per metric (:func:`metric_rule`; consecutive metrics with the same rule share
+    one) in place of the template's rules on ``metric``. Everything else is the template's."""
+    schema = copy.deepcopy(dict(report_schema() if template is None else template))
+    row = schema["$defs"]["row"]
+    props = row["properties"]
+    props["kind"]["enum"] = [*kinds, None]
+    props["metric"]["enum"] = [*metrics.METRICS, None]
+    props["interval"]["enum"] = [*INTERVALS, None]
+    groups: list[tuple[list[str], dict]] = []
+    for m in metrics.METRICS.values():
+        rule = metric_rule(m)
+        if groups and groups[-1][1] == rule:
+            groups[-1][0].append(m.name)
+        else:
+            groups.append(([m.name], rule))
+    rules = [r for r in row.get("allOf", []) if "metric" not in r["if"]["properties"]]
+    for names, rule in groups:
+        test = {"const": names[0]} if len(names) == 1 else {"enum": names}
+        rules.append(
+            {
+                "if": {"properties": {"metric": test}, "required": ["metric"]},
+                "then": {"properties": rule},
+            }
+        )
+    row["allOf"] = rules
+    return schema
+
+
+def report_schema_text(kinds: Sequence[str]) -> str:
+    """The exact text of ``tinyllm/schemas/eval-results.schema.json`` for the kind names
+    ``kinds`` (:func:`report_json_schema`; 2-space indent, trailing newline)."""
+    return json.dumps(report_json_schema(kinds), indent=2) + "\n"
+
+
+def write_report_schema(kinds: Sequence[str], path: str | os.PathLike = REPORT_SCHEMA_PATH) -> Path:
+    """(Re)write ``tinyllm/schemas/eval-results.schema.json`` for the kind names ``kinds``
+    (:func:`tinyllm.eval.kinds.write_report_schema` passes its kinds'). The committed file is
+    read first: its hand-written parts are kept."""
+    text = report_schema_text(kinds)
+    p = Path(path)
+    p.write_text(text, encoding="utf-8")
+    return p
 
 
 def _validator():

@@ -1,6 +1,7 @@
 """The JSON schemas of tinyllm's documents, shipped inside the package, and their one loader.
 
-* ``eval-results.schema.json``: a zoo report (hand-written; formats/manifest.md, tinyllm/report.py)
+* ``eval-results.schema.json``: a zoo report (hand-written, its tables written in by
+  :func:`tinyllm.eval.kinds.write_report_schema`; formats/manifest.md, tinyllm/report.py)
 * ``compare.schema.json``: a release comparison (hand-written; formats/store.md, tinyllm/compare.py)
 * ``manifest.schema.json``: a zoo manifest (generated from :class:`tinyllm.report.Manifest`)
 

@@ -6,15 +6,20 @@ its options, the entry options it reads, and its scorer
 ``INTERVAL`` are the names its own code uses for those fields.
 
 ``KIND_MODULES`` is the only list of them and :data:`KINDS` their one table; :data:`SCORERS`
-and :data:`METRIC_OF_KIND` are views of it. Adding a kind: write the module with its
-``DEFINITION``, add it to that list.
+and :data:`METRIC_OF_KIND` are views of it, and the report schema's ``kind`` enum (which
+:data:`tinyllm.report.KINDS` reads) is written from it by :func:`write_report_schema`. Adding a
+kind: write the module with its ``DEFINITION``, add it to that list, run
+``python -c "from tinyllm.eval.kinds import write_report_schema; write_report_schema()"``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from types import MappingProxyType
 
+from tinyllm import report
 from tinyllm.eval.kinds import classifier, embeddings, lm, mlm, rtd
 from tinyllm.eval.kinds import lmeval as lmeval_kind
 from tinyllm.eval.kinds import seq2seq as seq2seq_kind
@@ -34,6 +39,13 @@ SCORERS = {name: k.score for name, k in KINDS.items()}
 METRIC_OF_KIND = {name: k.metric for name, k in KINDS.items()}
 """kind -> the metric it reports (docs/definitions.md, the zoo); bpb lower is better, the rest higher."""
 
+
+def write_report_schema(path: str | os.PathLike = report.REPORT_SCHEMA_PATH) -> Path:
+    """(Re)write ``tinyllm/schemas/eval-results.schema.json`` with the names of :data:`KINDS`
+    (:func:`tinyllm.report.write_report_schema`); a test checks the committed file is current."""
+    return report.write_report_schema(tuple(KINDS), path)
+
+
 __all__ = [
     "KINDS",
     "KIND_MODULES",
@@ -42,4 +54,5 @@ __all__ = [
     "Kind",
     "Scored",
     "proportion_scored",
+    "write_report_schema",
 ]

@@ -49,8 +49,8 @@ class Kind:
       are read from there, never restated: :attr:`direction`, :attr:`item_scale`,
       :attr:`mean_of_items`;
     * ``interval``: the estimator of its rows' interval by registry name
-      (:data:`tinyllm.stats.ESTIMATORS`), called with ``interval_options`` (keyword arguments
-      of :func:`tinyllm.stats.estimate`);
+      (:data:`tinyllm.stats.ESTIMATORS`), one of its metric's ``intervals``, called with
+      ``interval_options`` (keyword arguments of :func:`tinyllm.stats.estimate`);
     * ``score``: its :data:`Scorer`;
     * ``options``: the manifest entry options it reads (fields of
       :class:`tinyllm.report.EntryOptions`; ``device`` and ``dtype`` are the zoo's, for every
@@ -88,6 +88,11 @@ class Kind:
                 raise ValueError(
                     f"kind {self.name!r}: expected intervals of {[str(e) for e in ESTIMATORS]}, "
                     f"got {str(i)!r}"
+                )
+            if str(i) not in metrics.METRICS[m].intervals:
+                raise ValueError(
+                    f"kind {self.name!r}: expected an interval of {m} among "
+                    f"{list(metrics.METRICS[m].intervals)} (tinyllm.metrics), got {str(i)!r}"
                 )
 
     @property
