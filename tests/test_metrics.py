@@ -84,6 +84,9 @@ def test_a_kinds_options_are_entry_options_and_every_entry_option_is_read():
     assert KINDS["embeddings"].rows == (("spearman", "fisher_z"), ("acc", "wilson"))
     assert len(KINDS["lmeval"].rows) == 6  # acc, acc_norm, exact_match; Wilson or clustered
     assert [k.name for k in KINDS.values() if k.nan_items] == ["embeddings"]
+    # the lmeval entry's metric option names the metrics its rows may report
+    metric_option = report.EntryOptions.model_fields["metric"].annotation
+    assert typing.get_args(typing.get_args(metric_option)[0]) == KINDS["lmeval"].metrics
 
 
 def test_a_kind_is_checked_when_it_is_defined():
