@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from tinyllm.checkpoint import load_tensors
-from tinyllm.models.training import read_configs, save_model, settings_of
+from tinyllm.models.training import check_ints, read_configs, save_model, settings_of
 from tinyllm.models.translation import VOCAB, check_pairs, hypothesis_text, translate_ids_with
 from tinyllm.tokens import EOS, PAD
 
@@ -38,9 +38,7 @@ class Config:
     max_len: int = 64
 
     def __post_init__(self) -> None:
-        v = self.max_len
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"copy Config.max_len: expected an int >= 1, got {v!r}")
+        check_ints(self, ("max_len",), "copy Config")
 
 
 @dataclass(frozen=True)

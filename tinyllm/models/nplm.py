@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tinyllm.models.training import load_model, save_model, settings_of
+from tinyllm.models.training import check_ints, check_numbers, load_model, save_model, settings_of
 from tinyllm.tokens import check_byte_ids, check_byte_range
 
 ARCH = "nplm"
@@ -46,10 +46,7 @@ class Config:
     direct: bool = True  # direct (linear) connections from the embeddings to the logits
 
     def __post_init__(self) -> None:
-        for name in ("context", "emb_dim", "hidden"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"nplm Config.{name}: expected an int >= 1, got {v!r}")
+        check_ints(self, ("context", "emb_dim", "hidden"), "nplm Config")
         if not isinstance(self.direct, bool):
             raise ValueError(f"nplm Config.direct: expected a bool, got {self.direct!r}")
 
@@ -65,16 +62,8 @@ class TrainConfig:
     weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("seq_len", "batch_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"nplm TrainConfig.{name}: expected an int >= 1, got {v!r}")
-        for name in ("lr", "weight_decay"):
-            v = getattr(self, name)
-            if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-                raise ValueError(
-                    f"nplm TrainConfig.{name}: expected a finite number >= 0, got {v!r}"
-                )
+        check_ints(self, ("seq_len", "batch_size"), "nplm TrainConfig")
+        check_numbers(self, ("lr", "weight_decay"), "nplm TrainConfig")
 
 
 class Model(nn.Module):

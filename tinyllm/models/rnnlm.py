@@ -26,6 +26,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from tinyllm.models.training import (
+    check_ints,
+    check_numbers,
     load_model,
     optimizer_step,
     save_model,
@@ -53,10 +55,7 @@ class Config:
     def __post_init__(self) -> None:
         if self.cell not in CELLS:
             raise ValueError(f"rnnlm Config.cell: expected one of {list(CELLS)}, got {self.cell!r}")
-        for name in ("emb_dim", "hidden", "layers"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"rnnlm Config.{name}: expected an int >= 1, got {v!r}")
+        check_ints(self, ("emb_dim", "hidden", "layers"), "rnnlm Config")
         v = self.dropout
         if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
             raise ValueError(f"rnnlm Config.dropout: expected a finite number >= 0, got {v!r}")
@@ -78,16 +77,8 @@ class TrainConfig:
     weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("bptt", "batch_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"rnnlm TrainConfig.{name}: expected an int >= 1, got {v!r}")
-        for name in ("lr", "clip", "weight_decay"):
-            v = getattr(self, name)
-            if not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-                raise ValueError(
-                    f"rnnlm TrainConfig.{name}: expected a finite number >= 0, got {v!r}"
-                )
+        check_ints(self, ("bptt", "batch_size"), "rnnlm TrainConfig")
+        check_numbers(self, ("lr", "clip", "weight_decay"), "rnnlm TrainConfig")
 
 
 class Model(nn.Module):

@@ -36,15 +36,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from tinyllm.models.training import load_model, save_model, settings_of
+from tinyllm.models.training import load_model, save_model
 from tinyllm.models.translation import (
     VOCAB,
-    check_pairs,
     check_positive_ints,
     check_settings,
-    fit,
     hypothesis_text,
     output_mask,
+    train_model,
     translate_ids_with,
 )
 from tinyllm.tokens import PAD
@@ -164,17 +163,20 @@ def train(
     **settings,
 ) -> Model:
     """Train on ``data``, a list of (src, tgt) string pairs (or {"src", "tgt"} dicts), by
-    teacher forcing (:func:`tinyllm.models.translation.fit`; ``settings``: :class:`TrainConfig`'s
-    fields); weights from ``torch.manual_seed(seed)``. Returns the model in eval mode."""
-    tc = settings_of(TrainConfig, settings, "seq2seq.train")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"seq2seq.train: expected steps >= 1, got {steps!r}")
-    pairs = check_pairs(data, "seq2seq.train")
-    torch.manual_seed(seed)
-    model = Model(cfg)
-    model.train_cfg = tc
-    fit(model, pairs, cfg.max_len, tc, seed=seed, steps=steps, progress=progress)
-    return model
+    teacher forcing (:func:`tinyllm.models.translation.train_model`; ``settings``:
+    :class:`TrainConfig`'s fields); weights from ``torch.manual_seed(seed)``. Returns the model
+    in eval mode."""
+    return train_model(
+        Model,
+        TrainConfig,
+        cfg,
+        data,
+        seed=seed,
+        steps=steps,
+        progress=progress,
+        settings=settings,
+        who="seq2seq.train",
+    )
 
 
 def translate_ids(

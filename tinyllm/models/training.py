@@ -117,17 +117,30 @@ def load_model(path: str | os.PathLike, arch: str, config_cls, train_cls, model_
     return load_weights(model_cls(cfg), path, train_cfg)
 
 
+def check_ints(cfg, names, who: str) -> None:
+    """Each field ``names`` of the dataclass ``cfg`` is an int >= 1 (a bool is refused); the
+    error starts with ``who``, e.g. ``nplm TrainConfig.seq_len: expected an int >= 1``."""
+    for name in names:
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{who}.{name}: expected an int >= 1, got {v!r}")
+
+
+def check_numbers(cfg, names, who: str) -> None:
+    """Each field ``names`` of the dataclass ``cfg`` is a finite number >= 0 (a bool is
+    refused); the error starts with ``who``, as :func:`check_ints`'s."""
+    for name in names:
+        v = getattr(cfg, name)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"{who}.{name}: expected a finite number >= 0, got {v!r}")
+
+
 def check_adamw_settings(tc, who: str) -> None:
     """The AdamW settings of the encoder families' TrainConfigs: ``batch_size`` an int >= 1,
     ``lr``, ``weight_decay`` and ``grad_clip`` finite numbers >= 0, ``warmup`` None (the
     family's default share of the steps) or an int >= 0."""
-    b = tc.batch_size
-    if isinstance(b, bool) or not isinstance(b, int) or b < 1:
-        raise ValueError(f"{who}.batch_size: expected an int >= 1, got {b!r}")
-    for name in ("lr", "weight_decay", "grad_clip"):
-        v = getattr(tc, name)
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-            raise ValueError(f"{who}.{name}: expected a finite number >= 0, got {v!r}")
+    check_ints(tc, ("batch_size",), who)
+    check_numbers(tc, ("lr", "weight_decay", "grad_clip"), who)
     w = tc.warmup
     if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
         raise ValueError(f"{who}.warmup: expected None or an int >= 0, got {w!r}")

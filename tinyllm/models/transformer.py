@@ -36,15 +36,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyllm.models.layers import Block, DecoderBlock, init_gpt_weights
-from tinyllm.models.training import load_model, save_model, settings_of
+from tinyllm.models.training import load_model, save_model
 from tinyllm.models.translation import (
     VOCAB,
-    check_pairs,
     check_positive_ints,
     check_settings,
-    fit,
     hypothesis_text,
     output_mask,
+    train_model,
     translate_ids_with,
 )
 from tinyllm.tokens import PAD
@@ -196,18 +195,20 @@ def train(
     **settings,
 ) -> Model:
     """Train on ``data``, a list of (src, tgt) string pairs (or {"src", "tgt"} dicts), by
-    teacher forcing (:func:`tinyllm.models.translation.fit`: Adam, warmup + cosine, clipping;
-    ``settings``: :class:`TrainConfig`'s fields); weights from ``torch.manual_seed(seed)``,
-    GPT-2 initialization. Returns the model in eval mode."""
-    tc = settings_of(TrainConfig, settings, "transformer.train")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"transformer.train: expected steps >= 1, got {steps!r}")
-    pairs = check_pairs(data, "transformer.train")
-    torch.manual_seed(seed)
-    model = Model(cfg)
-    model.train_cfg = tc
-    fit(model, pairs, cfg.max_len, tc, seed=seed, steps=steps, progress=progress)
-    return model
+    teacher forcing (:func:`tinyllm.models.translation.train_model`: Adam, warmup + cosine,
+    clipping; ``settings``: :class:`TrainConfig`'s fields); weights from
+    ``torch.manual_seed(seed)``, GPT-2 initialization. Returns the model in eval mode."""
+    return train_model(
+        Model,
+        TrainConfig,
+        cfg,
+        data,
+        seed=seed,
+        steps=steps,
+        progress=progress,
+        settings=settings,
+        who="transformer.train",
+    )
 
 
 def translate_ids(

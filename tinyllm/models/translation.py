@@ -1,7 +1,7 @@
 """What the seq2seq families (seq2seq, transformer, copy) share: the byte vocabulary and the ids
 never emitted, the (src, tgt) pair data and its encoding, the training settings' check, the
-teacher-forced training loop (:func:`fit`) and batched beam translation through a family's
-``encode`` / ``decode_step`` hooks (:func:`translate_ids_with`).
+teacher-forced training (:func:`train_model`, its loop :func:`fit`) and batched beam translation
+through a family's ``encode`` / ``decode_step`` hooks (:func:`translate_ids_with`).
 
 Source and target are UTF-8 bytes with the special ids of :mod:`tinyllm.tokens` (vocabulary
 ``V = 261``): a source is ``<bytes> EOS``, the decoder reads ``BOS <bytes>`` and predicts
@@ -12,7 +12,7 @@ and a PAD target is never scored.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyllm.models.beam import beam_search, strip_hypothesis
-from tinyllm.models.training import lr_at, optimizer_step
+from tinyllm.models.training import check_ints, lr_at, optimizer_step, settings_of
 from tinyllm.tokens import BOS, CLS, MASK, PAD, VOCAB_WITH_SPECIALS, ByteTokenizer, encode_batch
 
 VOCAB = VOCAB_WITH_SPECIALS  # 256 bytes + PAD, BOS, EOS, MASK, CLS
@@ -35,11 +35,9 @@ def output_mask() -> torch.Tensor:
 
 
 def check_positive_ints(cfg, names) -> None:
-    """Each field of ``names`` of the dataclass ``cfg`` is an int >= 1."""
-    for name in names:
-        v = getattr(cfg, name)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{type(cfg).__qualname__}.{name}: expected an int >= 1, got {v!r}")
+    """Each field of ``names`` of the dataclass ``cfg`` is an int >= 1 (the error names the
+    field as ``Config.max_len``)."""
+    check_ints(cfg, names, type(cfg).__qualname__)
 
 
 def check_settings(tc) -> None:
@@ -123,6 +121,34 @@ def fit(
         if progress is not None:
             progress(step + 1, steps, loss.item())
     model.eval()
+
+
+def train_model(
+    model_cls,
+    train_cls,
+    cfg,
+    data,
+    *,
+    seed: int,
+    steps: int,
+    progress: Callable[[int, int, float], None] | None,
+    settings: Mapping,
+    who: str,
+) -> nn.Module:
+    """A trained seq2seq family's ``train``: ``train_cls`` from ``settings``
+    (:func:`tinyllm.models.training.settings_of`), ``steps`` an int >= 1, ``data`` checked as
+    (src, tgt) pairs (:func:`check_pairs`), ``model_cls(cfg)`` with weights from
+    ``torch.manual_seed(seed)``, trained by :func:`fit`; the model in eval mode, its
+    ``train_cfg`` set. ``who`` (``"seq2seq.train"``) names the family in errors."""
+    tc = settings_of(train_cls, settings, who)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"{who}: expected steps >= 1, got {steps!r}")
+    pairs = check_pairs(data, who)
+    torch.manual_seed(seed)
+    model = model_cls(cfg)
+    model.train_cfg = tc
+    fit(model, pairs, cfg.max_len, tc, seed=seed, steps=steps, progress=progress)
+    return model
 
 
 def translate_ids_with(

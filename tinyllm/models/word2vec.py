@@ -40,7 +40,6 @@ the word2vec text format that other tools (gensim's ``KeyedVectors.load_word2vec
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -53,7 +52,14 @@ from torch import nn
 from torch.nn import functional as F
 
 from tinyllm.checkpoint import CheckpointError, read_config
-from tinyllm.models.training import load_weights, read_configs, save_model, settings_of
+from tinyllm.models.training import (
+    check_ints,
+    check_numbers,
+    load_weights,
+    read_configs,
+    save_model,
+    settings_of,
+)
 
 ARCH = "word2vec"
 KIND = "embeddings"
@@ -67,9 +73,7 @@ class Config:
     dim: int = 100
 
     def __post_init__(self) -> None:
-        v = self.dim
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"word2vec Config.dim: expected an int >= 1, got {v!r}")
+        check_ints(self, ("dim",), "word2vec Config")
 
 
 @dataclass(frozen=True)
@@ -86,21 +90,8 @@ class TrainConfig:
     batch_size: int = 1024  # pairs per step
 
     def __post_init__(self) -> None:
-        for name in ("window", "negative", "min_count", "batch_size"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"word2vec TrainConfig.{name}: expected an int >= 1, got {v!r}")
-        for name in ("sample", "ns_exponent", "lr", "min_lr_ratio"):
-            v = getattr(self, name)
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, int | float)
-                or not math.isfinite(v)
-                or v < 0
-            ):
-                raise ValueError(
-                    f"word2vec TrainConfig.{name}: expected a finite number >= 0, got {v!r}"
-                )
+        check_ints(self, ("window", "negative", "min_count", "batch_size"), "word2vec TrainConfig")
+        check_numbers(self, ("sample", "ns_exponent", "lr", "min_lr_ratio"), "word2vec TrainConfig")
         if self.min_lr_ratio > 1:
             raise ValueError(
                 "word2vec TrainConfig.min_lr_ratio: expected a number in [0, 1], "
