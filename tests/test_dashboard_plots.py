@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from tinyllm.dashboard import Series, baseline_value, overview_svg, trend_svg
+from tinyllm.report import StoredRow
 
 
 def _tree(svg: str) -> ET.Element:
@@ -40,18 +41,32 @@ def _segments(root: ET.Element, gid: str) -> list[tuple[float, float, float]]:
     return out
 
 
-def _row(name, metric, value, lo=None, hi=None, status="ok", baseline=None) -> dict:
-    r = {"name": name, "metric": metric, "status": status, "value": value, "lo": lo, "hi": hi}
-    if baseline is not None:
-        r["baseline"] = baseline
-    return r
+def _row(name, metric, value, lo=None, hi=None, status="ok", baseline=None) -> StoredRow:
+    """A stored row with what the overview reads; ``baseline``: (its name, its value)."""
+    return StoredRow.model_validate(
+        {
+            **dict.fromkeys(("kind", "interval", "n", "error", "reason", "items")),
+            "family": "f",
+            **dict.fromkeys(("checkpoint_sha256", "data_sha256")),
+            "seconds": 0.0,
+            "name": name,
+            "metric": metric,
+            "status": status,
+            "value": value,
+            "lo": lo,
+            "hi": hi,
+            "baseline": None
+            if baseline is None
+            else {"name": baseline[0], "value": baseline[1], "interval": None, "items": None},
+        }
+    )
 
 
 ROWS = [
-    _row("gpt", "bpb", 2.0, 1.5, 2.5, baseline={"name": "unigram", "value": 3.0}),
+    _row("gpt", "bpb", 2.0, 1.5, 2.5, baseline=("unigram", 3.0)),
     _row("bigram", "bpb", 1.0, 0.8, 1.2),
-    _row("kn3", "bpb", 1.4, 1.3, 1.6, baseline={"name": "unigram", "value": 3.0}),
-    _row("clf", "acc", 0.8, 0.7, 0.88, baseline={"name": "majority class", "value": 0.6}),
+    _row("kn3", "bpb", 1.4, 1.3, 1.6, baseline=("unigram", 3.0)),
+    _row("clf", "acc", 0.8, 0.7, 0.88, baseline=("majority class", 0.6)),
     _row("clf-broken", "acc", None, status="error"),
     _row("weird", None, None, status="skipped"),
 ]
@@ -102,12 +117,9 @@ def test_the_overview_is_none_without_a_row_to_draw():
 
 
 def test_a_rows_baseline_value():
-    assert baseline_value({"baseline": {"name": "copy", "value": 0.25}}) == 0.25
-    assert baseline_value({"baseline": 0.5}) == 0.5
-    assert baseline_value({}) is None
-    assert baseline_value({"baseline": None}) is None
-    assert baseline_value({"baseline": {"name": "copy", "value": float("nan")}}) is None
-    assert baseline_value({"baseline": True}) is None
+    assert baseline_value(_row("a", "acc", 0.5, baseline=("copy", 0.25))) == 0.25
+    assert baseline_value(_row("a", "acc", 0.5)) is None
+    assert baseline_value(_row("a", "acc", 0.5, baseline=("copy", float("nan")))) is None
 
 
 def _tick_labels(svg: str, gid: str) -> list[str]:

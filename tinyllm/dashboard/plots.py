@@ -16,6 +16,7 @@ import numpy as np
 
 from tinyllm.dashboard.views import ReleaseView, direction_text, metric_text, number, slug
 from tinyllm.history import steps_of
+from tinyllm.report import StoredRow
 
 
 @dataclass
@@ -40,16 +41,16 @@ def entry_series(entry: str, history: list[ReleaseView]) -> Series:
     when every release is a checkpoint of one training run)."""
     s = Series(entry, None, [], [], [], [], [], [], steps_of(history))
     for v in history:
-        row = next((r for r in v.rows if r.get("name") == entry), None)
-        ok = row is not None and row.get("status") == "ok" and number(row.get("value")) is not None
+        row = next((r for r in v.rows if r.name == entry), None)
+        ok = row is not None and row.status == "ok" and number(row.value) is not None
         s.releases.append(v.name)
-        s.value.append(number(row.get("value")) if ok else None)
-        s.lo.append(number(row.get("lo")) if ok else None)
-        s.hi.append(number(row.get("hi")) if ok else None)
+        s.value.append(number(row.value) if ok else None)
+        s.lo.append(number(row.lo) if ok else None)
+        s.hi.append(number(row.hi) if ok else None)
         s.regressed.append(ok and v.verdicts().get(entry, {}).get("verdict") == "regressed")
-        s.error.append(row is not None and row.get("status") == "error")
-        if row is not None and isinstance(row.get("metric"), str):
-            s.metric = row["metric"]
+        s.error.append(row is not None and row.status == "error")
+        if row is not None and row.metric is not None:
+            s.metric = row.metric
     return s
 
 
@@ -200,14 +201,13 @@ OVERVIEW_GID = "ov"
 errors}`` (one ``<use>`` per drawn marker)."""
 
 
-def baseline_value(row: dict) -> float | None:
-    """The value of a row's trivial baseline: ``row["baseline"]["value"]`` (or a bare number
-    there); None when the row has none."""
-    b = row.get("baseline")
-    return number(b.get("value")) if isinstance(b, dict) else number(b)
+def baseline_value(row: StoredRow) -> float | None:
+    """The value of a row's trivial baseline (``row.baseline.value``); None when the row has
+    none or it is not finite."""
+    return None if row.baseline is None else number(row.baseline.value)
 
 
-def overview_svg(rows: list[dict], width_in: float = 7.0) -> str | None:
+def overview_svg(rows: list[StoredRow], width_in: float = 7.0) -> str | None:
     """An SVG plot of every row of one release, one panel per metric (in the rows' order): per
     row its value (a dot), its 95% interval (a line) and its baseline's value (an orange bar,
     where the row has a baseline); an error row is a red cross at the panel's left edge. Rows
@@ -217,10 +217,10 @@ def overview_svg(rows: list[dict], width_in: float = 7.0) -> str | None:
     Spearman's rho are not comparable), so within a panel a row's distance from its baseline
     is in that metric's unit. Sizes are fixed in inches (0.22 per row, 0.5 per panel title).
     """
-    groups: dict[str, list[dict]] = {}
+    groups: dict[str, list[StoredRow]] = {}
     for r in rows:
-        if isinstance(r.get("metric"), str) and r.get("status") in ("ok", "error"):
-            groups.setdefault(r["metric"], []).append(r)
+        if r.metric is not None and r.status in ("ok", "error"):
+            groups.setdefault(r.metric, []).append(r)
     if not groups:
         return None
     mpl = _mpl()
@@ -250,15 +250,15 @@ def overview_svg(rows: list[dict], width_in: float = 7.0) -> str | None:
         return _inline(fig, OVERVIEW_GID)
 
 
-def _overview_panel(ax: Any, metric: str, group: list[dict]) -> None:
+def _overview_panel(ax: Any, metric: str, group: list[StoredRow]) -> None:
     """One metric's rows, top to bottom in the rows' order."""
     gid = f"{OVERVIEW_GID}-{slug(metric)}"
     y = np.arange(len(group), dtype=float)
-    value = np.array([number(r.get("value")) for r in group], dtype=float)
-    lo = np.array([number(r.get("lo")) for r in group], dtype=float)
-    hi = np.array([number(r.get("hi")) for r in group], dtype=float)
+    value = np.array([number(r.value) for r in group], dtype=float)
+    lo = np.array([number(r.lo) for r in group], dtype=float)
+    hi = np.array([number(r.hi) for r in group], dtype=float)
     base = np.array([baseline_value(r) for r in group], dtype=float)
-    ok = np.array([r.get("status") == "ok" for r in group]) & np.isfinite(value)
+    ok = np.array([r.status == "ok" for r in group]) & np.isfinite(value)
     ranged = ok & np.isfinite(lo) & np.isfinite(hi)
     if ranged.any():
         bars = ax.hlines(y[ranged], lo[ranged], hi[ranged], color="#4c78a8", lw=2.2)
@@ -291,7 +291,7 @@ def _overview_panel(ax: Any, metric: str, group: list[dict]) -> None:
     else:
         ax.set_xticks([])
     ax.set_ylim(len(group) - 0.5, -0.5)  # the first row on top
-    names = [str(r.get("name")) for r in group]
+    names = [r.name for r in group]
     labels = [n if len(n) <= 24 else n[:11] + "…" + n[-12:] for n in names]
     labels = [f"{t} (error)" if not k else t for t, k in zip(labels, ok, strict=True)]
     ax.set_yticks(y, labels)

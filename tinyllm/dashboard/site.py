@@ -15,7 +15,6 @@ from tinyllm import safeio
 from tinyllm.dashboard.plots import entry_series, overview_svg, trend_svg
 from tinyllm.dashboard.views import (
     CMP_KEYS,
-    ROW_KEYS,
     SAFE_NAME,
     VERDICT_CLASS,
     ReleaseView,
@@ -112,13 +111,13 @@ def build_site(
         hist = []
         errors = []
         for v in history:
-            row = next((r for r in v.rows if r.get("name") == e), None)
+            row = next((r for r in v.rows if r.name == e), None)
             c = v.verdicts().get(e)
             verdict = row_verdict(row, c, v.compare is not None) if row else None
             hist.append(
                 {
                     "v": v,
-                    "row": norm(row, ROW_KEYS),
+                    "row": row,
                     "cmp": norm(c, CMP_KEYS),
                     "verdict": verdict,
                 }
@@ -126,11 +125,11 @@ def build_site(
             seen = set()
             for run in v.runs:
                 for r in run.rows:
-                    if r.get("name") == e and r.get("status") in ("error", "skipped"):
+                    if r.name == e and r.status in ("error", "skipped"):
                         text = row_reason(r)
                         seen.add(text)
                         errors.append({"v": v, "where": f"run {run.run_id}", "text": text})
-            if row is not None and row.get("status") in ("error", "skipped"):
+            if row is not None and row.status in ("error", "skipped"):
                 text = row_reason(row)
                 if text not in seen:
                     errors.append({"v": v, "where": "report.json", "text": text})

@@ -14,6 +14,7 @@ from typing import Any
 from tinyllm import metrics
 from tinyllm.compare_render import format_number, format_p, mde_text
 from tinyllm.history import order_by_step, step_comparisons
+from tinyllm.report import StoredRow, stored_rows
 from tinyllm.store import Store, StoreError, history_order, parse_created_at
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -38,17 +39,19 @@ VERDICT_CLASS = {
 
 @dataclass
 class RunView:
-    """One ``runs/<run-id>.json``: when it ran and which entries it scored, or why unreadable."""
+    """One ``runs/<run-id>.json``: when it ran and which entries it scored (its rows as
+    :class:`tinyllm.report.StoredRow`), or why unreadable."""
 
     run_id: str
     created_at: str | None = None
-    rows: list[dict] = field(default_factory=list)
+    rows: list[StoredRow] = field(default_factory=list)
     error: str | None = None
 
 
 @dataclass
 class ReleaseView:
-    """One release folder under ``releases/``, readable or not."""
+    """One release folder under ``releases/``, readable or not: ``report`` is the stored
+    document (None when unreadable), :attr:`rows` its rows as :class:`tinyllm.report.StoredRow`."""
 
     name: str
     slug: str
@@ -60,10 +63,17 @@ class ReleaseView:
     compare_error: str | None = None
     runs: list[RunView] = field(default_factory=list)
     _verdicts: dict[str, dict] | None = field(default=None, repr=False)
+    _rows: tuple[dict | None, list[StoredRow]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
-    def rows(self) -> list[dict]:
-        return list(self.report["rows"]) if self.report else []
+    def rows(self) -> list[StoredRow]:
+        """The report's rows as :class:`tinyllm.report.StoredRow` (parsed once per report; a
+        report read by ``Store.read_report`` always parses); empty without a report."""
+        if self._rows is None or self._rows[0] is not self.report:
+            self._rows = (self.report, stored_rows(self.report) if self.report else [])
+        return list(self._rows[1])
 
     def verdicts(self) -> dict[str, dict]:
         """Entry name -> its compare.json row (empty when there is no readable comparison)."""
@@ -143,7 +153,7 @@ def load_history(store: Store) -> list[ReleaseView]:
             try:  # read_run checks created_at and that every row is an object with a name
                 doc = store.read_run(name, run_id)
                 run.created_at = str(doc.get("created_at"))
-                run.rows = [norm(r, ("name", "status")) for r in doc["rows"]]
+                run.rows = stored_rows(doc)
             except (StoreError, ValueError, OSError) as e:
                 run.error = _error_text(e)
             v.runs.append(run)
@@ -219,21 +229,19 @@ def direction_text(metric: Any) -> str:
     return f"{d} is better" if d else "direction unknown"
 
 
-def row_reason(row: dict) -> str | None:
+def row_reason(row: StoredRow) -> str | None:
     """An error row's ``Type: message``, a skipped row's reason."""
-    err = row.get("error")
-    if isinstance(err, dict):
-        return f"{err.get('type', 'Error')}: {err.get('message', '')}"
-    if row.get("reason"):
-        return str(row["reason"])
+    if row.error is not None:
+        return f"{row.error.type}: {row.error.message}"
+    if row.reason:
+        return row.reason
     return None
 
 
-def row_verdict(row: dict, cmp_row: dict | None, has_compare: bool) -> str:
+def row_verdict(row: StoredRow, cmp_row: dict | None, has_compare: bool) -> str:
     """The row's verdict word: its status when not ok, else the comparison's verdict."""
-    status = row.get("status")
-    if status in ("error", "skipped"):
-        return status
+    if row.status in ("error", "skipped"):
+        return row.status
     if cmp_row is not None and cmp_row.get("verdict") in VERDICT_CLASS:
         return cmp_row["verdict"]
     return "no comparison" if not has_compare else "not comparable"
@@ -247,35 +255,33 @@ def entry_names(history: list[ReleaseView]) -> list[str]:
     names: list[str] = []
     for v in reversed(history):
         for r in v.rows:
-            if isinstance(r.get("name"), str) and r["name"] not in names:
-                names.append(r["name"])
+            if r.name not in names:
+                names.append(r.name)
     return names
 
 
-ROW_KEYS = ("name", "family", "kind", "metric", "value", "lo", "hi", "n", "status")
-ROW_KEYS += ("baseline", "beats_baseline")  # None in reports written before rows carried them
 CMP_KEYS = ("name", "verdict", "reason", "metric", "previous_value", "current_value")
 CMP_KEYS += ("delta", "lo", "hi", "p", "n")
 CMP_KEYS += ("p_adjusted", "mde", "se", "n_units", "method", "note")  # None before units
 
 
 def norm(d: dict | None, keys: tuple[str, ...]) -> dict | None:
-    """A row with every key the templates read (None where the stored row has none)."""
+    """A comparison row with every key the templates read (None where the stored one has none)."""
     if d is None:
         return None
     return {**{k: None for k in keys}, **d}
 
 
 def table_rows(v: ReleaseView) -> list[dict]:
-    """A release's rows with what the tables show: verdict, its class, the comparison row."""
+    """A release's rows with what the tables show: the row, its verdict, the comparison row."""
     verdicts = v.verdicts()
     out = []
     for r in v.rows:
-        c = verdicts.get(r.get("name"))
+        c = verdicts.get(r.name)
         verdict = row_verdict(r, c, v.compare is not None)
         out.append(
             {
-                "row": norm(r, ROW_KEYS),
+                "row": r,
                 "cmp": norm(c, CMP_KEYS),
                 "verdict": verdict,
                 "reason": row_reason(r),
