@@ -103,6 +103,39 @@ def _tiny_hf():
     return transformers.GPT2LMHeadModel(cfg).eval()
 
 
+def _trainer(data_of):
+    """A cache ``get(name) -> (model, progress calls)``: one tiny model per family, trained on
+    ``data_of(fam)`` with seed 0 and its SMALL settings."""
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            fam, cfg, steps, train_kw = _small(name)
+            calls = []
+            model = fam.train(
+                cfg,
+                data_of(fam),
+                seed=0,
+                steps=steps,
+                progress=lambda *a: calls.append(a),
+                **train_kw,
+            )
+            cache[name] = (model, calls)
+        return cache[name]
+
+    return get
+
+
+def _save_load(fam, model, tmp_path: Path):
+    """``fam.load(fam.save(model, ...))``, checking the checkpoint names the family and the
+    loaded config equals the model's."""
+    path = fam.save(model, tmp_path / "ckpt")
+    assert read_config(path)["tl_arch"] == fam.ARCH
+    loaded = fam.load(path)
+    assert loaded.cfg == model.cfg
+    return loaded
+
+
 def _logits(model, idx: torch.Tensor) -> torch.Tensor:
     with torch.inference_mode():
         out = model(idx)
@@ -113,20 +146,17 @@ def _logits(model, idx: torch.Tensor) -> torch.Tensor:
 
 @pytest.fixture(scope="module")
 def trained():
-    """One tiny trained model per lm family, with the progress calls it made."""
-    cache = {}
+    """One tiny trained model per lm family, with the progress calls it made (hf: a random one,
+    no calls)."""
+    train = _trainer(lambda fam: IDS)
+    hf = {}
 
     def get(name: str):
-        if name in TRAINED_ELSEWHERE and name not in cache:
-            cache[name] = (_tiny_hf(), [])
-        if name not in cache:
-            fam, cfg, steps, train_kw = _small(name)
-            calls = []
-            model = fam.train(
-                cfg, IDS, seed=0, steps=steps, progress=lambda *a: calls.append(a), **train_kw
-            )
-            cache[name] = (model, calls)
-        return cache[name]
+        if name not in TRAINED_ELSEWHERE:
+            return train(name)
+        if name not in hf:
+            hf[name] = (_tiny_hf(), [])
+        return hf[name]
 
     return get
 
@@ -257,19 +287,7 @@ PAIRS = [
 @pytest.fixture(scope="module")
 def trained_s2s():
     """One tiny model per seq2seq family trained on PAIRS, with its progress calls."""
-    cache = {}
-
-    def get(name: str):
-        if name not in cache:
-            fam, cfg, steps, train_kw = _small(name)
-            calls = []
-            model = fam.train(
-                cfg, PAIRS, seed=0, steps=steps, progress=lambda *a: calls.append(a), **train_kw
-            )
-            cache[name] = (model, calls)
-        return cache[name]
-
-    return get
+    return _trainer(lambda fam: PAIRS)
 
 
 def test_seq2seq_families_are_registered():
@@ -310,10 +328,7 @@ def test_seq2seq_hooks_and_shapes(name, trained_s2s):
 def test_seq2seq_save_load_gives_identical_decodes(name, trained_s2s, tmp_path: Path):
     fam = FAMILIES[name]
     model, _ = trained_s2s(name)
-    path = fam.save(model, tmp_path / "ckpt")
-    assert read_config(path)["tl_arch"] == fam.ARCH
-    loaded = fam.load(path)
-    assert loaded.cfg == model.cfg
+    loaded = _save_load(fam, model, tmp_path)
     srcs = [s for s, _ in PAIRS]
     for beam in (1, 3):
         assert fam.translate_ids(loaded, srcs, beam=beam) == fam.translate_ids(
@@ -349,29 +364,14 @@ def trained_emb():
     from tinyllm.data import tokenize_words
 
     sentences = [tokenize_words(s) for s in TEXT.split(".") if tokenize_words(s)]
-    cache = {}
-
-    def get(name: str):
-        if name not in cache:
-            fam, cfg, steps, train_kw = _small(name)
-            calls = []
-            model = fam.train(
-                cfg, sentences, seed=0, steps=steps, progress=lambda *a: calls.append(a), **train_kw
-            )
-            cache[name] = (model, calls)
-        return cache[name]
-
-    return get
+    return _trainer(lambda fam: sentences)
 
 
 @pytest.mark.parametrize("name", EMB_FAMILIES)
 def test_embeddings_save_load_gives_identical_vectors(name, trained_emb, tmp_path: Path):
     fam = FAMILIES[name]
     model, _ = trained_emb(name)
-    path = fam.save(model, tmp_path / "ckpt")
-    assert read_config(path)["tl_arch"] == fam.ARCH
-    loaded = fam.load(path)
-    assert loaded.cfg == model.cfg
+    loaded = _save_load(fam, model, tmp_path)
     vecs, got = fam.vectors(model), fam.vectors(loaded)
     assert list(got) == list(vecs) and "fox" in vecs
     for w, v in vecs.items():
@@ -401,20 +401,8 @@ ROWS = [(w, "short" if len(w) <= 3 else "long") for w in TEXT.split()]
 
 @pytest.fixture(scope="module")
 def trained_enc():
-    cache = {}
-
-    def get(name: str):
-        if name not in cache:
-            fam, cfg, steps, train_kw = _small(name)
-            data = ROWS if fam.KIND == "classifier" else IDS
-            calls = []
-            model = fam.train(
-                cfg, data, seed=0, steps=steps, progress=lambda *a: calls.append(a), **train_kw
-            )
-            cache[name] = (model, calls)
-        return cache[name]
-
-    return get
+    """One tiny model per encoder family (a classifier on ROWS, the others on IDS)."""
+    return _trainer(lambda fam: ROWS if fam.KIND == "classifier" else IDS)
 
 
 def _enc_batch(cfg) -> torch.Tensor:
@@ -447,10 +435,7 @@ def test_encoder_output_shapes(name, trained_enc):
 def test_encoder_save_load_gives_identical_outputs(name, trained_enc, tmp_path: Path):
     fam = FAMILIES[name]
     model, _ = trained_enc(name)
-    path = fam.save(model, tmp_path / "ckpt")
-    assert read_config(path)["tl_arch"] == fam.ARCH
-    loaded = fam.load(path)
-    assert loaded.cfg == model.cfg
+    loaded = _save_load(fam, model, tmp_path)
     ids = _enc_batch(model.cfg)
     with torch.inference_mode():
         torch.testing.assert_close(loaded(ids), model(ids), rtol=0, atol=0)

@@ -42,8 +42,7 @@ from tinyllm.models.encoder import (
 from tinyllm.models.training import (
     check_adamw_settings,
     load_model,
-    lr_at,
-    optimizer_step,
+    run_steps,
     save_model,
     settings_of,
 )
@@ -125,22 +124,20 @@ def train(
     rng = np.random.default_rng(seed)
     model = Model(cfg)
     model.train_cfg = tc
-    model.train()
     opt = adamw(model, tc.lr, tc.weight_decay)
-    warmup = max(1, steps // 20) if tc.warmup is None else tc.warmup
-    for step in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, tc.lr, warmup)
+
+    def batch_loss(step: int) -> torch.Tensor:
         win = cls_windows(a, rng, tc.batch_size, cfg.max_len)  # [B, T]
         inputs, sel = mlm_mask(win, rng, tc.mask_prob)
         if not sel.any():  # a batch with nothing selected has no loss; skip it (tiny p only)
             sel[0, 1] = True
         logits = model.logits_at(torch.from_numpy(inputs), torch.from_numpy(sel))  # [N, 256]
-        loss = F.cross_entropy(logits, torch.from_numpy(win[sel]))
-        optimizer_step(model, opt, loss, tc.grad_clip)
-        if progress is not None:
-            progress(step + 1, steps, loss.item())
-    model.eval()
+        return F.cross_entropy(logits, torch.from_numpy(win[sel]))
+
+    warmup = max(1, steps // 20) if tc.warmup is None else tc.warmup
+    run_steps(
+        model, opt, steps, batch_loss, lr=tc.lr, warmup=warmup, clip=tc.grad_clip, progress=progress
+    )
     return model
 
 

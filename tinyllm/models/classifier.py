@@ -55,9 +55,8 @@ from tinyllm.models.layers import init_gpt_weights
 from tinyllm.models.training import (
     check_adamw_settings,
     load_weights,
-    lr_at,
-    optimizer_step,
     read_configs,
+    run_steps,
     save_model,
     settings_of,
 )
@@ -282,19 +281,18 @@ def _fit(cfg, names, ids_all, y_all, tc, seed, steps, init, progress) -> Model:
     model.train_cfg = tc
     if init is not None:
         init_backbone_from_bert(model, init)
-    model.train()
     opt = adamw(model, tc.lr, tc.weight_decay)
-    warmup = max(1, steps // 10) if tc.warmup is None else tc.warmup
-    for step in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, tc.lr, warmup)
+
+    def batch_loss(step: int) -> torch.Tensor:
         pick = rng.integers(0, len(y_all), size=tc.batch_size)  # [B]
         T = int(lengths[pick].max())
         ids = torch.from_numpy(ids_all[pick, :T])  # [B, T]: cut the batch's common padding
-        loss = F.cross_entropy(model(ids), torch.from_numpy(y_all[pick]))
-        optimizer_step(model, opt, loss, tc.grad_clip)
-        progress(step + 1, steps, loss.item())
-    model.eval()
+        return F.cross_entropy(model(ids), torch.from_numpy(y_all[pick]))
+
+    warmup = max(1, steps // 10) if tc.warmup is None else tc.warmup
+    run_steps(
+        model, opt, steps, batch_loss, lr=tc.lr, warmup=warmup, clip=tc.grad_clip, progress=progress
+    )
     return model
 
 

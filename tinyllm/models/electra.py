@@ -54,8 +54,7 @@ from tinyllm.models.layers import init_gpt_weights
 from tinyllm.models.training import (
     check_adamw_settings,
     load_model,
-    lr_at,
-    optimizer_step,
+    run_steps,
     save_model,
     settings_of,
 )
@@ -241,7 +240,6 @@ def train(
     rng = np.random.default_rng(seed)
     model = Model(cfg)
     model.train_cfg = tc
-    model.train()
     gen_scale = 1.0 if gen_lr is None else gen_lr / tc.lr
     opt = adamw(
         model,
@@ -249,10 +247,8 @@ def train(
         tc.weight_decay,
         lr_scale=lambda name: gen_scale if name.startswith("generator.") else 1.0,
     )
-    warmup = max(1, steps // 20) if tc.warmup is None else tc.warmup
-    for step in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, tc.lr, warmup) * g["lr_scale"]
+
+    def batch_loss(step: int) -> torch.Tensor:
         win = cls_windows(a, rng, tc.batch_size, cfg.max_len)  # [B, T]
         inputs, sel = mlm_mask(win, rng, cfg.mask_prob, mask_frac=1.0, random_frac=0.0)
         if not sel.any():
@@ -269,11 +265,12 @@ def train(
         counted = orig < N_BYTES  # [B, T]: byte positions (not CLS)
         disc_logits = model(corrupted)  # [B, T]
         bce = F.binary_cross_entropy_with_logits(disc_logits[counted], replaced[counted])
-        loss = mlm_loss + tc.disc_weight * bce
-        optimizer_step(model, opt, loss, tc.grad_clip)
-        if progress is not None:
-            progress(step + 1, steps, loss.item())
-    model.eval()
+        return mlm_loss + tc.disc_weight * bce
+
+    warmup = max(1, steps // 20) if tc.warmup is None else tc.warmup
+    run_steps(
+        model, opt, steps, batch_loss, lr=tc.lr, warmup=warmup, clip=tc.grad_clip, progress=progress
+    )
     return model
 
 

@@ -42,9 +42,8 @@ from tinyllm.models.gpt_cache import KVCache, check_capacity
 from tinyllm.models.layers import ACTIVATIONS, Block, init_gpt_weights
 from tinyllm.models.training import (
     check_adamw_settings,
-    lr_at,
-    optimizer_step,
     read_configs,
+    run_steps,
     save_model,
     settings_of,
 )
@@ -422,7 +421,6 @@ def train(
     rng = np.random.default_rng(seed)
     model = Model(cfg)
     model.train_cfg = tc
-    model.train()
     tokens = torch.from_numpy(a.astype(np.int64))  # the whole corpus as int64 (~8 bytes/byte)
     offsets = torch.arange(cfg.block_size + 1)  # [T+1]
 
@@ -438,17 +436,17 @@ def train(
         lr=tc.lr,
         betas=(0.9, 0.95),
     )
-    warmup = max(1, steps // 20) if tc.warmup is None else tc.warmup
-    for step in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, tc.lr, warmup)
+
+    def batch_loss(step: int) -> torch.Tensor:
         starts = torch.from_numpy(rng.integers(0, a.size - cfg.block_size - 1, size=tc.batch_size))
         win = tokens[starts[:, None] + offsets]  # [B, T+1]
         _, loss = model(win[:, :-1], win[:, 1:])  # predict token t+1 from tokens <= t
-        optimizer_step(model, opt, loss, tc.grad_clip)
-        if progress is not None:
-            progress(step + 1, steps, loss.item())
-    model.eval()
+        return loss
+
+    warmup = max(1, steps // 20) if tc.warmup is None else tc.warmup
+    run_steps(
+        model, opt, steps, batch_loss, lr=tc.lr, warmup=warmup, clip=tc.grad_clip, progress=progress
+    )
     return model
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
@@ -152,6 +152,33 @@ def lr_at(step: int, steps: int, lr: float, warmup: int, min_ratio: float = 0.1)
         return lr * (step + 1) / warmup
     frac = (step - warmup) / max(1, steps - warmup)  # 0 -> 1
     return lr * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def run_steps(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    steps: int,
+    batch_loss: Callable[[int], torch.Tensor],
+    *,
+    lr: float,
+    warmup: int,
+    clip: float,
+    progress: Callable[[int, int, float], object] | None = None,
+) -> None:
+    """The training loop of the families trained on the :func:`lr_at` schedule: for each
+    ``step`` in ``0 .. steps-1``, every parameter group's lr is ``lr_at(step, steps, lr,
+    warmup)`` times the group's ``lr_scale`` (1 when it has none), ``batch_loss(step)`` draws a
+    batch and returns its loss, :func:`optimizer_step` updates (gradient-norm clipping at
+    ``clip``), ``progress(step + 1, steps, loss)``. The model is in training mode during the loop and in eval mode after."""
+    model.train()
+    for step in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, steps, lr, warmup) * g.get("lr_scale", 1.0)
+        loss = batch_loss(step)
+        optimizer_step(model, opt, loss, clip)
+        if progress is not None:
+            progress(step + 1, steps, loss.item())
+    model.eval()
 
 
 def optimizer_step(

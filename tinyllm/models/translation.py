@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyllm.models.beam import beam_search, strip_hypothesis
-from tinyllm.models.training import check_ints, lr_at, optimizer_step, settings_of
+from tinyllm.models.training import check_ints, run_steps, settings_of
 from tinyllm.tokens import BOS, CLS, MASK, PAD, VOCAB_WITH_SPECIALS, ByteTokenizer, encode_batch
 
 VOCAB = VOCAB_WITH_SPECIALS  # 256 bytes + PAD, BOS, EOS, MASK, CLS
@@ -108,19 +108,17 @@ def fit(
     opt = torch.optim.Adam(model.parameters(), lr=tc.lr)
     srcs = [s for s, _ in pairs]
     tgts = [t for _, t in pairs]
-    model.train()
-    for step in range(steps):
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, steps, tc.lr, tc.warmup)
+
+    def batch_loss(step: int) -> torch.Tensor:
         pick = rng.integers(0, len(pairs), size=tc.batch_size)
         src = encode_sources([srcs[i] for i in pick], max_len)
         tgt_in, tgt_out = encode_targets([tgts[i] for i in pick], max_len)
         logits = model(src, tgt_in)  # [B, T, V]
-        loss = F.cross_entropy(logits.reshape(-1, VOCAB), tgt_out.reshape(-1), ignore_index=PAD)
-        optimizer_step(model, opt, loss, tc.clip)
-        if progress is not None:
-            progress(step + 1, steps, loss.item())
-    model.eval()
+        return F.cross_entropy(logits.reshape(-1, VOCAB), tgt_out.reshape(-1), ignore_index=PAD)
+
+    run_steps(
+        model, opt, steps, batch_loss, lr=tc.lr, warmup=tc.warmup, clip=tc.clip, progress=progress
+    )
 
 
 def train_model(
