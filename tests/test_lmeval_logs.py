@@ -19,8 +19,9 @@ from typer.testing import CliRunner
 
 from tinyllm import lmeval_logs
 from tinyllm.cli import app
-from tinyllm.lmeval_judge import MismatchError, judge
+from tinyllm.lmeval_judge import MismatchError, judge, release_report
 from tinyllm.lmeval_logs import LogError, read_run
+from tinyllm.report import Row
 
 DATE = "2026-01-02T03-04-05.678901"
 
@@ -303,3 +304,30 @@ def test_import_needs_a_store_and_a_release_and_writes_nothing_for_a_bad_run(tmp
         "wilson",
         "lmeval",
     )
+
+
+def test_an_imported_row_is_a_typed_row_written_in_the_zoos_field_order(tmp_path):
+    run = read_run(write_run(tmp_path / "a", A10), cluster_key="topic")
+    report, items, units, _ = release_report(run, "r1", cluster_key="topic")
+    (row,) = report["rows"]
+    typed = Row.model_validate(row)  # the zoo's row type, its status rules included
+    assert (typed.value, typed.interval, typed.n, typed.n_units) == (
+        0.8,
+        "cluster_bootstrap",
+        10,
+        5,
+    )
+    assert list(row) == [f for f in Row.model_fields if f in row]  # as a zoo report's rows
+    assert "baseline" not in row and "iid_interval" not in row  # only the fields it sets
+    assert list(items["mc-acc"]) == A10 and units["mc-acc"].tolist() == [
+        0,
+        0,
+        1,
+        1,
+        2,
+        2,
+        3,
+        3,
+        4,
+        4,
+    ]

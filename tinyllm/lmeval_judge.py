@@ -53,6 +53,7 @@ from tinyllm.lmeval_logs import (
     exp_or_inf,
     lmeval_value,
 )
+from tinyllm.report import StoredRow
 from tinyllm.stats import (
     ALPHA,
     BASELINE_WORDS,
@@ -455,7 +456,8 @@ def release_report(
     same documents), ``checkpoint`` the run's model; every other metric's name is in
     ``left_out``. ``created_at`` is the run's own date (the results file's ``date``).
     """
-    rows, items, units, left_out = [], {}, {}, []
+    rows: list[StoredRow] = []
+    items, units, left_out = {}, {}, []
     for (task, flt), log in sorted(run.tasks.items()):
         for metric, x in log.values.items():
             ok = metric in RELEASE_METRICS and log.aggregation[metric] == MEAN
@@ -473,22 +475,22 @@ def release_report(
             if log.clusters is not None:
                 units[name] = np.asarray(_units(log).index, dtype=np.int64)
             rows.append(
-                {
-                    "name": name, "family": "lm-eval", "kind": "lmeval", "metric": metric,
-                    "value": v.value, "lo": v.lo, "hi": v.hi, "interval": v.method or None,
-                    "n": log.n, "n_units": v.n_units, "status": "ok", "error": None,
-                    "reason": None, "checkpoint_sha256": None, "data_sha256": h,
-                    "seconds": 0.0, "items": None, "units": None,
-                    "checkpoint": run.model, "data": f"lm-eval task {task}",
-                    "options": {"filter": flt, "num_fewshot": run.n_shot.get(task)},
-                    "interval_warning": v.warning or None,
-                    "details": {
+                StoredRow(
+                    name=name, family="lm-eval", kind="lmeval", metric=metric,
+                    value=v.value, lo=v.lo, hi=v.hi, interval=v.method or None,
+                    n=log.n, n_units=v.n_units, status="ok", error=None,
+                    reason=None, checkpoint_sha256=None, data_sha256=h,
+                    seconds=0.0, items=None, units=None,
+                    checkpoint=run.model, data=f"lm-eval task {task}",
+                    options={"filter": flt, "num_fewshot": run.n_shot.get(task)},
+                    interval_warning=v.warning or None,
+                    details={
                         "lm_eval": {
                             "task": task, "filter": flt, "lm_eval_version": run.lm_eval_version,
                             "results_file": str(run.results_file), "cluster_key": cluster_key,
                         }
                     },
-                }
+                )
             )  # fmt: skip
     if not rows:
         raise LogError(
@@ -508,6 +510,6 @@ def release_report(
         "seed": seed,
         "tinyllm_version": __version__,
         "manifest_sha256": hashlib.sha256(manifest.encode()).hexdigest(),
-        "rows": rows,
+        "rows": [r.model_dump(exclude_unset=True) for r in rows],
     }
     return report, items, units, left_out
