@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from tinyllm.console import Progress, print_report, short, stdout_console, zoo_table
+from tinyllm.report import BaselineInfo, BeatsBaseline, Row
 
 
 def test_rows_prints_one_line_per_scored_entry_and_nothing_when_quiet(capsys):
@@ -40,15 +41,34 @@ def test_counted_work_without_a_total_is_done(capsys):
     assert capsys.readouterr().err.splitlines()[-1].startswith("nothing: 0/0 (100%, ")
 
 
-def _row(name, status, **kw):
-    base = {"family": "gpt", "metric": "bpb", "value": None, "lo": None, "hi": None, "n": None}
-    base.update(error=None, reason=None)
-    return SimpleNamespace(name=name, status=status, **{**base, **kw})
+def _row(name, status, **kw) -> Row:
+    """A zoo row (report.Row) of ``status`` with ``kw`` for its fields."""
+    base = {"family": "gpt", "kind": "lm", "metric": "bpb", "value": None, "lo": None, "hi": None}
+    base |= {"interval": "wilson" if status == "ok" else None, "n": None, "error": None}
+    base |= dict.fromkeys(("reason", "checkpoint_sha256", "data_sha256", "items"))
+    base |= {"seconds": 0.0, "checkpoint": "c", "data": "d", "options": {}}
+    return Row.model_validate({"name": name, "status": status, **base, **kw})
+
+
+def _baseline(value: float) -> BaselineInfo:
+    return BaselineInfo(name="unigram", value=value, interval=None, items=None)
+
+
+def _beats(verdict: str, p: float = 0.01, p_adjusted: float | None = None) -> BeatsBaseline:
+    return BeatsBaseline(
+        verdict=verdict,
+        test="paired permutation",
+        p=p,
+        delta=0.1,
+        interval=(0.05, 0.15),
+        n=10,
+        p_adjusted=p_adjusted,
+    )
 
 
 def test_zoo_table_has_a_why_column_only_when_a_row_is_not_ok(capsys):
     ok = _row("gpt", "ok", value=1.23456, lo=1.2, hi=1.3, n=10)
-    bad = _row("ghost", "error", error=SimpleNamespace(type="CheckpointError", message="x " * 40))
+    bad = _row("ghost", "error", error={"type": "CheckpointError", "message": "x " * 40})
     report = SimpleNamespace(release="r1", seed=0, rows=[ok])
     assert [c.header for c in zoo_table(report).columns][-1] == "status"
     report.rows.append(bad)
@@ -68,9 +88,8 @@ def test_zoo_table_has_a_why_column_only_when_a_row_is_not_ok(capsys):
 def test_zoo_table_shows_each_rows_baseline_and_verdict():
     from tinyllm.console import baseline_cell
 
-    base = SimpleNamespace(value=0.86384)
-    ok = _row("el", "ok", value=0.9, lo=0.89, hi=0.91, n=10, baseline=base)
-    ok.beats_baseline = SimpleNamespace(verdict="better")
+    ok = _row("el", "ok", value=0.9, lo=0.89, hi=0.91, n=10, baseline=_baseline(0.86384))
+    ok.beats_baseline = _beats("better")
     assert baseline_cell(ok) == "0.8638 better"
     ok.beats_baseline.verdict = "not distinguishable"  # in words, as the report names it
     assert baseline_cell(ok) == "0.8638 not distinguishable"
@@ -88,8 +107,8 @@ def test_zoo_table_shows_the_verdicts_p_and_holm_p_and_interval_warnings_as_foot
     rows = []
     for name, p, warning in (("gpt", 0.03, blocks), ("ngram", 0.0004, blocks), ("el", 0.2, None)):
         r = _row(name, "ok", value=0.9, lo=0.89, hi=0.91, n=10, interval_warning=warning)
-        r.baseline = SimpleNamespace(value=0.5)
-        r.beats_baseline = SimpleNamespace(verdict="better", p=p, p_adjusted=min(1.0, 3 * p))
+        r.baseline = _baseline(0.5)
+        r.beats_baseline = _beats("better", p, min(1.0, 3 * p))
         rows.append(r)
     rows.append(_row("seq", "ok", value=0.4, lo=0.1, hi=0.7, n=8, interval_warning="8 units"))
     assert [baseline_p_cell(r) for r in rows] == [
@@ -129,10 +148,11 @@ def test_the_widest_demo_zoo_table_fits_the_piped_width_one_line_per_row(capsys)
     names = [n for name, r in train.default_recipes().items() for n in r.entries_of(name)]
     rows = []
     for name in sorted(names, key=len)[-3:]:
-        r = _row(name, "ok", family="transformer", metric="exact_match", value=0.88012)
-        r.lo, r.hi, r.n, r.interval_warning = 0.86201, 0.89512, 123456, "8 units"
-        r.baseline = SimpleNamespace(value=0.86384)
-        r.beats_baseline = SimpleNamespace(verdict="not distinguishable", p=4e-4, p_adjusted=1e-3)
+        wide = {"family": "transformer", "metric": "exact_match", "n": 123456}
+        r = _row(name, "ok", **wide, value=0.88012, lo=0.86201, hi=0.89512)
+        r.interval_warning = "8 units"
+        r.baseline = _baseline(0.86384)
+        r.beats_baseline = _beats("not distinguishable", 4e-4, 1e-3)
         rows.append(r)
     print_report(stdout_console(), SimpleNamespace(release="r1", seed=0, rows=rows), "done")
     lines = capsys.readouterr().out.splitlines()

@@ -184,7 +184,8 @@ def short(text: str, width: int = 60) -> str:
 
 
 def row_note(r: Any) -> str:
-    """Why a report row has no value: the error's type and message, or the skip reason."""
+    """Why a report row (a :class:`tinyllm.report.Row`) has no value: the error's type and
+    message, or the skip reason."""
     if r.status == "error" and r.error is not None:
         return f"{r.error.type}: {r.error.message}"
     if r.status == "skipped":
@@ -196,8 +197,8 @@ def baseline_cell(r: Any) -> str:
     """A row's baseline in the zoo table: its value (4 decimals) and the verdict of the model
     against it in words, as the report names it (``"0.8638 better"``, ``"0.8638 worse"``,
     ``"0.8638 not distinguishable"``: the Holm-adjusted p over the report's rows >= 0.05); ``-``
-    without a baseline."""
-    b, v = getattr(r, "baseline", None), getattr(r, "beats_baseline", None)
+    without a baseline. ``r``: a :class:`tinyllm.report.Row`."""
+    b, v = r.baseline, r.beats_baseline
     if b is None:
         return "-"
     return f"{b.value:.4f}" + ("" if v is None else f" {v.verdict}")
@@ -207,22 +208,22 @@ def baseline_p_cell(r: Any) -> str:
     """The p of a row's verdict against its baseline and, in parentheses, its Holm-adjusted p
     over the report's rows, the one the verdict reads (docs/definitions.md, Holm):
     ``"0.030 (0.060)"``; the raw p alone for a report written before units (no adjusted p);
-    ``-`` without a verdict. p-values as :func:`tinyllm.compare_render.format_p` writes them."""
-    v = getattr(r, "beats_baseline", None)
+    ``-`` without a verdict. p-values as :func:`tinyllm.compare_render.format_p` writes them.
+    ``r``: a :class:`tinyllm.report.Row`."""
+    v = r.beats_baseline
     if v is None:
         return "-"
-    adjusted = getattr(v, "p_adjusted", None)
-    return format_p(v.p) + ("" if adjusted is None else f" ({format_p(adjusted)})")
+    return format_p(v.p) + ("" if v.p_adjusted is None else f" ({format_p(v.p_adjusted)})")
 
 
 def interval_notes(rows: list[Any]) -> dict[str, int]:
-    """The distinct ``interval_warning`` texts of ``rows`` (in row order), each numbered from 1:
-    the zoo table's footnotes. Rows written before units have none."""
+    """The distinct ``interval_warning`` texts of ``rows`` (:class:`tinyllm.report.Row`, in row
+    order), each numbered from 1: the zoo table's footnotes. Rows written before units have
+    none."""
     notes: dict[str, int] = {}
     for r in rows:
-        w = getattr(r, "interval_warning", None)
-        if w:
-            notes.setdefault(" ".join(str(w).split()), len(notes) + 1)
+        if r.interval_warning:
+            notes.setdefault(" ".join(r.interval_warning.split()), len(notes) + 1)
     return notes
 
 
@@ -231,8 +232,8 @@ def interval_cell(r: Any, notes: dict[str, int]) -> str:
     footnote when the interval has a warning (:func:`interval_notes`); ``-`` without one."""
     if r.lo is None:
         return "-"
-    w = getattr(r, "interval_warning", None)
-    mark = f" ({notes[' '.join(str(w).split())]})" if w else ""
+    w = r.interval_warning
+    mark = f" ({notes[' '.join(w.split())]})" if w else ""
     return f"[{r.lo:.4f}, {r.hi:.4f}]{mark}"
 
 
