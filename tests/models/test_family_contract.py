@@ -23,11 +23,23 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from tinyllm.checkpoint import read_config
 from tinyllm.eval import lm, zoo
 from tinyllm.models import FAMILIES
-from tinyllm.tokens import ByteTokenizer, read_tokens, write_tokens
+from tinyllm.models.translation import encode_sources, encode_targets
+from tinyllm.tokens import (
+    BOS,
+    CLS,
+    EOS,
+    MASK,
+    PAD,
+    VOCAB_WITH_SPECIALS,
+    ByteTokenizer,
+    read_tokens,
+    write_tokens,
+)
 
 KINDS = {"lm", "seq2seq", "classifier", "mlm", "rtd", "embeddings"}
 LN256 = math.log(256)
@@ -296,9 +308,6 @@ def test_seq2seq_families_are_registered():
 
 @pytest.mark.parametrize("name", S2S_FAMILIES)
 def test_seq2seq_hooks_and_shapes(name, trained_s2s):
-    from tinyllm.models.translation import encode_sources
-    from tinyllm.tokens import BOS, VOCAB_WITH_SPECIALS
-
     fam = FAMILIES[name]
     for attr in ("encode", "decode_step", "translate", "translate_ids"):
         assert callable(getattr(fam, attr, None)), f"{name} lacks {attr}"
@@ -322,6 +331,65 @@ def test_seq2seq_hooks_and_shapes(name, trained_s2s):
     assert isinstance(out, list) and len(out) == len(srcs)
     assert all(isinstance(t, str) for t in out)
     assert fam.translate(model, [], beam=2) == []
+
+
+# the families whose Model reads (src, tgt_in) in one teacher-forced pass (copy has no network)
+TAUGHT_S2S = sorted(n for n in S2S_FAMILIES if FAMILIES[n].Model.forward is not nn.Module.forward)
+SRCS = ["March 5, 2024", "a", "Côte d’Ivoire", ""]
+TGTS = ["5 mars 2024", "", "Côte d’Ivoire", "xyz"]
+
+
+def _stepwise_logp(fam, model, srcs, tgts):
+    """log p of each target position by ``decode_step``, fed the gold prefix: ([B, T, V],
+    the decoder input ``BOS <bytes>`` [B, T])."""
+    src = encode_sources(srcs, model.cfg.max_len)
+    tgt_in, _ = encode_targets(tgts, model.cfg.max_len)
+    state = fam.encode(model, src)
+    out = []
+    with torch.inference_mode():
+        for t in range(tgt_in.shape[1]):
+            logp, state = fam.decode_step(model, state, tgt_in[:, t])
+            out.append(logp)
+    return torch.stack(out, dim=1), tgt_in
+
+
+def test_seq2seq_families_with_a_network_are_known():
+    assert {"seq2seq", "transformer"} <= set(TAUGHT_S2S) and "copy" not in TAUGHT_S2S
+
+
+@pytest.mark.parametrize("name", TAUGHT_S2S)
+def test_seq2seq_teacher_forcing_equals_decoding_step_by_step(name, trained_s2s):
+    fam = FAMILIES[name]
+    model, _ = trained_s2s(name)
+    step, tgt_in = _stepwise_logp(fam, model, SRCS, TGTS)
+    with torch.inference_mode():
+        src = encode_sources(SRCS, model.cfg.max_len)
+        tf = torch.log_softmax(model(src, tgt_in), dim=-1)
+    real = tgt_in != PAD  # positions past a row's end read padding: not compared
+    torch.testing.assert_close(step[real], tf[real], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", TAUGHT_S2S)
+def test_seq2seq_padding_is_invisible_to_a_source(name, trained_s2s):
+    """A source decoded in a batch with longer ones gives the log-probs it gets alone."""
+    fam = FAMILIES[name]
+    model, _ = trained_s2s(name)
+    batch, _ = _stepwise_logp(fam, model, SRCS, TGTS)
+    for i, (s, t) in enumerate(zip(SRCS, TGTS, strict=True)):
+        alone, tgt_in = _stepwise_logp(fam, model, [s], [t])
+        torch.testing.assert_close(batch[i, : tgt_in.shape[1]], alone[0], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", TAUGHT_S2S)
+def test_seq2seq_emits_only_bytes_and_eos(name, trained_s2s):
+    fam = FAMILIES[name]
+    model, _ = trained_s2s(name)
+    logp, _ = _stepwise_logp(fam, model, SRCS, TGTS)
+    for special in (PAD, BOS, MASK, CLS):
+        assert torch.isneginf(logp[..., special]).all()
+    assert torch.isfinite(logp[..., :256]).all() and torch.isfinite(logp[..., EOS]).all()
+    # each row is a distribution over the 257 ids that can be emitted
+    torch.testing.assert_close(logp.exp().sum(-1), torch.ones(logp.shape[:2]), atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("name", S2S_FAMILIES)

@@ -1,5 +1,6 @@
-"""The attention seq2seq family (tinyllm/models/seq2seq.py): teacher forcing == step by step,
-padding is invisible, never-emitted ids, learning a small task, config and settings checks."""
+"""The attention seq2seq family (tinyllm/models/seq2seq.py): learning a small task, config and
+settings checks (teacher forcing == step by step, invisible padding and the ids never emitted are
+test_family_contract.py's, for every seq2seq family)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import pytest
 import torch
 
 from tinyllm.models import seq2seq
-from tinyllm.models.translation import encode_sources, encode_targets
-from tinyllm.tokens import BOS, CLS, EOS, MASK, PAD
 
 TINY = seq2seq.Config(emb_dim=16, hidden=32, max_len=16)
 SETTINGS = {"batch_size": 16, "lr": 1e-2, "warmup": 5}
@@ -18,52 +17,6 @@ SETTINGS = {"batch_size": 16, "lr": 1e-2, "warmup": 5}
 def _model(seed=0, cfg=TINY):
     torch.manual_seed(seed)
     return seq2seq.Model(cfg).eval()
-
-
-def _stepwise_logp(fam, model, srcs, tgts):
-    """log p of each target position by decode_step, fed the gold prefix: [B, T, V]."""
-    src = encode_sources(srcs, model.cfg.max_len)
-    tgt_in, _ = encode_targets(tgts, model.cfg.max_len)
-    state = fam.encode(model, src)
-    out = []
-    with torch.inference_mode():
-        for t in range(tgt_in.shape[1]):
-            logp, state = fam.decode_step(model, state, tgt_in[:, t])
-            out.append(logp)
-    return torch.stack(out, dim=1), tgt_in
-
-
-SRCS = ["March 5, 2024", "a", "Côte d’Ivoire", ""]
-TGTS = ["5 mars 2024", "", "Côte d’Ivoire", "xyz"]
-
-
-def test_teacher_forcing_equals_decoding_step_by_step():
-    model = _model()
-    step, tgt_in = _stepwise_logp(seq2seq, model, SRCS, TGTS)
-    with torch.inference_mode():
-        tf = torch.log_softmax(model(encode_sources(SRCS, 16), tgt_in), dim=-1)
-    real = tgt_in != PAD  # positions past a row's end read padding: not compared
-    torch.testing.assert_close(step[real], tf[real], rtol=0, atol=1e-5)
-
-
-def test_padding_is_invisible_to_a_source():
-    """A source decoded in a batch with longer ones gives the log-probs it gets alone."""
-    model = _model(1)
-    batch, _ = _stepwise_logp(seq2seq, model, SRCS, TGTS)
-    for i, (s, t) in enumerate(zip(SRCS, TGTS, strict=True)):
-        alone, tgt_in = _stepwise_logp(seq2seq, model, [s], [t])
-        n = tgt_in.shape[1]
-        torch.testing.assert_close(batch[i, :n], alone[0], rtol=0, atol=1e-5)
-
-
-def test_only_bytes_and_eos_are_emitted():
-    model = _model(2)
-    logp, _ = _stepwise_logp(seq2seq, model, SRCS, TGTS)
-    for special in (PAD, BOS, MASK, CLS):
-        assert torch.isneginf(logp[..., special]).all()
-    assert torch.isfinite(logp[..., :256]).all() and torch.isfinite(logp[..., EOS]).all()
-    # each row is a distribution over the 257 ids that can be emitted
-    torch.testing.assert_close(logp.exp().sum(-1), torch.ones(logp.shape[:2]), atol=1e-5, rtol=0)
 
 
 def _upper_task(n=60, seed=0):
