@@ -13,46 +13,29 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from gpt_helpers import TINY, random_ids, randomize
 from safetensors.torch import load_file, save_file
 
 from tinyllm.checkpoint import CheckpointError
 from tinyllm.models import gpt
 from tinyllm.models.layers import SelfAttention
 
-TINY = gpt.Config(block_size=16, n_layer=2, n_head=2, n_embd=16)
-
-
-def _randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """Every parameter random (biases and LayerNorms too), so a dropped bias, a missed transpose
-    or a swapped name changes the logits."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.2)
-            if "ln_" in name and name.endswith("weight"):
-                p.add_(1.0)  # LayerNorm gains near 1, as in a trained model
-    return model.eval()
-
-
-def _ids(B: int, T: int, V: int = 256, seed: int = 1) -> torch.Tensor:
-    return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
-
 
 def test_shapes():
     m = gpt.Model(TINY).eval()
-    idx = _ids(3, 10)
+    idx = random_ids(3, 10)
     logits, loss = m(idx)
     assert logits.shape == (3, 10, 256) and logits.dtype == torch.float32
     assert loss is None
     assert m.hidden(idx).shape == (3, 10, 16)
     assert m.lm_head.weight.shape == (256, 16) and m.lm_head.bias is None
     with pytest.raises(ValueError, match="block_size=16"):
-        m(_ids(1, 17))
+        m(random_ids(1, 17))
 
 
 def test_forward_loss_is_mean_cross_entropy():
-    m = _randomize(gpt.Model(TINY))
-    idx, tgt = _ids(2, 12, seed=1), _ids(2, 12, seed=2)
+    m = randomize(gpt.Model(TINY))
+    idx, tgt = random_ids(2, 12, seed=1), random_ids(2, 12, seed=2)
     logits, loss = m(idx, tgt)
     # oracle: -log softmax at the target, averaged over all B*T positions, by hand in float64
     lp = logits.double() - torch.logsumexp(logits.double(), dim=-1, keepdim=True)
@@ -62,8 +45,8 @@ def test_forward_loss_is_mean_cross_entropy():
 
 
 def test_hidden_then_lm_head_equals_forward_logits():
-    m = _randomize(gpt.Model(TINY))
-    idx = _ids(2, 9)
+    m = randomize(gpt.Model(TINY))
+    idx = random_ids(2, 9)
     logits, _ = m(idx)
     torch.testing.assert_close(m.lm_head(m.hidden(idx)), logits, rtol=0, atol=0)
 
@@ -72,8 +55,8 @@ def test_hidden_then_lm_head_equals_forward_logits():
 def test_inference_hidden_equals_the_modules_forward(act):
     """In inference, hidden() runs the blocks through Model._block (in-place GELU and residual
     additions): the same kernels as Block.forward, so bit-identical at the full span."""
-    m = _randomize(gpt.Model(dataclasses.replace(TINY, activation=act)))
-    idx = _ids(3, 13)
+    m = randomize(gpt.Model(dataclasses.replace(TINY, activation=act)))
+    idx = random_ids(3, 13)
     x = m.wte(idx) + m.wpe(torch.arange(13))
     for block in m.h:
         x = block(x)
@@ -89,8 +72,8 @@ def test_hidden_keep_equals_the_full_pass_at_the_kept_positions(lo, hi, monkeypa
     0..hi-1): the full pass's hidden states there, to float32 rounding; when that would skip
     fewer than _MIN_ROWS_SAVED rows it runs the full block and slices (exactly the full pass);
     in training (autograd) it is the full pass sliced."""
-    m = _randomize(gpt.Model(dataclasses.replace(TINY, n_layer=3)))
-    idx = _ids(4, 12, seed=5)
+    m = randomize(gpt.Model(dataclasses.replace(TINY, n_layer=3)))
+    idx = random_ids(4, 12, seed=5)
     full = m.hidden(idx).detach()
     with torch.inference_mode():
         few = m.hidden(idx, keep=slice(lo, hi))  # 4 x (12 - kept) rows skipped: < 64
@@ -106,14 +89,14 @@ def test_hidden_keep_equals_the_full_pass_at_the_kept_positions(lo, hi, monkeypa
 def test_hidden_keep_refuses_an_empty_or_strided_slice():
     m = gpt.Model(TINY).eval()
     with pytest.raises(ValueError, match="at least one"):
-        m.hidden(_ids(1, 8), keep=slice(5, 5))
+        m.hidden(random_ids(1, 8), keep=slice(5, 5))
     with pytest.raises(ValueError, match="step 1"):
-        m.hidden(_ids(1, 8), keep=slice(0, 8, 2))
+        m.hidden(random_ids(1, 8), keep=slice(0, 8, 2))
 
 
 def test_causal_future_tokens_do_not_change_earlier_logits():
-    m = _randomize(gpt.Model(TINY))
-    idx = _ids(1, 12)
+    m = randomize(gpt.Model(TINY))
+    idx = random_ids(1, 12)
     j = 7
     idx2 = idx.clone()
     idx2[0, j] = (idx2[0, j] + 1) % 256
@@ -133,7 +116,7 @@ def test_tied_head_shares_the_embedding():
 @pytest.mark.parametrize("tie", [True, False])
 def test_save_load_gives_identical_logits(tmp_path, tie):
     cfg = dataclasses.replace(TINY, tie_weights=tie, bias=tie)  # cover both bias settings too
-    m = _randomize(gpt.Model(cfg))
+    m = randomize(gpt.Model(cfg))
     gpt.save(m, tmp_path / "ck")
     stored = load_file(str(tmp_path / "ck" / "model.safetensors"))
     assert ("lm_head.weight" in stored) is (not tie)  # one copy of a tied matrix
@@ -142,7 +125,7 @@ def test_save_load_gives_identical_logits(tmp_path, tie):
     m2 = gpt.load(tmp_path / "ck")
     assert m2.cfg == cfg
     assert (m2.lm_head.weight is m2.wte.weight) is tie  # re-tied, not two copies
-    idx = _ids(2, 16)
+    idx = random_ids(2, 16)
     torch.testing.assert_close(m2(idx)[0], m(idx)[0], rtol=0, atol=0)
 
 
@@ -213,8 +196,8 @@ def test_train_is_reproducible_and_checks_data():
 
 def test_token_nlls_single_window_equals_log_softmax():
     pytest.importorskip("tinyllm.eval.lm")
-    m = _randomize(gpt.Model(TINY))
-    ids = _ids(1, 12)[0].numpy().astype(np.uint8)  # shorter than block_size: one window
+    m = randomize(gpt.Model(TINY))
+    ids = random_ids(1, 12)[0].numpy().astype(np.uint8)  # shorter than block_size: one window
     got = gpt.token_nlls(m, ids)
     with torch.no_grad():
         logits, _ = m(torch.from_numpy(ids.astype(np.int64))[None])
@@ -226,8 +209,8 @@ def test_token_nlls_single_window_equals_log_softmax():
 
 def test_token_nlls_long_input_scores_every_token_once():
     pytest.importorskip("tinyllm.eval.lm")
-    m = _randomize(gpt.Model(TINY))
-    ids = _ids(1, 100)[0].numpy().astype(np.uint8)  # 100 > block_size = 16: many windows
+    m = randomize(gpt.Model(TINY))
+    ids = random_ids(1, 100)[0].numpy().astype(np.uint8)  # 100 > block_size = 16: many windows
     got = gpt.token_nlls(m, ids)
     assert got.shape == (99,) and np.isfinite(got).all()
     # the first window's tokens have the same context as a plain forward pass
@@ -261,9 +244,9 @@ def test_self_attention_masks_match_a_hand_computation():
     keep = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
     pad = keep[:, None, None, :]  # [B, 1, 1, T]: keys that may be attended to
     tri = torch.ones(6, 6, dtype=torch.bool).tril()
-    enc = _randomize(SelfAttention(16, 2, causal=False))
+    enc = randomize(SelfAttention(16, 2, causal=False))
     torch.testing.assert_close(enc(x, pad), _manual_attention(enc, x, pad), rtol=0, atol=1e-5)
-    dec = _randomize(SelfAttention(16, 2, causal=True))
+    dec = randomize(SelfAttention(16, 2, causal=True))
     torch.testing.assert_close(dec(x), _manual_attention(dec, x, tri), rtol=0, atol=1e-5)
     torch.testing.assert_close(dec(x, pad), _manual_attention(dec, x, pad & tri), rtol=0, atol=1e-5)
 
@@ -272,8 +255,8 @@ def test_self_attention_masks_match_a_hand_computation():
 
 
 def test_kv_cache_incremental_equals_full_forward():
-    m = _randomize(gpt.Model(TINY))
-    idx = _ids(2, 12, seed=5)
+    m = randomize(gpt.Model(TINY))
+    idx = random_ids(2, 12, seed=5)
     full = m.hidden(idx)  # [2, 12, D]
     h1, cache = m.hidden_cached(idx[:, :5])
     h2, cache = m.hidden_cached(idx[:, 5:9], cache)
@@ -293,11 +276,11 @@ def test_kv_cache_incremental_equals_full_forward():
 def test_kv_cache_rows_continue_contexts_of_different_lengths():
     """Right-padded contexts (lengths 3 and 6) continued by 4 tokens each, in one batch, with
     repeated rows: each row equals the full forward of its own context + continuation."""
-    m = _randomize(gpt.Model(TINY))
-    ctx = _ids(2, 6, seed=6)
+    m = randomize(gpt.Model(TINY))
+    ctx = random_ids(2, 6, seed=6)
     lens = torch.tensor([3, 6])
     _, cache = m.hidden_cached(ctx)  # row 0's positions 3..5 are padding
-    cont = _ids(3, 4, seed=7)
+    cont = random_ids(3, 4, seed=7)
     rows = torch.tensor([0, 1, 0])  # two continuations of context 0, one of context 1
     pos = lens[rows][:, None] + torch.arange(4)  # [3, 4]
     valid = torch.arange(6)[None, :] < lens[rows][:, None]  # [3, 6]
@@ -316,10 +299,10 @@ def test_kv_cache_rows_continue_contexts_of_different_lengths():
 def test_kv_cache_tree_mask_scores_several_continuations_in_one_row():
     """Two continuations (3 and 2 tokens) packed in one row after a cached context: with a
     block-diagonal causal new_mask and per-segment positions each equals its own full forward."""
-    m = _randomize(gpt.Model(TINY))
-    ctx = _ids(1, 5, seed=8)
+    m = randomize(gpt.Model(TINY))
+    ctx = random_ids(1, 5, seed=8)
     _, cache = m.hidden_cached(ctx)
-    a, b = _ids(1, 3, seed=9), _ids(1, 2, seed=10)
+    a, b = random_ids(1, 3, seed=9), random_ids(1, 2, seed=10)
     y = torch.cat([a, b], dim=1)  # [1, 5]
     seg = torch.tensor([0, 0, 0, 1, 1])
     j = torch.tensor([0, 1, 2, 0, 1])  # position inside its own continuation
@@ -336,8 +319,8 @@ def test_kv_cache_last_returns_one_row_per_sequence_with_the_full_cache():
     one) and the same cache as the full pass; the last block runs at those rows only in
     inference (float32 rounding of smaller matrices: 1e-6), and training's modules give the
     full pass's rows exactly. With a past and a tree mask too. Bad ``last`` is a clear error."""
-    m = _randomize(gpt.Model(TINY))
-    ctx = _ids(3, 10, seed=13)
+    m = randomize(gpt.Model(TINY))
+    ctx = random_ids(3, 10, seed=13)
     last = torch.tensor([9, 0, 4])
     rows = torch.arange(3)
     with torch.inference_mode():
@@ -347,7 +330,7 @@ def test_kv_cache_last_returns_one_row_per_sequence_with_the_full_cache():
         torch.testing.assert_close(h[:, 0], full[rows, last], rtol=0, atol=1e-6)
         for a, b in zip(c.k + c.v, cache.k + cache.v, strict=True):
             assert torch.equal(a, b)
-        y = _ids(3, 4, seed=14)
+        y = random_ids(3, 4, seed=14)
         tree = torch.tensor([[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 1]]).bool()
         pos = 10 + torch.tensor([0, 1, 0, 1]).expand(3, 4)
         valid = torch.arange(10)[None, :] < (last + 1)[:, None]

@@ -19,6 +19,7 @@ import types
 import numpy as np
 import pytest
 import torch
+from gpt_helpers import TINY, random_ids, randomize
 from torch import nn
 
 from tinyllm import windows
@@ -27,24 +28,6 @@ from tinyllm.models import gpt, hf
 
 transformers = pytest.importorskip("transformers")
 
-TINY = gpt.Config(block_size=16, n_layer=2, n_head=2, n_embd=16)
-
-
-def _randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """Every parameter random (biases and LayerNorms too), so a dropped bias, a missed transpose
-    or a swapped name changes the logits."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.2)
-            if "ln_" in name and name.endswith("weight"):
-                p.add_(1.0)  # LayerNorm gains near 1, as in a trained model
-    return model.eval()
-
-
-def _ids(B: int, T: int, V: int = 256, seed: int = 1) -> torch.Tensor:
-    return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
-
 
 def _hf_model(tie: bool = True, act: str = "gelu_new"):
     hc = transformers.GPT2Config(
@@ -52,7 +35,7 @@ def _hf_model(tie: bool = True, act: str = "gelu_new"):
         activation_function=act, tie_word_embeddings=tie, bos_token_id=None, eos_token_id=None,
     )  # fmt: skip
     torch.manual_seed(0)
-    return _randomize(transformers.GPT2LMHeadModel(hc))
+    return randomize(transformers.GPT2LMHeadModel(hc))
 
 
 def _gpt2(vocab: int = 97, n_positions: int = 32, seed: int = 0, layer_scaled: bool = False):
@@ -147,7 +130,7 @@ def test_save_then_load_gives_the_same_logits(tmp_path):
     model = _gpt2(vocab=256)
     assert hf.save(model, tmp_path / "hf") == tmp_path / "hf"
     assert (tmp_path / "hf" / "model.safetensors").is_file()
-    idx = _ids(2, 12)
+    idx = random_ids(2, 12)
     with torch.inference_mode():
         torch.testing.assert_close(
             hf.load(tmp_path / "hf")(idx).logits, model(idx).logits, rtol=0, atol=0
@@ -317,7 +300,7 @@ def test_load_hf_gpt2_share_copies_nothing():
     assert m.h[1].mlp.c_fc.weight.data_ptr() == hw.data_ptr()
     assert m.h[1].mlp.c_fc.weight.shape == hw.shape[::-1]
     assert m.lm_head.weight is m.wte.weight
-    idx = _ids(2, 10, V=model.config.vocab_size)
+    idx = random_ids(2, 10, V=model.config.vocab_size)
     with torch.inference_mode():
         torch.testing.assert_close(m(idx)[0], model(idx).logits, rtol=0, atol=1e-5)
         hw.mul_(1.5)
@@ -332,7 +315,7 @@ def test_load_hf_gpt2_matches_hf_logits(tie, act):
     m = hf.load_hf_gpt2(model)
     assert m.cfg.tie_weights is tie
     assert m.cfg.activation == ("gelu_tanh" if act == "gelu_new" else "gelu")
-    idx = _ids(2, 16)
+    idx = random_ids(2, 16)
     with torch.no_grad():
         want = model(idx).logits
     torch.testing.assert_close(m(idx)[0], want, rtol=0, atol=1e-5)
@@ -342,7 +325,7 @@ def test_load_hf_gpt2_from_folder_and_refusals(tmp_path):
     model = _hf_model()
     model.save_pretrained(str(tmp_path / "hf"))
     m = hf.load_hf_gpt2(tmp_path / "hf")
-    idx = _ids(1, 16)
+    idx = random_ids(1, 16)
     with torch.no_grad():
         torch.testing.assert_close(m(idx)[0], model(idx).logits, rtol=0, atol=1e-5)
     odd = transformers.GPT2LMHeadModel(
@@ -360,13 +343,13 @@ def test_load_hf_gpt2_from_folder_and_refusals(tmp_path):
 @pytest.mark.parametrize("tie, bias", [(True, True), (False, False)])
 def test_export_hf_round_trip_through_auto_model(tmp_path, tie, bias):
     cfg = dataclasses.replace(TINY, tie_weights=tie, bias=bias)
-    m = _randomize(gpt.Model(cfg))
+    m = randomize(gpt.Model(cfg))
     hf.export_hf(m, tmp_path / "hf")
     model = transformers.AutoModelForCausalLM.from_pretrained(
         str(tmp_path / "hf"), local_files_only=True
     ).eval()
     assert type(model).__name__ == "GPT2LMHeadModel"
-    idx = _ids(2, 16)
+    idx = random_ids(2, 16)
     with torch.no_grad():
         torch.testing.assert_close(model(idx).logits, m(idx)[0], rtol=0, atol=1e-5)
     # and back again: ours -> HF -> ours is the identity on logits
