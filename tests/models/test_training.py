@@ -13,19 +13,7 @@ import pytest
 import torch
 
 from tinyllm.checkpoint import CheckpointError
-from tinyllm.models import (
-    bert,
-    bigram,
-    classifier,
-    copy_baseline,
-    electra,
-    ngram,
-    nplm,
-    rnnlm,
-    seq2seq,
-    transformer,
-    word2vec,
-)
+from tinyllm.models import FAMILIES, bigram, ngram, nplm
 from tinyllm.models.training import TRAIN_CONFIG_KEY, lr_at, settings_of
 
 TEXT = ("the cat sat on the mat. the dog sat on the log. " * 8).encode()
@@ -35,29 +23,29 @@ ROWS = [("aa a", "x"), ("aaa", "x"), ("bb b", "y"), ("bbb", "y")] * 3
 SENTS = [s.split() for s in TEXT.decode().split(".") if s.strip()]
 ENC = {"max_len": 16, "n_layer": 1, "n_head": 2, "n_embd": 16}
 
-# family, config, data, steps, settings that are not the defaults
+# FAMILIES' name -> config, data, steps, settings that are not the defaults
 CASES = {
-    "bigram": (bigram, {}, IDS, 0, {}),
-    "copy": (copy_baseline, {}, PAIRS, 0, {}),
-    "nplm": (nplm, {"context": 2, "emb_dim": 4, "hidden": 8}, IDS, 2, {"seq_len": 8, "lr": 0.01}),
-    "rnnlm": (rnnlm, {"emb_dim": 4, "hidden": 8}, IDS, 2, {"bptt": 8, "clip": 0.5}),
-    "word2vec": (word2vec, {"dim": 4}, SENTS, 2, {"min_count": 1, "window": 2, "lr": 0.1}),
-    "seq2seq": (seq2seq, {"emb_dim": 8, "hidden": 8, "max_len": 8}, PAIRS, 2, {"warmup": 1}),
+    "bigram": ({}, IDS, 0, {}),
+    "copy": ({}, PAIRS, 0, {}),
+    "nplm": ({"context": 2, "emb_dim": 4, "hidden": 8}, IDS, 2, {"seq_len": 8, "lr": 0.01}),
+    "rnnlm": ({"emb_dim": 4, "hidden": 8}, IDS, 2, {"bptt": 8, "clip": 0.5}),
+    "word2vec": ({"dim": 4}, SENTS, 2, {"min_count": 1, "window": 2, "lr": 0.1}),
+    "seq2seq": ({"emb_dim": 8, "hidden": 8, "max_len": 8}, PAIRS, 2, {"warmup": 1}),
     "transformer": (
-        transformer,
         {"n_embd": 8, "n_head": 2, "n_enc_layer": 1, "n_dec_layer": 1, "max_len": 8},
         PAIRS,
         2,
         {"batch_size": 4, "clip": 0.0},
     ),
-    "bert": (bert, ENC, IDS, 2, {"batch_size": 4, "mask_prob": 0.3, "warmup": 1}),
-    "electra": (electra, ENC | {"gen_n_embd": 8}, IDS, 2, {"gen_lr": 1e-4, "disc_weight": 10.0}),
-    "classifier": (classifier, ENC, ROWS, 2, {"batch_size": 4, "lr": 3e-3, "grad_clip": 0.0}),
+    "bert": (ENC, IDS, 2, {"batch_size": 4, "mask_prob": 0.3, "warmup": 1}),
+    "electra": (ENC | {"gen_n_embd": 8}, IDS, 2, {"gen_lr": 1e-4, "disc_weight": 10.0}),
+    "classifier": (ENC, ROWS, 2, {"batch_size": 4, "lr": 3e-3, "grad_clip": 0.0}),
 }
 
 
 def _trained(name):
-    fam, cfg, data, steps, settings = CASES[name]
+    fam = FAMILIES[name]
+    cfg, data, steps, settings = CASES[name]
     return fam, fam.train(fam.Config(**cfg), data, seed=0, steps=steps, **settings), settings
 
 
@@ -119,7 +107,8 @@ def test_a_bad_train_config_is_refused_naming_config_json(name, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(CASES) + ["ngram"])
 def test_an_unknown_setting_is_refused_listing_the_valid_ones(name):
-    fam, cfg, data, steps, _ = CASES.get(name, (ngram, {"order": 2}, IDS, 0, {}))
+    fam = FAMILIES[name]
+    cfg, data, steps, _ = CASES.get(name, ({"order": 2}, IDS, 0, {}))
     valid = [f.name for f in dataclasses.fields(fam.TrainConfig)]
     with pytest.raises(TypeError, match=r"expected training settings among .*\['no_such'\]") as e:
         fam.train(fam.Config(**cfg), data, seed=0, steps=steps or 1, no_such=1)
