@@ -167,15 +167,7 @@ def train(
     :class:`TrainConfig`'s fields); weights from ``torch.manual_seed(seed)``. Returns the model
     in eval mode."""
     return train_model(
-        Model,
-        TrainConfig,
-        cfg,
-        data,
-        seed=seed,
-        steps=steps,
-        progress=progress,
-        settings=settings,
-        who="seq2seq.train",
+        sys.modules[__name__], cfg, data, seed=seed, steps=steps, progress=progress, **settings
     )
 
 

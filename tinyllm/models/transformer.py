@@ -199,15 +199,7 @@ def train(
     clipping; ``settings``: :class:`TrainConfig`'s fields); weights from
     ``torch.manual_seed(seed)``, GPT-2 initialization. Returns the model in eval mode."""
     return train_model(
-        Model,
-        TrainConfig,
-        cfg,
-        data,
-        seed=seed,
-        steps=steps,
-        progress=progress,
-        settings=settings,
-        who="transformer.train",
+        sys.modules[__name__], cfg, data, seed=seed, steps=steps, progress=progress, **settings
     )
 
 

@@ -12,7 +12,7 @@ and a PAD target is never scored.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -122,28 +122,28 @@ def fit(
 
 
 def train_model(
-    model_cls,
-    train_cls,
+    family,
     cfg,
     data,
+    /,
     *,
     seed: int,
     steps: int,
     progress: Callable[[int, int, float], None] | None,
-    settings: Mapping,
-    who: str,
+    **settings,
 ) -> nn.Module:
-    """A trained seq2seq family's ``train``: ``train_cls`` from ``settings``
-    (:func:`tinyllm.models.training.settings_of`), ``steps`` an int >= 1, ``data`` checked as
-    (src, tgt) pairs (:func:`check_pairs`), ``model_cls(cfg)`` with weights from
-    ``torch.manual_seed(seed)``, trained by :func:`fit`; the model in eval mode, its
-    ``train_cfg`` set. ``who`` (``"seq2seq.train"``) names the family in errors."""
-    tc = settings_of(train_cls, settings, who)
+    """A trained seq2seq family's ``train`` (``family``: its module): ``family.TrainConfig``
+    from ``settings`` (:func:`tinyllm.models.training.settings_of`), ``steps`` an int >= 1,
+    ``data`` checked as (src, tgt) pairs (:func:`check_pairs`), ``family.Model(cfg)`` with
+    weights from ``torch.manual_seed(seed)``, trained by :func:`fit`; the model in eval mode,
+    its ``train_cfg`` set. Errors name ``<ARCH>.train``."""
+    who = f"{family.ARCH}.train"
+    tc = settings_of(family.TrainConfig, settings, who)
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"{who}: expected steps >= 1, got {steps!r}")
     pairs = check_pairs(data, who)
     torch.manual_seed(seed)
-    model = model_cls(cfg)
+    model = family.Model(cfg)
     model.train_cfg = tc
     fit(model, pairs, cfg.max_len, tc, seed=seed, steps=steps, progress=progress)
     return model
