@@ -14,7 +14,7 @@ import torch
 
 from tinyllm.checkpoint import CheckpointError
 from tinyllm.models import FAMILIES, bigram, ngram, nplm
-from tinyllm.models.training import TRAIN_CONFIG_KEY, lr_at, settings_of
+from tinyllm.models.training import TRAIN_CONFIG_KEY, lr_at, scoring, settings_of
 
 TEXT = ("the cat sat on the mat. the dog sat on the log. " * 8).encode()
 IDS = np.frombuffer(TEXT, dtype=np.uint8)
@@ -133,3 +133,16 @@ def test_lr_schedule_warms_up_then_decays_to_a_tenth():
     assert lrs[10] == pytest.approx(1.0)
     assert lrs[-1] == pytest.approx(0.1, abs=1e-3)
     assert all(a >= b for a, b in itertools.pairwise(lrs[10:]))
+
+
+def test_scoring_is_eval_and_inference_mode_and_gives_the_mode_back_on_an_error():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5)).train()
+    with pytest.raises(RuntimeError, match="boom"), scoring(model):
+        assert not model.training and not model[1].training
+        assert torch.is_inference_mode_enabled()
+        raise RuntimeError("boom")
+    assert model.training and model[1].training and not torch.is_inference_mode_enabled()
+    model.eval()
+    with scoring(model):
+        pass
+    assert not model.training  # an eval model stays in eval mode

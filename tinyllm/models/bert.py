@@ -44,6 +44,7 @@ from tinyllm.models.training import (
     load_model,
     run_steps,
     save_model,
+    scoring,
     settings_of,
 )
 
@@ -180,18 +181,13 @@ def mlm_accuracy(
     rows = encode_rows(texts, model.cfg.max_len)
     inputs, sel = mask_rows(rows, rng, p)
     preds = []
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for s in range(0, len(rows), batch_size):
-                b_sel = torch.from_numpy(sel[s : s + batch_size])
-                if not bool(b_sel.any()):
-                    continue
-                logits = model.logits_at(torch.from_numpy(inputs[s : s + batch_size]), b_sel)
-                preds.append(logits.argmax(-1).numpy())  # [N_b]
-    finally:
-        model.train(was_training)
+    with scoring(model):
+        for s in range(0, len(rows), batch_size):
+            b_sel = torch.from_numpy(sel[s : s + batch_size])
+            if not bool(b_sel.any()):
+                continue
+            logits = model.logits_at(torch.from_numpy(inputs[s : s + batch_size]), b_sel)
+            preds.append(logits.argmax(-1).numpy())  # [N_b]
     targets = rows[sel]  # [N], row-major = the order of the batches above
     pred = np.concatenate(preds) if preds else np.zeros(0, dtype=np.int64)
     return (pred == targets).astype(np.float64), targets

@@ -58,6 +58,7 @@ from tinyllm.models.training import (
     read_configs,
     run_steps,
     save_model,
+    scoring,
     settings_of,
 )
 from tinyllm.tokens import PAD
@@ -363,15 +364,10 @@ def predict_ids(model: Model, texts: Sequence[str], *, batch_size: int = 256) ->
         raise TypeError("classifier.predict: expected a list of strings, got one str")
     texts = list(texts)
     out = []
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for s in range(0, len(texts), batch_size):
-                ids = encode_rows(texts[s : s + batch_size], model.cfg.max_len)
-                out.append(model(torch.from_numpy(ids)).argmax(-1).numpy())
-    finally:
-        model.train(was_training)
+    with scoring(model):
+        for s in range(0, len(texts), batch_size):
+            ids = encode_rows(texts[s : s + batch_size], model.cfg.max_len)
+            out.append(model(torch.from_numpy(ids)).argmax(-1).numpy())
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
 

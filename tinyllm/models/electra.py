@@ -56,6 +56,7 @@ from tinyllm.models.training import (
     load_model,
     run_steps,
     save_model,
+    scoring,
     settings_of,
 )
 from tinyllm.tokens import MASK, N_BYTES, PAD
@@ -341,27 +342,22 @@ def rtd_accuracy(
         inputs[i, n:] = PAD
         uniforms.append(rng.random(int(sel[i].sum())))
     u = np.concatenate(uniforms) if uniforms else np.zeros(0)  # [N_masked], row-major
-    was_training = model.training
-    model.eval()
     corrupted = rows.copy()
     gen_argmax = []
-    try:
-        with torch.inference_mode():
-            probs = []
-            for s in range(0, len(rows), batch_size):
-                b_sel = torch.from_numpy(sel[s : s + batch_size])
-                if not bool(b_sel.any()):
-                    continue
-                lg = model.generator.logits_at(torch.from_numpy(inputs[s : s + batch_size]), b_sel)
-                probs.append(F.softmax(lg.double(), dim=-1).numpy())  # [N_b, 256]
-                gen_argmax.append(lg.argmax(-1).numpy())
-            if probs:
-                corrupted[sel] = inverse_cdf_sample(np.concatenate(probs), u)
-            disc = []
-            for s in range(0, len(rows), batch_size):
-                disc.append(model(torch.from_numpy(corrupted[s : s + batch_size])).numpy())
-    finally:
-        model.train(was_training)
+    with scoring(model):
+        probs = []
+        for s in range(0, len(rows), batch_size):
+            b_sel = torch.from_numpy(sel[s : s + batch_size])
+            if not bool(b_sel.any()):
+                continue
+            lg = model.generator.logits_at(torch.from_numpy(inputs[s : s + batch_size]), b_sel)
+            probs.append(F.softmax(lg.double(), dim=-1).numpy())  # [N_b, 256]
+            gen_argmax.append(lg.argmax(-1).numpy())
+        if probs:
+            corrupted[sel] = inverse_cdf_sample(np.concatenate(probs), u)
+        disc = []
+        for s in range(0, len(rows), batch_size):
+            disc.append(model(torch.from_numpy(corrupted[s : s + batch_size])).numpy())
     counted = rows < N_BYTES  # [B, T]: bytes only
     disc_logits = np.concatenate(disc, axis=0) if disc else np.zeros(rows.shape)
     pred = disc_logits[counted] > 0

@@ -45,6 +45,7 @@ from tinyllm.models.training import (
     read_configs,
     run_steps,
     save_model,
+    scoring,
     settings_of,
 )
 
@@ -536,13 +537,6 @@ def token_nlls(
     :func:`tinyllm.windows.default_batch_size`) and ``progress(done, total)`` are passed through
     to the windows."""
     plan = windows.window_plan(model, ctx_len, stride, name=ARCH)
-    was_training = model.training
-    model.eval()  # no dropout while scoring
-    try:
-        with torch.inference_mode():
-            kw = {} if batch_size is None else {"batch_size": batch_size}
-            return windows.token_nlls(
-                model, ids, plan.ctx_len, plan.stride, progress=progress, **kw
-            )
-    finally:
-        model.train(was_training)
+    kw = {} if batch_size is None else {"batch_size": batch_size}
+    with scoring(model):  # no dropout while scoring
+        return windows.token_nlls(model, ids, plan.ctx_len, plan.stride, progress=progress, **kw)

@@ -1,7 +1,8 @@
 """The training pieces every family shares: its training settings (how they are passed, recorded
 and read back), a model's checkpoint folder (:func:`save_model`, :func:`load_model`), the
-learning-rate schedule and one optimizer step. (Functions, not a base class: each family keeps
-its own ``train``, ``save`` and ``load``.)
+learning-rate schedule, the training loop (:func:`run_steps`), one optimizer step and the eval
+mode of a model while it is scored (:func:`scoring`). (Functions, not a base class: each family
+keeps its own ``train``, ``save`` and ``load``.)
 
 Each family splits what it knows into two frozen dataclasses: ``Config``, what builds and scores
 the model (its shape), and ``TrainConfig``, what only ``train`` reads (optimizer, schedule,
@@ -15,10 +16,11 @@ TrainConfig's defaults, with any of its fields found under ``config`` taken from
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -179,6 +181,22 @@ def run_steps(
         if progress is not None:
             progress(step + 1, steps, loss.item())
     model.eval()
+
+
+@contextlib.contextmanager
+def scoring(model) -> Iterator[None]:
+    """Inside: ``model`` in eval mode (no dropout) under ``torch.inference_mode()``; after, even
+    on an error: the mode it had (a model that is not an ``nn.Module`` is left as it is)."""
+    module = isinstance(model, nn.Module)
+    was_training = module and model.training
+    if module:
+        model.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        if module:
+            model.train(was_training)
 
 
 def optimizer_step(

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tinyllm.models.beam import beam_search, strip_hypothesis
-from tinyllm.models.training import check_ints, run_steps, settings_of
+from tinyllm.models.training import check_ints, run_steps, scoring, settings_of
 from tinyllm.tokens import BOS, CLS, MASK, PAD, VOCAB_WITH_SPECIALS, ByteTokenizer, encode_batch
 
 VOCAB = VOCAB_WITH_SPECIALS  # 256 bytes + PAD, BOS, EOS, MASK, CLS
@@ -165,28 +165,21 @@ def translate_ids_with(
         raise TypeError("translate: expected a list of strings, got one str")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"translate: expected batch_size >= 1, got {batch_size!r}")
-    was_training = getattr(model, "training", False)
-    if isinstance(model, nn.Module):
-        model.eval()
     out: list[list[int]] = []
-    try:
-        with torch.inference_mode():
-            for s in range(0, len(srcs), batch_size):
-                chunk = list(srcs[s : s + batch_size])
-                src = encode_sources(chunk, model.cfg.max_len)
-                state = family.encode(model, src)
-                res = beam_search(
-                    lambda st, prev: family.decode_step(model, st, prev),
-                    state,
-                    len(chunk),
-                    beam=beam,
-                    max_len=max_len,
-                    length_penalty=length_penalty,
-                )
-                out.extend(res.ids)
-    finally:
-        if isinstance(model, nn.Module):
-            model.train(was_training)
+    with scoring(model):
+        for s in range(0, len(srcs), batch_size):
+            chunk = list(srcs[s : s + batch_size])
+            src = encode_sources(chunk, model.cfg.max_len)
+            state = family.encode(model, src)
+            res = beam_search(
+                lambda st, prev: family.decode_step(model, st, prev),
+                state,
+                len(chunk),
+                beam=beam,
+                max_len=max_len,
+                length_penalty=length_penalty,
+            )
+            out.extend(res.ids)
     return out
 
 
