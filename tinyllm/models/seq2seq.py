@@ -187,7 +187,7 @@ def translate_ids(
         model,
         srcs,
         beam=beam,
-        max_len=model.cfg.max_len + 1 if max_len is None else max_len,
+        max_len=max_len,
         batch_size=batch_size,
         length_penalty=length_penalty,
     )

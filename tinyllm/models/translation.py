@@ -155,16 +155,18 @@ def translate_ids_with(
     srcs: list[str],
     *,
     beam: int,
-    max_len: int,
+    max_len: int | None,
     batch_size: int,
     length_penalty: float = 0.0,
 ) -> list[list[int]]:
     """Best beam hypothesis per source (ids with eos, no BOS), decoded ``batch_size`` sources at
-    a time through ``family.encode`` / ``family.decode_step``; ``max_len`` tokens at most."""
+    a time through ``family.encode`` / ``family.decode_step``; ``max_len`` tokens at most (None:
+    ``model.cfg.max_len + 1``, the longest target plus eos)."""
     if isinstance(srcs, str):
         raise TypeError("translate: expected a list of strings, got one str")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"translate: expected batch_size >= 1, got {batch_size!r}")
+    n = model.cfg.max_len + 1 if max_len is None else max_len
     out: list[list[int]] = []
     with scoring(model):
         for s in range(0, len(srcs), batch_size):
@@ -176,7 +178,7 @@ def translate_ids_with(
                 state,
                 len(chunk),
                 beam=beam,
-                max_len=max_len,
+                max_len=n,
                 length_penalty=length_penalty,
             )
             out.extend(res.ids)
