@@ -174,6 +174,11 @@ def tensor_header(path: str | os.PathLike) -> dict[str, tuple[tuple[int, ...], s
         raise CheckpointError(f"{p}: expected a readable safetensors file, got: {e}") from None
 
 
+def _check_finite(path, name: str, t: torch.Tensor) -> None:
+    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+        raise CheckpointError(f"{path}: tensor {name!r}: expected finite values, got inf or nan")
+
+
 def check_tensors(
     path: str | os.PathLike,
     tensors: Mapping[str, torch.Tensor],
@@ -193,10 +198,7 @@ def check_tensors(
                 f"{path}: tensor {name!r}: expected shape {list(shape)} {dtype}, "
                 f"got {list(t.shape)} {t.dtype}"
             )
-        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise CheckpointError(
-                f"{path}: tensor {name!r}: expected finite values, got inf or nan"
-            )
+        _check_finite(path, name, t)
 
 
 def load_tensors(
@@ -243,8 +245,7 @@ def load_single(path: str | os.PathLike) -> tuple[dict[str, str], dict[str, torc
     meta = read_single_metadata(p)
     tensors = _load_safetensors(p)
     for name, t in tensors.items():
-        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            raise CheckpointError(f"{p}: tensor {name!r}: expected finite values, got inf or nan")
+        _check_finite(p, name, t)
     return meta, tensors
 
 
