@@ -25,6 +25,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from hf_helpers import LLAMA, V
 from safetensors.torch import load_file, save_file
 
 from tinyllm.checkpoint import CheckpointError
@@ -33,15 +34,6 @@ from tinyllm.models import hf
 
 transformers = pytest.importorskip("transformers")
 
-V = 300
-LLAMA = dict(
-    vocab_size=V,
-    hidden_size=16,
-    intermediate_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    max_position_embeddings=32,
-)
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 
 

@@ -28,6 +28,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from hf_helpers import LLAMA, V
 from safetensors.torch import load_file, save_file
 
 from tinyllm.checkpoint import CheckpointError
@@ -35,15 +36,6 @@ from tinyllm.models import hf
 
 transformers = pytest.importorskip("transformers")
 
-V = 300
-LLAMA = dict(
-    vocab_size=V,
-    hidden_size=16,
-    intermediate_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    max_position_embeddings=32,
-)
 IDS = (np.arange(40) * 7) % 256
 
 
