@@ -177,8 +177,8 @@ def test_one_release_labels_its_axes_once_and_the_overview_marks_baselines(brows
     history = dashboard.load_history(st)
     rows = {r["name"]: r for r in history[-1].report["rows"]}
     # a trivial baseline on two rows (bpb of a unigram model: above both models' values)
-    rows["bigram"]["baseline"] = {"name": "unigram", "value": 3.6}
-    rows["gpt"]["baseline"] = {"name": "unigram", "value": 3.6}
+    rows["bigram"]["baseline"] = {"name": "unigram", "value": 3.6, "interval": None, "items": None}
+    rows["gpt"]["baseline"] = {"name": "unigram", "value": 3.6, "interval": None, "items": None}
     out = tmp_path / "site"
     dashboard.write_site(dashboard.build_site(st, history=history), out)
     root = out.resolve().as_uri() + "/"
