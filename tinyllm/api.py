@@ -318,16 +318,7 @@ def task(
     items = lm.read_task(task_path)
     m = _loaded(model, max_len, "max_len", device=device, dtype=dtype)
     tok = _tokenizer(m, tokenizer)
-    scorer = m.model if m.strided else lm.FamilyLM(m.model, m.family.token_nlls)
-    return lm.run_task(
-        scorer,
-        tok,
-        items,
-        metric,
-        np.random.default_rng(seed),
-        n_boot,
-        max_len=max_len if max_len is not None else (m.ctx_len if m.strided else None),
-    )
+    return m.run_task(tok, items, metric, np.random.default_rng(seed), n_boot, max_len)
 
 
 # ---- lm-eval tasks ----------------------------------------------------------------------------

@@ -87,6 +87,23 @@ class LoadedLM:
         gpt, Hugging Face, a plain callable), not by the family's own NLLs."""
         return scored_in_windows(self.windows_family)
 
+    def run_task(
+        self,
+        tok: Any,
+        items: Any,
+        metric: str,
+        rng: np.random.Generator,
+        n_boot: int,
+        max_len: int | None = None,
+        **kw: Any,
+    ) -> lm.Result:
+        """:func:`tinyllm.eval.lm.run_task` on this model: a strided model scored as itself
+        (``max_len`` default: its context), another through its family's ``token_nlls``."""
+        scorer = self.model if self.strided else lm.FamilyLM(self.model, self.family.token_nlls)
+        if max_len is None and self.strided:
+            max_len = self.ctx_len
+        return lm.run_task(scorer, tok, items, metric, rng, n_boot, max_len=max_len, **kw)
+
 
 def open_lm(
     model: str | None = None,
@@ -512,16 +529,14 @@ def score_task(
     items = lm.read_task(task)
     m = open_lm(model, hf, device=device, dtype=dtype)
     tok = _task_tokenizer(m, tokenizer, hf)
-    scorer = m.model if m.strided else lm.FamilyLM(m.model, m.family.token_nlls)
     with progress("scoring items", len(items)) as bar:
-        res = lm.run_task(
-            scorer,
+        res = m.run_task(
             tok,
             items,
             metric,
             np.random.default_rng(seed),
             n_boot,
-            max_len=max_len if max_len is not None else (m.ctx_len if m.strided else None),
+            max_len,
             progress=bar.update,
             target_delimiter=target_delimiter,
         )
