@@ -34,6 +34,22 @@ from tinyllm.report import stored_rows
 from tinyllm.store import Store
 
 
+def compare_stored(store: Store, prev: tuple[str, dict], cur: tuple[str, dict], **kw: Any) -> dict:
+    """:func:`tinyllm.compare.compare_reports` of two releases of ``store``, each given as
+    ``(name, report)``, with their per-item scores and unit ids read from the store through the
+    reports' references; ``kw``: ``n_perm``, ``seed``, ``alpha``."""
+    (a, ra), (b, rb) = prev, cur
+    return compare_reports(
+        ra,
+        rb,
+        store.items_loader(a, ra),
+        store.items_loader(b, rb),
+        load_units_prev=store.units_loader(a, ra),
+        load_units_cur=store.units_loader(b, rb),
+        **kw,
+    )
+
+
 def run_step(report: dict | None) -> tuple[str, int] | None:
     """``(run, step)`` of a checkpoint's release (``tinyllm sweep``), None for any other."""
     if not isinstance(report, dict):
@@ -87,15 +103,8 @@ def step_comparisons(
         have = v.compare.get("previous") if isinstance(v.compare, dict) else None
         of_run = runs.get(have) is not None and runs[have][0] == rs[0]
         if prev is not None and have != prev.name:
-            out[v.name] = compare_reports(
-                prev.report,
-                v.report,
-                store.items_loader(prev.name, prev.report),
-                store.items_loader(v.name, v.report),
-                n_perm=n_perm,
-                seed=seed,
-                load_units_prev=store.units_loader(prev.name, prev.report),
-                load_units_cur=store.units_loader(v.name, v.report),
+            out[v.name] = compare_stored(
+                store, (prev.name, prev.report), (v.name, v.report), n_perm=n_perm, seed=seed
             )
         elif prev is None and of_run:
             out[v.name] = None
@@ -179,15 +188,8 @@ def release_history(
             step.compare = None  # a checkpoint swept in between: compared with its new neighbour
         if step.compare is None and previous is not None:
             step.computed = True
-            step.compare = compare_reports(
-                previous[1],
-                v.report,
-                store.items_loader(previous[0]),
-                store.items_loader(v.name),
-                n_perm=n_perm,
-                seed=seed,
-                load_units_prev=store.units_loader(previous[0], previous[1]),
-                load_units_cur=store.units_loader(v.name, v.report),
+            step.compare = compare_stored(
+                store, previous, (v.name, v.report), n_perm=n_perm, seed=seed
             )
         yield step
         previous = (v.name, v.report)
@@ -245,16 +247,6 @@ def compare_releases(
     total = len(cur["rows"])
     bar_of = progress or (lambda n: Progress("comparing", n, quiet=True))
     with bar_of(total) as bar:
-        cmp = compare_reports(
-            prev,
-            cur,
-            store.items_loader(a),
-            store.items_loader(b),
-            n_perm=n_perm,
-            seed=seed,
-            alpha=alpha,
-            load_units_prev=store.units_loader(a, prev),
-            load_units_cur=store.units_loader(b, cur),
-        )
+        cmp = compare_stored(store, (a, prev), (b, cur), n_perm=n_perm, seed=seed, alpha=alpha)
         bar.update(total)
     return cmp

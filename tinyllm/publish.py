@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from tinyllm.baselines import adjust_verdicts
-from tinyllm.compare import compare_reports
 from tinyllm.compare_checks import RowItemsMismatchError, row_items_problem
+from tinyllm.history import compare_stored
 from tinyllm.report import validate_report
 from tinyllm.store import (
     CAS_ATTEMPTS,
@@ -336,15 +336,7 @@ def _publish(
 
     def compare_with(report: dict, data: bytes) -> dict:
         assert prev is not None and prev_report is not None
-        cmp = compare_reports(
-            prev_report,
-            report,
-            store.items_loader(prev, prev_report),
-            store.items_loader(release, report),
-            seed=seed,
-            load_units_prev=store.units_loader(prev, prev_report),
-            load_units_cur=store.units_loader(release, report),
-        )
+        cmp = compare_stored(store, (prev, prev_report), (release, report), seed=seed)
         store.write_compare_version(release, data, cmp)
         made[digest(data)] = cmp
         return cmp

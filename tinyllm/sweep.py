@@ -30,8 +30,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinyllm.compare import TESTED, compare_reports
+from tinyllm.compare import TESTED
 from tinyllm.eval import zoo
+from tinyllm.history import compare_stored
 from tinyllm.metrics import DIRECTION
 from tinyllm.publish import publish_run
 from tinyllm.report import (
@@ -337,15 +338,8 @@ def _pair_comparison(
         cmp = None
     if cmp is not None and cmp.get("previous") == prev.release:
         return cmp
-    return compare_reports(
-        prev.report,
-        cur.report,
-        store.items_loader(prev.release, prev.report),
-        store.items_loader(cur.release, cur.report),
-        n_perm=n_perm,
-        seed=seed,
-        load_units_prev=store.units_loader(prev.release, prev.report),
-        load_units_cur=store.units_loader(cur.release, cur.report),
+    return compare_stored(
+        store, (prev.release, prev.report), (cur.release, cur.report), n_perm=n_perm, seed=seed
     )
 
 
