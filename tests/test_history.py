@@ -116,3 +116,17 @@ def test_compare_releases_reports_its_rows_as_progress(store):
     assert history.compare_releases(store, "r1", "r3", n_perm=500, seed=2) == want
     with pytest.raises(StoreError, match="r9"):
         history.compare_releases(store, "r1", "r9")
+
+
+def test_a_stored_comparison_reads_each_release_its_own_scores(tmp_path):
+    st = open_store(tmp_path / "store")
+    cur = NLL + np.random.default_rng(3).normal(0.05, 0.2, NLL.size)  # a shift that varies
+    for release, items, day in (("r1", NLL, 1), ("r2", cur, 2)):
+        st.write_report(release, report(release, [lm_row("gpt", items)], day))
+        st.write_items(release, "gpt", items)
+    r1, r2 = st.read_report("r1"), st.read_report("r2")
+    want = compare_reports(r1, r2, lambda _: NLL, lambda _: cur, n_perm=300, seed=1)
+    got = history.compare_stored(st, ("r1", r1), ("r2", r2), n_perm=300, seed=1)
+    assert got == want
+    (row,) = got["rows"]
+    assert row["lo"] < row["delta"] < row["hi"] and row["delta"] > 0
