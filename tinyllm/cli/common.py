@@ -1,11 +1,12 @@
 """What several command modules of :mod:`tinyllm.cli` share: the two error exits (status 2),
-the store a command reads, the files a command writes, and the ``--n-perm`` bound."""
+the ``--store`` option and the store a command reads, the files a command writes, and the
+``--n-perm`` bound."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -15,6 +16,19 @@ from rich.text import Text
 from tinyllm import safeio
 
 QUIET_HELP = "No progress output on stderr."
+
+DEFAULT_STORE = "./evalstore"
+"""The store every command reads and writes when ``--store`` is not given."""
+
+
+def store_option(when: str | None = None) -> typer.models.OptionInfo:
+    """The ``--store`` option; ``when`` names the flag it goes with (``"--release"``)."""
+    where = "a folder or s3://bucket/prefix."
+    return typer.Option("--store", help=f"With {when}: {where}" if when else f"A {where[2:]}")
+
+
+Store = Annotated[str, store_option()]
+"""``--store``: the store a command reads or writes (default :data:`DEFAULT_STORE`)."""
 
 MAX_N_PERM = 1_000_000
 """The most permutations per row ``compare`` and ``history`` accept: the library's bound

@@ -10,11 +10,18 @@ from typing import Annotated
 import typer
 
 from tinyllm.cli.app import app, console
-from tinyllm.cli.common import LARGE_N_PERM, MAX_N_PERM, check_n_perm, existing_store, store_error
+from tinyllm.cli.common import (
+    DEFAULT_STORE,
+    LARGE_N_PERM,
+    MAX_N_PERM,
+    Store,
+    check_n_perm,
+    existing_store,
+    store_error,
+)
 from tinyllm.compare_render import compare_table
 from tinyllm.console import Progress
 
-Store = Annotated[str, typer.Option("--store", help="A folder or s3://bucket/prefix.")]
 A = Annotated[str, typer.Argument(help="The earlier (baseline) release.")]
 B = Annotated[str, typer.Argument(help="The release to judge against A.")]
 NPerm = Annotated[
@@ -32,7 +39,7 @@ FailOnRegression = Annotated[
 def compare_cmd(
     a: A,
     b: B,
-    store: Store = "./evalstore",
+    store: Store = DEFAULT_STORE,
     n_perm: NPerm = 10_000,
     seed: PermSeed = 0,
     alpha: Alpha = 0.05,

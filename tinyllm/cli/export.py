@@ -10,7 +10,7 @@ import typer
 
 from tinyllm import safeio
 from tinyllm.cli.app import app, console
-from tinyllm.cli.common import existing_store, fail, store_error
+from tinyllm.cli.common import DEFAULT_STORE, Store, existing_store, fail, store_error
 from tinyllm.console import warning_line
 
 Track = Annotated[
@@ -62,7 +62,6 @@ def check_export(fmt: str, out: str | None, track: tuple[str, ...]) -> None:
 
 
 Release = Annotated[str, typer.Argument(help="The release to export.")]
-Store = Annotated[str, typer.Option("--store", help="A folder or s3://bucket/prefix.")]
 Format = Annotated[str, typer.Option("--format", help="csv or parquet (needs pyarrow).")]
 Out = Annotated[
     str | None,
@@ -75,7 +74,7 @@ Out = Annotated[
 @app.command("export")
 def export_cmd(
     release: Release,
-    store: Store = "./evalstore",
+    store: Store = DEFAULT_STORE,
     fmt: Format = "csv",
     out: Out = None,
     track: Track = None,

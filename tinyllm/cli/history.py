@@ -16,10 +16,16 @@ from rich.text import Text
 
 from tinyllm import safeio
 from tinyllm.cli.app import app, console
-from tinyllm.cli.common import MAX_N_PERM, check_n_perm, existing_store, store_error
+from tinyllm.cli.common import (
+    DEFAULT_STORE,
+    MAX_N_PERM,
+    Store,
+    check_n_perm,
+    existing_store,
+    store_error,
+)
 from tinyllm.compare_render import summary_line
 
-Store = Annotated[str, typer.Option("--store", help="A folder or s3://bucket/prefix.")]
 STYLE = {"regressed": "bold red", "improved": "green", "error": "red", "skipped": "yellow"}
 """The colour of a row's status or verdict in the history table."""
 COLUMNS = ("entry", "metric", "value", "95% interval", "n", "status", "vs previous")
@@ -93,7 +99,7 @@ Seed = Annotated[int, typer.Option("--seed", help="Seed, for releases without co
 
 
 @app.command("history")
-def history_cmd(store: Store = "./evalstore", n_perm: NPerm = 10_000, seed: Seed = 0) -> None:
+def history_cmd(store: Store = DEFAULT_STORE, n_perm: NPerm = 10_000, seed: Seed = 0) -> None:
     """Every release in the store, oldest first: its rows and its regressions.
 
     A release whose report.json cannot be read is listed in its place with the reason (the
@@ -189,7 +195,7 @@ Serve = Annotated[
 
 @app.command("dashboard")
 def dashboard_cmd(
-    store: Store = "./evalstore", out: Out = None, open_: Open = False, serve_port: Serve = None
+    store: Store = DEFAULT_STORE, out: Out = None, open_: Open = False, serve_port: Serve = None
 ) -> None:
     """Render the store's run history into a static site (overview, trends, releases, entries).
 

@@ -13,7 +13,7 @@ from rich import box
 from rich.table import Table
 
 from tinyllm.cli.app import app, console
-from tinyllm.cli.common import MAX_N_PERM, fail
+from tinyllm.cli.common import MAX_N_PERM, fail, store_option
 from tinyllm.compare_render import summary_line
 
 STYLE = {"better": "green", "worse": "bold red", "not compared": "yellow"}
@@ -97,9 +97,7 @@ ImportRun = Annotated[
         "compared with the release before it.",
     ),
 ]
-Store = Annotated[
-    str | None, typer.Option("--store", help="With --import: a folder or s3://bucket/prefix.")
-]
+ImportStore = Annotated[str | None, store_option("--import")]
 Release = Annotated[str | None, typer.Option("--release", help="With --import: the release name.")]
 Previous = Annotated[
     str | None, typer.Option("--previous", help="With --import: the release to compare with.")
@@ -173,7 +171,7 @@ def judge_cmd(
     seed: Seed = 0,
     n_perm: NPerm = 10_000,
     import_run: ImportRun = None,
-    store: Store = None,
+    store: ImportStore = None,
     release: Release = None,
     previous: Previous = None,
 ) -> None:

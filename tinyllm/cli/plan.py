@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from tinyllm.cli.app import app, console
-from tinyllm.cli.common import existing_store, store_error
+from tinyllm.cli.common import DEFAULT_STORE, Store, existing_store, store_error
 
 Release = Annotated[str, typer.Argument(help="The stored release whose spread is used.")]
 Entry = Annotated[str, typer.Argument(help="The row (manifest entry) to plan for.")]
@@ -20,7 +20,6 @@ Delta = Annotated[
         "--delta", help="The change to detect, in the metric's units (bpb: bits per byte)."
     ),
 ]
-StoreOpt = Annotated[str, typer.Option("--store", help="A folder or s3://bucket/prefix.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")]
 
 
@@ -29,7 +28,7 @@ def plan_cmd(
     release: Release,
     entry: Entry,
     delta: Delta,
-    store: StoreOpt = "./evalstore",
+    store: Store = DEFAULT_STORE,
     as_json: AsJson = False,
 ) -> None:
     """How many units (documents, rows, pairs) a comparison of ENTRY needs to see a change of

@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 
 from tinyllm.cli.app import DEBUG, app, console
-from tinyllm.cli.common import QUIET_HELP, fail
+from tinyllm.cli.common import DEFAULT_STORE, QUIET_HELP, Store, fail
 from tinyllm.compare_render import format_number, format_p
 
 Checkpoints = Annotated[
@@ -54,7 +54,6 @@ Steps = Annotated[
         "do not state it like step-1200, ckpt_1200 or checkpoint-1200 (repeatable).",
     ),
 ]
-Store = Annotated[str, typer.Option("--store", help="A folder or s3://bucket/prefix.")]
 Seed = Annotated[int, typer.Option("--seed", min=0, help="Seed of the run (per entry: seed+name).")]
 Refresh = Annotated[
     bool,
@@ -155,7 +154,7 @@ def sweep_cmd(
     family: Family = None,
     name: Name = None,
     step: Steps = None,
-    store: Store = "./evalstore",
+    store: Store = DEFAULT_STORE,
     seed: Seed = 0,
     refresh: Refresh = False,
     as_json: Json = False,

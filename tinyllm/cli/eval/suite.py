@@ -15,7 +15,7 @@ import typer
 
 from tinyllm import safeio
 from tinyllm.cli.app import DEBUG, console, eval_app
-from tinyllm.cli.common import check_target, fail
+from tinyllm.cli.common import DEFAULT_STORE, check_target, fail, store_option
 from tinyllm.cli.eval.options import Quiet
 from tinyllm.cli.export import Track, check_track, print_tracked
 from tinyllm.console import Progress, print_report, print_suite_run
@@ -139,9 +139,7 @@ Manifest = Annotated[
         "--manifest", help="Zoo manifest (YAML or JSON); paths are relative to its folder."
     ),
 ]
-SuiteStore = Annotated[
-    str, typer.Option("--store", help="With --release: a folder or s3://bucket/prefix.")
-]
+SuiteStore = Annotated[str, store_option("--release")]
 Only = Annotated[
     list[str] | None,
     typer.Option(
@@ -191,7 +189,7 @@ def eval_suite(
     out: Out = None,
     as_json: Json = False,
     seed: Seed = 0,
-    store: SuiteStore = "./evalstore",
+    store: SuiteStore = DEFAULT_STORE,
     only: Only = None,
     previous: Previous = None,
     quiet: Quiet = False,
