@@ -52,6 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from docsection import write_section  # noqa: E402
+
 from tinyllm import data, stats  # noqa: E402
 from tinyllm.models import bigram, copy_baseline, gpt, ngram  # noqa: E402
 
@@ -671,9 +673,7 @@ def main() -> None:
     text = markdown(res, command, args.seed, args.samples, info, args.notes)
     print(text)
     if not args.no_write:
-        from bench_ppl import replace_section
-
-        replace_section(Path(args.out), SECTION, text)
+        write_section(text, SECTION, path=Path(args.out))
         print(f"written to {args.out}")
 
 

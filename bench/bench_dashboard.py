@@ -34,6 +34,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from docsection import write_section  # noqa: E402
+
 from tinyllm import dashboard  # noqa: E402
 from tinyllm.compare import SCHEMA_VERSION  # noqa: E402
 from tinyllm.metrics import DIRECTION  # noqa: E402
@@ -388,13 +390,7 @@ def main() -> None:
         lines.append(old.group(0)[old.group(0).index(keep) : -len(END)].rstrip("\n") + "\n")
     lines.append(END)
     section = "\n".join(lines)
-    if BEGIN in text and END in text:
-        text = re.sub(
-            re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: section, text, flags=re.S
-        )
-    else:
-        text = text.rstrip("\n") + "\n\n## Dashboard\n\n" + section + "\n"
-    path.write_text(text, encoding="utf-8")
+    write_section(section, BEGIN, end=END, heading="## Dashboard", path=path)
     print("wrote", path)
 
 

@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
+from docsection import write_section  # noqa: E402
 
 from tinyllm.models import bigram, gpt, ngram  # noqa: E402
 from tinyllm.tokens import write_tokens  # noqa: E402
@@ -56,6 +57,7 @@ from tinyllm_suite import pgserver  # noqa: E402
 
 N = 24
 BEGIN, END = "<!-- fanout: written by bench/bench_fanout.py -->", "<!-- /fanout -->"
+HEADING = "## Fan-out: threads vs Dask; SQLite vs PostgreSQL"
 TEXT = (
     b"the cat sat on the mat. the dog sat on the log. a cat and a dog met on a mat by the log. "
 ) * 40
@@ -313,17 +315,6 @@ def render(results, cold, cross, alone, conc, cmd, load0, load1) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, text: str) -> None:
-    doc = path.read_text(encoding="utf-8") if path.is_file() else "# Benchmarks\n"
-    if BEGIN in doc and END in doc:
-        head, rest = doc.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        doc = head + text.rstrip("\n") + tail
-    else:
-        doc = doc.rstrip("\n") + "\n\n## Fan-out: threads vs Dask; SQLite vs PostgreSQL\n\n" + text
-    path.write_text(doc.rstrip("\n") + "\n", encoding="utf-8")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--no-write", action="store_true", help="print only")
@@ -352,7 +343,7 @@ def main() -> None:
         shutil.rmtree(base, ignore_errors=True)
     print(text)
     if not args.no_write:
-        write_section(Path(args.out), text)
+        write_section(text, BEGIN, end=END, heading=HEADING, path=Path(args.out))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from docsection import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -200,9 +201,7 @@ def main() -> None:
     text = markdown(ppl, mc, shape, cmd)
     print(text)
     if not args.quick:
-        from bench_ppl import replace_section
-
-        replace_section(Path(args.out), SECTION, text)
+        write_section(text, SECTION, path=Path(args.out))
         print(f"written to {args.out} (load average {os.getloadavg()[0]:.1f})")
 
 

@@ -65,6 +65,7 @@ import lmeval_helpers as H  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 import bench_docs as D  # noqa: E402
+from docsection import DOC, write_section  # noqa: E402
 
 SECTION = "## lm-eval tasks end to end: the tinyllm backend against HFLM"
 MODELS = {
@@ -468,15 +469,7 @@ def main() -> None:
         raise SystemExit("per-document results differ (nothing written):\n" + "\n".join(differ))
     custom = args.docs or args.gen_docs or args.gen_toks != GEN_TOKS or args.gen_batch
     if not (args.quick or args.no_write or args.tasks or args.models or custom):
-        path = ROOT / "docs" / "benchmarks.md"
-        doc = path.read_text(encoding="utf-8")
-        start = doc.find(SECTION)
-        if start >= 0:
-            end = doc.find("\n## ", start + len(SECTION))
-            doc = doc[:start] + text + (doc[end + 1 :] if end >= 0 else "")
-        else:
-            doc = doc.rstrip("\n") + "\n\n" + text
-        path.write_text(doc, encoding="utf-8")
+        write_section(text, SECTION)
 
 
 ROLLING_TASKS = ("wikitext", "lambada_openai")
@@ -557,25 +550,11 @@ def rolling_section(rows, tasks, docs, tok, load0, load1, repeats) -> str:
     return "\n".join(lines)
 
 
-def write_rolling(text: str) -> Path:
-    """The rolling-path section in docs/benchmarks.md: replaced between its markers, else put
-    right after the lm-eval section (its own ``##`` heading, which the full table's write
-    leaves in place)."""
-    path = ROOT / "docs" / "benchmarks.md"
-    doc = path.read_text(encoding="utf-8")
-    begin = doc.find(ROLLING_SECTION)
-    if begin >= 0 and ROLLING_END in doc[begin:]:
-        end = doc.index(ROLLING_END, begin) + len(ROLLING_END)
-        doc = doc[:begin] + text.rstrip("\n") + doc[end:]
-    else:
-        at = doc.find(SECTION)
-        end = doc.find("\n## ", at + len(SECTION)) if at >= 0 else -1
-        if end < 0:
-            doc = doc.rstrip("\n") + "\n\n" + text
-        else:
-            doc = doc[: end + 1] + text + "\n" + doc[end + 1 :]
-    path.write_text(doc, encoding="utf-8")
-    return path
+def write_rolling(text: str, path: Path = DOC) -> Path:
+    """The rolling-path section in docs/benchmarks.md: replaced between its heading and end
+    marker, else put right after the lm-eval section (which the full table's write leaves in
+    place)."""
+    return write_section(text, ROLLING_SECTION, end=ROLLING_END, after=SECTION, path=path)
 
 
 ROLLING_NOTES = (

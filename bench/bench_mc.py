@@ -39,6 +39,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from docsection import write_section  # noqa: E402
+
 from tinyllm.eval import lm  # noqa: E402
 
 SHAPES = {
@@ -346,8 +348,29 @@ def table(rows: list[dict], cmd: str, load: tuple[float, float], section: str = 
         + "Same model object, same tokenizer, blocks alternated "
         "(which side goes first swaps every block).",
         "",
+        bar_line(rows),
+        "",
     ]
     return "\n".join(lines)
+
+
+BAR_RATIO, BAR_LL = 2.0, 1e-4
+"""The bar: at least 2x lm-eval's items/s, log-likelihoods within 1e-4 nats of lm-eval's."""
+
+
+def bar_line(rows: list[dict]) -> str:
+    """Whether every row of this run meets the bar, with each row's total speed-up and its
+    slowest block, and the largest LL difference."""
+    met = all(r["ratio_total"] >= BAR_RATIO and r["max_ll_diff"] <= BAR_LL for r in rows)
+    each = "; ".join(
+        f"{r['shape']} {r['task']} {r['ratio_total']:.2f}x (slowest block {r['ratio_min']:.2f}x)"
+        for r in rows
+    )
+    worst = max(r["max_ll_diff"] for r in rows)
+    return (
+        f"The bar (>= {BAR_RATIO:g}x lm-eval's items/s, LLs within {BAR_LL:.0e}) is "
+        f"{'met' if met else 'NOT met'} in this run: {each}; largest LL difference {worst:.1e}."
+    )
 
 
 AGREE_SECTION = "## A converted lm-eval task: per-item agreement"
@@ -453,18 +476,6 @@ def agree_table(rows: list[dict], cmd: str, load: tuple[float, float]) -> str:
         )
     lines.append("")
     return "\n".join(lines)
-
-
-def write_section(text: str, section: str = SECTION) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    doc = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    start = doc.find(section)
-    if start >= 0:
-        end = doc.find("\n## ", start + len(section))
-        doc = doc[:start] + text + (doc[end + 1 :] if end >= 0 else "")
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    path.write_text(doc, encoding="utf-8")
 
 
 def main() -> None:

@@ -35,6 +35,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from docsection import write_section  # noqa: E402
+
 from tinyllm.eval import lm  # noqa: E402
 
 SHAPES = {
@@ -387,33 +389,6 @@ def markdown(
         *([f"This run took {seconds / 60:.1f} minutes."] if seconds else []),
     ]
     return "\n".join(lines)
-
-
-def replace_section(path: Path, heading: str, text: str) -> None:
-    """Replace (or append) the section starting at ``heading``, up to the next ``## ``."""
-    doc = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\n"
-    start = doc.find(heading + "\n")
-    if start < 0:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    else:
-        nxt = doc.find("\n## ", start + len(heading))
-        tail = "" if nxt < 0 else doc[nxt + 1 :]
-        doc = doc[:start] + text.rstrip("\n") + ("\n\n" + tail if tail else "\n")
-    path.write_text(doc, encoding="utf-8")
-
-
-def write_section(path: Path, text: str) -> None:
-    """Replace (or append) this benchmark's section of docs/benchmarks.md, keeping the rest."""
-    doc = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\n"
-    start = doc.find(SECTION + "\n")
-    if start < 0:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    else:
-        nxt = doc.find("\n## ", start + len(SECTION))
-        tail = "" if nxt < 0 else doc[nxt + 1 :]
-        doc = doc[:start] + text.rstrip("\n") + ("\n\n" + tail if tail else "\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(doc.rstrip("\n") + "\n", encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- token budget (--budget)
@@ -791,7 +766,7 @@ def main() -> None:
         print(text)
         if args.dump:
             Path(args.dump).write_text(json.dumps(r, indent=1, default=str))
-        replace_section(Path(args.out), PROFILE_SECTION, text)
+        write_section(text, PROFILE_SECTION, path=Path(args.out))
         return
     if args.budget:
         if args.threads:
@@ -809,7 +784,7 @@ def main() -> None:
         print(text)
         if args.dump:
             Path(args.dump).write_text(json.dumps({"rows": rows, "roofline": roof}, indent=1))
-        replace_section(Path(args.out), BUDGET_SECTION, text)
+        write_section(text, BUDGET_SECTION, path=Path(args.out))
         return
     if args.render:
         saved = json.loads(Path(args.render).read_text())
@@ -836,7 +811,7 @@ def main() -> None:
     text = markdown(results, command, load, seconds, notes)
     print(text)
     if not args.quick:
-        write_section(Path(args.out), text)
+        write_section(text, SECTION, path=Path(args.out))
         print(f"written to {args.out}")
 
 

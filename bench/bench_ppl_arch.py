@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_ppl import hf_recipe, replace_section  # noqa: E402
+from bench_ppl import hf_recipe  # noqa: E402
+from docsection import write_section  # noqa: E402
 
 from tinyllm import windows  # noqa: E402
 from tinyllm.eval import lm  # noqa: E402
@@ -174,7 +175,7 @@ def main() -> None:
     text = markdown(rows, cmd, load, torch.get_num_threads())
     print(text)
     if not args.quick:
-        replace_section(Path(args.out), SECTION, text)
+        write_section(text, SECTION, path=Path(args.out))
 
 
 if __name__ == "__main__":

@@ -25,13 +25,14 @@ import argparse
 import dataclasses
 import json
 import os
-import re
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from docsection import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN = "<!-- text-memory: written by bench/bench_text_memory.py -->"
@@ -188,18 +189,6 @@ def render(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines)
 
 
-def write_section(section: str) -> Path:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if BEGIN in text and END in text:
-        text = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: section, text,
-                      flags=re.S)  # fmt: skip
-    else:
-        text = text.rstrip("\n") + "\n\n## Text route memory\n\n" + section + "\n"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -283,7 +272,7 @@ def main() -> None:
     section = render(rows, meta)
     print(section)
     if a.write:
-        print("wrote", write_section(section))
+        print("wrote", write_section(section, BEGIN, end=END, heading="## Text route memory"))
 
 
 if __name__ == "__main__":

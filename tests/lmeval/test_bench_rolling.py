@@ -48,14 +48,12 @@ def test_same_doc_passes_rounding_and_flags_real_differences():
     assert (same, total, len(bad)) == (1, 2, 1) and bad[0].startswith("doc 0: response")
 
 
-def test_rolling_section_goes_after_the_lmeval_table_and_is_replaced(tmp_path, monkeypatch):
-    (tmp_path / "docs").mkdir()
-    doc = tmp_path / "docs" / "benchmarks.md"
+def test_rolling_section_goes_after_the_lmeval_table_and_is_replaced(tmp_path):
+    doc = tmp_path / "benchmarks.md"
     doc.write_text(f"# Benchmarks\n\n{B.SECTION}\n\ntable\n\n## Calibration\n\nc\n")
-    monkeypatch.setattr(B, "ROOT", tmp_path)
     for n in (1, 2):
         text = f"{B.ROLLING_SECTION}\n\n{B.ROLLING_BEGIN}\n\nrun {n}\n\n{B.ROLLING_END}\n"
-        B.write_rolling(text)
+        B.write_rolling(text, doc)
     got = doc.read_text()
     assert got.count(B.ROLLING_SECTION) == 1 and "run 2" in got and "run 1" not in got
     assert got.index(B.SECTION) < got.index(B.ROLLING_SECTION) < got.index("## Calibration")
