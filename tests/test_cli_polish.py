@@ -296,3 +296,25 @@ def test_each_function_local_import_of_the_cli_is_a_heavy_one(file):
     is orchestration (tinyllm_suite): anything lighter is imported at the top."""
     mods = {module_of(m) for f, _, m, _ in local_imports() if f == file}
     assert [m for m in sorted(mods) if not loads(m) & {*HEAVY, "tinyllm_suite"}] == []
+
+
+def test_the_cli_constants_agree_with_the_library():
+    """The CLI writes the library's default store and permutation bound itself (so that --help
+    imports neither boto3 nor numpy); they must stay the same values."""
+    from tinyllm import compare, store  # the library side, heavy on purpose here
+    from tinyllm.cli import common
+
+    assert common.DEFAULT_STORE == store.DEFAULT_STORE
+    assert common.MAX_N_PERM == compare.MAX_N_PERM
+
+
+def test_every_store_option_is_the_one_declaration():
+    """Each command that takes --store shows the one help text of cli.common.store_option."""
+    runner, seen = CliRunner(), []
+    for cmd in ["compare", "history", "dashboard", "export", "plan", "sweep", "judge", "eval"]:
+        res = runner.invoke(cli.app, [cmd, "--help"], env={"COLUMNS": "200"})
+        assert res.exit_code == 0, res.output
+        line = next(ln for ln in res.output.splitlines() if re.search(r"│\s+--store\b", ln))
+        assert re.search(r"(A|With --\w+: a) folder or s3://bucket/prefix\.", line), (cmd, line)
+        seen.append(cmd)
+    assert len(seen) == 8

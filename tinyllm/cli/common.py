@@ -18,7 +18,9 @@ from tinyllm import safeio
 QUIET_HELP = "No progress output on stderr."
 
 DEFAULT_STORE = "./evalstore"
-"""The store every command reads and writes when ``--store`` is not given."""
+"""The store every command reads and writes when ``--store`` is not given: the library's
+``tinyllm.store.DEFAULT_STORE`` (the same path, written here so that ``--help`` needs no boto3;
+a test checks they agree)."""
 
 
 def store_option(when: str | None = None) -> typer.models.OptionInfo:
