@@ -11,7 +11,7 @@ import pytest
 
 from tests.store_helpers import make_row
 from tinyllm.compare import compare_row
-from tinyllm.compare_checks import row_items_problem
+from tinyllm.compare_checks import parse_row, row_items_problem
 from tinyllm.metrics import row_item_scale
 
 LN2 = math.log(2.0)
@@ -33,16 +33,17 @@ def test_a_bpe_row_agrees_with_its_items_over_its_bytes():
     items = np.array([2.0, 3.0, 1.0, 2.0])  # 8 nats over 4 tokens covering 10 bytes
     row = bpe_row(items, n_bytes=10)
     assert row["value"] == pytest.approx(8.0 / (10 * LN2))
-    assert row_item_scale(row) == pytest.approx(4 / (10 * LN2))
-    assert row_items_problem(row, items) is None
-    wrong = dict(row, value=float(items.mean()) / LN2)  # as if each token were one byte
+    typed = parse_row(row)
+    assert row_item_scale(typed) == pytest.approx(4 / (10 * LN2))
+    assert row_items_problem(typed, items) is None
+    wrong = typed.model_copy(update={"value": float(items.mean()) / LN2})  # 1 byte per token
     msg = row_items_problem(wrong, items)
     assert msg is not None and "n_bytes 10" in msg
 
 
 def test_a_byte_row_keeps_the_plain_scale():
     items = np.array([1.0, 2.0, 3.0])
-    row = make_row("gpt", float(items.mean()) / LN2, n=3, details={"n_bytes": 3})
+    row = parse_row(make_row("gpt", float(items.mean()) / LN2, n=3, details={"n_bytes": 3}))
     assert row_item_scale(row) == 1.0 / LN2
     assert row_items_problem(row, items) is None
 

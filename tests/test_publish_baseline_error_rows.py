@@ -9,6 +9,7 @@ import numpy as np
 from store_helpers import acc_row, make_report
 
 from tinyllm import baselines
+from tinyllm.compare_checks import parse_row
 from tinyllm.publish import baseline_items_problem, publish_run
 from tinyllm.store import open_store
 
@@ -35,9 +36,8 @@ def test_a_failed_entry_with_baseline_scores_is_published_with_its_own_error(tmp
 
 
 def test_rows_that_are_not_ok_have_no_baseline_problem():
-    assert baseline_items_problem(failed("b"), MAJORITY) is None
-    assert baseline_items_problem(failed("b"), MAJORITY[:1], OWN) is None
-    assert baseline_items_problem("not a row", MAJORITY) is None
+    assert baseline_items_problem(parse_row(failed("b")), MAJORITY) is None
+    assert baseline_items_problem(parse_row(failed("b")), MAJORITY[:1], OWN) is None
 
 
 def test_disagreeing_baseline_scores_make_an_error_row_without_the_rows_own_scores(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 from store_helpers import acc_row, make_report
 
 from tinyllm import baselines, metrics
+from tinyllm.compare_checks import parse_row
 from tinyllm.eval import zoo
 from tinyllm.models import bigram
 from tinyllm.publish import baseline_items_problem, publish_run
@@ -100,17 +101,17 @@ def test_a_row_whose_baseline_disagrees_with_its_scores_is_an_error_row(
 
 
 def test_baseline_items_problem_checks_n_without_the_rows_own_and_names_a_missing_field():
-    a = with_baseline(acc_row("a", OWN), MAJORITY)
+    a = parse_row(with_baseline(acc_row("a", OWN), MAJORITY))
     assert baseline_items_problem(a, MAJORITY) is None
     assert baseline_items_problem(a, MAJORITY, OWN) is None
     assert baseline_items_problem(a, MAJORITY[:3]) == (
         "row 'a': baseline 'majority class': expected n = 3 (the number of its per-item "
         "scores), got 4"
     )
-    assert baseline_items_problem(acc_row("b", OWN), MAJORITY) == (
+    assert baseline_items_problem(parse_row(acc_row("b", OWN)), MAJORITY) == (
         "row 'b': expected a baseline field to name its baseline's scores, got None"
     )
-    assert baseline_items_problem(dict(a, status="error"), MAJORITY[:1]) is None
+    assert baseline_items_problem(a.model_copy(update={"status": "error"}), MAJORITY[:1]) is None
 
 
 def test_a_rerun_of_one_entry_keeps_the_other_rows_baseline_items(tmp_path):
@@ -164,7 +165,7 @@ def test_a_real_lm_rows_unigram_items_read_back_equal_score_entry_arrays(tmp_pat
         store.items_loader("r1")("bigram"),
         back,
         direction="lower",
-        item_scale=metrics.row_item_scale(stored),
+        item_scale=metrics.row_item_scale(parse_row(stored)),
         units=stored_units,
     )
     verdict = stored["beats_baseline"]

@@ -25,9 +25,9 @@ from store_helpers import acc_row
 import tinyllm.compare as cm
 import tinyllm.store as st
 from tinyllm.compare import compare_reports, compare_row
-from tinyllm.compare_checks import row_items_problem
+from tinyllm.compare_checks import parse_row, row_items_problem
 from tinyllm.publish import check_publish_args, publish_run
-from tinyllm.report import ManifestError, load_manifest
+from tinyllm.report import ManifestError, ReportSchemaError, load_manifest
 from tinyllm.stats import LN2
 from tinyllm.store import StoreError, StoreKeyError, open_store
 
@@ -439,26 +439,40 @@ def test_rows_that_disagree_with_their_items_are_published_as_error_rows(tmp_pat
 
 def test_row_items_problem_checks_only_what_a_metric_defines():
     a = np.array([1.0, 0.0, 1.0, 1.0])
-    assert row_items_problem(acc_row("a", a), a) is None
-    assert row_items_problem(acc_row("a", a, value=0.75 + 1e-12), a) is None  # rounding
-    assert row_items_problem(acc_row("a", a, metric="exact_match", value=0.5), a) is not None
+
+    def typed(name, items, **kw):
+        return parse_row(acc_row(name, items, **kw))
+
+    assert row_items_problem(typed("a", a), a) is None
+    assert row_items_problem(typed("a", a, value=0.75 + 1e-12), a) is None  # rounding
+    assert row_items_problem(typed("a", a, metric="exact_match", value=0.5), a) is not None
     # Spearman has no per-item mean: only n is checked
-    rho = acc_row("s", a, metric="spearman", value=0.3, kind="embeddings")
+    rho = typed("s", a, metric="spearman", value=0.3, kind="embeddings")
     assert row_items_problem(rho, a) is None
-    assert row_items_problem(dict(rho, n=5), a) == (
+    assert row_items_problem(rho.model_copy(update={"n": 5}), a) == (
         "row 's': expected n = 4 (the number of its per-item scores), got 5"
     )
-    skipped = acc_row("a", a, status="skipped", value=None, n=None, reason="unknown family")
+    skipped = typed("a", a, status="skipped", value=None, n=None, reason="unknown family")
     assert row_items_problem(skipped, a) is None  # no result to check
     bad = np.array([1.0, np.nan, 0.0, 1.0])
-    assert row_items_problem(acc_row("a", a), bad) == (
+    assert row_items_problem(typed("a", a), bad) == (
         "row 'a': expected finite per-item scores, got 1 that are not"
     )
-    assert row_items_problem(acc_row("a", a), np.zeros((2, 2))).startswith(
+    assert row_items_problem(typed("a", a), np.zeros((2, 2))).startswith(
         "row 'a': expected 1-d numeric per-item scores, got dtype float64 shape (2, 2)"
     )
-    assert row_items_problem(acc_row("a", a, n=True), a) is not None  # a bool is not a count
     assert math.isclose(1 / LN2, 1.4426950408889634)
+
+
+def test_a_count_that_is_a_bool_or_a_string_is_not_a_row():
+    a = np.array([1.0, 0.0, 1.0, 1.0])
+    for n in (True, "4"):
+        with pytest.raises(ReportSchemaError) as e:
+            parse_row(acc_row("a", a, n=n))
+        assert str(e.value) == (
+            f"expected a row of eval-results.schema.json, got at n: {n!r} is not of type "
+            "'integer', 'null'"
+        )
 
 
 # --- 12: the permutation count is bounded --------------------------------------------------------

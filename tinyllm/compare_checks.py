@@ -1,20 +1,23 @@
 """Does a row agree with its per-item scores, and over which units are two releases' rows
 paired? The checks :mod:`tinyllm.compare` (whose names these are too) and :mod:`tinyllm.publish`
-run on a row before its scores are trusted: ``n`` is their count, the value their mean (mean
-metrics) or their Spearman correlation with the human scores (word pairs); the unit ids of both
-releases (:func:`paired_units`)."""
+run on a typed row (:class:`tinyllm.report.StoredRow`) before its scores are trusted: ``n`` is
+their count, the value their mean (mean metrics) or their Spearman correlation with the human
+scores (word pairs); the unit ids of both releases (:func:`paired_units`). :func:`parse_row` reads
+a row document into a typed row, refusing one whose fields do not have the schema's types."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 from scipy import stats as sps
 
-from tinyllm import metrics
+from tinyllm import metrics, schemas
 from tinyllm.errors import StorageError
-from tinyllm.report import StoredRow
+from tinyllm.report import REPORT_SCHEMA_PATH, ReportSchemaError, StoredRow, stored_report_schema
 
 #: how far a row's value may be from the mean of its per-item scores (relative), float rounding
 VALUE_RTOL = 1e-9
@@ -37,7 +40,42 @@ class RowItemsMismatchError(ValueError):
     """A row's ``n`` or ``value`` disagrees with the per-item scores it comes with."""
 
 
-def row_items_problem(row: dict, items: Any) -> str | None:
+_ROW_VALIDATOR = None
+
+
+def parse_row(doc: Any) -> StoredRow:
+    """A row document as a typed row: every field of the schema's row with the schema's type
+    (``tinyllm/schemas/eval-results.schema.json``, as a store reads it:
+    :func:`tinyllm.report.stored_report_schema`), no unknown field, no status rules.
+
+    Raises :class:`tinyllm.report.ReportSchemaError` naming the field: ``n`` ``"4"`` ->
+    ``expected a row of eval-results.schema.json, got at n: '4' is not of type 'integer'``
+    (a bool is not an integer; no string is read as a number).
+    """
+    global _ROW_VALIDATOR
+    if _ROW_VALIDATOR is None:
+        schema = stored_report_schema()
+        row_schema = {"$schema": schema["$schema"], "$defs": schema["$defs"]}
+        _ROW_VALIDATOR = schemas.build_validator(row_schema | {"$ref": "#/$defs/row"})
+    errors = list(_ROW_VALIDATOR.iter_errors(doc))
+    expected = f"expected a row of {REPORT_SCHEMA_PATH.name}"
+    if errors:
+        where, msg = schemas.best_problem(errors)
+        msg = msg if len(msg) <= 200 else msg[:200] + "..."
+        more = len(errors) - 1
+        raise ReportSchemaError(
+            f"{expected}, got at {where}: {msg}"
+            + (f" (and {more} more problem{'s' * (more != 1)})" if more else "")
+        )
+    try:
+        return StoredRow.model_validate(doc)
+    except ValidationError as e:  # a rule of the typed row beyond the schema's
+        first = e.errors()[0]
+        where = "/".join(map(str, first["loc"])) or "(top level)"
+        raise ReportSchemaError(f"{expected}, got at {where}: {first['msg']}") from None
+
+
+def row_items_problem(row: StoredRow | Mapping[str, Any], items: Any) -> str | None:
     """Why an ok row disagrees with its per-item scores, or None when it agrees (or has no
     result to check: a row that is not ``status: "ok"``).
 
@@ -49,12 +87,22 @@ def row_items_problem(row: dict, items: Any) -> str | None:
     ``scipy.stats.spearmanr`` of the covered items' scores and human scores (relative tolerance
     :data:`VALUE_RTOL`).
 
+    ``row``: a typed row (:class:`tinyllm.report.StoredRow`). A row document (a mapping, as a
+    report file holds it) is read with :func:`parse_row` first; a document that is not a row of
+    the schema has no result to check here (:func:`tinyllm.publish.publish_run` refuses it
+    before any check).
+
     Example: an ``acc`` row with n 4 and value 0.75 agrees with items [1, 0, 1, 1]; with value
     0.5 it does not ("... expected value 0.75 (the mean of its 4 per-item scores), got 0.5").
     """
-    if not isinstance(row, dict) or row.get("status") != "ok":
+    if isinstance(row, Mapping):
+        try:
+            row = parse_row(row)
+        except ReportSchemaError:
+            return None
+    if not isinstance(row, StoredRow) or row.status != "ok":
         return None
-    name = row.get("name")
+    name = row.name
     a = np.asarray(items)
     if a.ndim != 1 or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_):
         return (
@@ -62,42 +110,43 @@ def row_items_problem(row: dict, items: Any) -> str | None:
             f"shape {a.shape}"
         )
     a = a.astype(np.float64)
-    covered = ~np.isnan(a) if row.get("kind") in COVERAGE_KINDS else np.ones(a.size, bool)
+    covered = ~np.isnan(a) if row.kind in COVERAGE_KINDS else np.ones(a.size, bool)
     bad = int(np.sum(~np.isfinite(a[covered])))
     if bad:
         return f"row {name!r}: expected finite per-item scores, got {bad} that are not"
     k = int(covered.sum())
-    n = row.get("n")
-    if isinstance(n, bool) or n != k:
+    n = row.n
+    if n != k:
         what = "the number of its per-item scores"
         if k != a.size:
             what = f"its per-item scores that are not NaN, of {a.size}"
         return f"row {name!r}: expected n = {k} ({what}), got {n!r}"
-    metric = row.get("metric")
-    facts = metrics.METRICS.get(metric) if isinstance(metric, str) else None
+    metric = row.metric
+    facts = metrics.METRICS.get(metric) if metric is not None else None
     if facts is not None and facts.mean_of_items:
         scale = metrics.row_item_scale(row)
         expected = float(np.mean(a[covered])) * scale
-        value = finite_number(row.get("value"))
+        value = finite_number(row.value)
         if value is None or not math.isclose(value, expected, rel_tol=VALUE_RTOL, abs_tol=1e-12):
             how = facts.item_scale_text
             if scale != facts.item_scale:
-                how = f" * n / (n_bytes ln 2), n_bytes {row['details']['n_bytes']}"
+                assert row.details is not None  # a scale of its own comes from details.n_bytes
+                how = f" * n / (n_bytes ln 2), n_bytes {row.details['n_bytes']}"
             return (
                 f"row {name!r}: expected {metric} value {expected!r} (the mean of its {k} "
-                f"per-item scores{how}), got {row.get('value')!r}"
+                f"per-item scores{how}), got {row.value!r}"
             )
-    details = row.get("details")
-    if metric == metrics.SPEARMAN.name and isinstance(details, dict) and HUMAN_KEY in details:
+    details = row.details
+    if metric == metrics.SPEARMAN.name and details is not None and HUMAN_KEY in details:
         human, problem = human_scores(details, a.size)
         if problem:
             return f"row {name!r}: {problem}"
         expected = float(sps.spearmanr(a[covered], human[covered]).statistic)
-        value = finite_number(row.get("value"))
+        value = finite_number(row.value)
         if value is None or not math.isclose(value, expected, rel_tol=VALUE_RTOL, abs_tol=1e-12):
             return (
                 f"row {name!r}: expected spearman value {expected!r} (of its {k} covered "
-                f"per-item scores and details.{HUMAN_KEY}), got {row.get('value')!r}"
+                f"per-item scores and details.{HUMAN_KEY}), got {row.value!r}"
             )
     return None
 

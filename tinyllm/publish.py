@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from tinyllm.baselines import adjust_verdicts
-from tinyllm.compare_checks import RowItemsMismatchError, row_items_problem
+from tinyllm.compare_checks import RowItemsMismatchError, parse_row, row_items_problem
 from tinyllm.history import compare_stored
-from tinyllm.report import validate_report
+from tinyllm.report import ErrorInfo, ReportSchemaError, StoredRow, validate_report
 from tinyllm.store import (
     CAS_ATTEMPTS,
     MAX_JSON_BYTES,
@@ -146,7 +146,10 @@ def publish_run(
 ) -> dict:
     """Publish one run of a release: items, the run file, the comparison, the merged report.
 
-    0. every ``status: "ok"`` row with per-item scores is checked against them
+    0. every row of ``run_report`` is read as a typed row (:func:`run_rows`: the schema's
+       types, no unknown field; else :class:`tinyllm.report.ReportSchemaError` naming the row
+       and the field, and nothing is written); every ``status: "ok"`` row with per-item scores
+       is checked against them
        (:func:`tinyllm.compare_checks.row_items_problem`: ``n`` is their count, and ``value`` their
        mean in the metric's units for the mean metrics), and against its baseline's per-item
        scores in ``baseline_items`` (:func:`baseline_items_problem`); a row that disagrees with
@@ -171,7 +174,8 @@ def publish_run(
     5. ``compare.json``, a copy of the comparison of the report as it now is (recomputed if
        another run changed the report meanwhile), for tools that read the file itself.
 
-    Every report is validated against eval-results.schema.json before it is written.
+    Every report is validated against eval-results.schema.json before it is written, the
+    run's before any of its arrays is.
     A retried publish (same ``run_id``) that fails again raises the first attempt's error.
     Returns ``{"run_id", "report", "compare", "store"}`` (``report``: the merged report the
     comparison was made on).
@@ -199,12 +203,42 @@ def publish_run(
     return out
 
 
-def _mismatch_row(row: dict, problem: str) -> dict:
+def run_rows(run_report: dict) -> list[StoredRow]:
+    """The rows of a run's report document as typed rows (:func:`tinyllm.compare_checks.parse_row`:
+    the schema's types, no unknown field, no status rules), read before anything is written.
+
+    Raises :class:`tinyllm.report.ReportSchemaError` naming the row and the field: ``run report
+    rows[0] ('a'): expected a row of eval-results.schema.json, got at n: '4' is not of type
+    'integer'``.
+    """
+    rows = run_report.get("rows") if isinstance(run_report, dict) else None
+    if not isinstance(rows, list):
+        raise ReportSchemaError(
+            f"run report: expected a report document with a list of rows, got rows {rows!r:.60}"
+        )
+    typed = []
+    for i, doc in enumerate(rows):
+        try:
+            typed.append(parse_row(doc))
+        except ReportSchemaError as e:
+            name = doc.get("name") if isinstance(doc, dict) else None
+            raise ReportSchemaError(f"run report rows[{i}] ({name!r}): {e}") from None
+    return typed
+
+
+def row_document(row: StoredRow) -> dict:
+    """A typed row as its JSON document: the fields it was read with or given, in the schema's
+    order; a field it was read without stays absent (an older row's ``baseline`` or unit
+    fields, a ``beats_baseline`` without its later fields), as :meth:`tinyllm.report.Report.to_json`
+    writes them."""
+    return row.model_dump(mode="json", exclude_unset=True)
+
+
+def _mismatch_row(row: StoredRow, problem: str) -> StoredRow:
     """``row`` as an error row: its result disagrees with its per-item scores."""
-    out = dict(row)
-    out.update(
+    update: dict[str, Any] = dict(
         status="error",
-        error={"type": RowItemsMismatchError.__name__, "message": problem},
+        error=ErrorInfo(type=RowItemsMismatchError.__name__, message=problem),
         value=None,
         lo=None,
         hi=None,
@@ -212,12 +246,12 @@ def _mismatch_row(row: dict, problem: str) -> dict:
         n=None,
         items=None,
     )
-    if "units" in out:  # a row that knows its units: none of them describes a result now
-        out.update(units=None, n_units=None, iid_interval=None, interval_warning=None)
-    return out
+    if "units" in row.model_fields_set:  # a row that knows its units: none describes a result
+        update.update(units=None, n_units=None, iid_interval=None, interval_warning=None)
+    return row.model_copy(update=update)
 
 
-def baseline_items_problem(row: dict, items: Any, own: Any = None) -> str | None:
+def baseline_items_problem(row: StoredRow, items: Any, own: Any = None) -> str | None:
     """Why an ok row disagrees with its baseline's per-item scores ``items``, or None when it
     agrees (or has no result to check: a row that is not ``status: "ok"``).
 
@@ -231,26 +265,24 @@ def baseline_items_problem(row: dict, items: Any, own: Any = None) -> str | None
     Example: an ``exact_match`` row with n 4 and baseline "copy" of value 0.25 agrees with
     items [0, 1, 0, 0]; with [0, 1, 1, 0] it does not ("row 'c': baseline 'copy': expected
     exact_match value 0.5 (the mean of its 4 per-item scores), got 0.25").
+
+    ``row``: a typed row (:class:`tinyllm.report.StoredRow`, as :func:`run_rows` reads it).
     """
-    if not isinstance(row, dict) or row.get("status") != "ok":
+    if row.status != "ok":
         return None
-    name, base = row.get("name"), row.get("baseline")
-    if not isinstance(base, dict):
-        return (
-            f"row {name!r}: expected a baseline field to name its baseline's scores, got {base!r}"
-        )
+    name, base = row.name, row.baseline
+    if base is None:
+        return f"row {name!r}: expected a baseline field to name its baseline's scores, got None"
     a = np.asarray(items)
     if own is not None and a.shape != np.shape(own):
         return (
-            f"row {name!r}: baseline {base.get('name')!r}: expected one per-item score per item "
+            f"row {name!r}: baseline {base.name!r}: expected one per-item score per item "
             f"of the row's own (shape {np.shape(own)}), got shape {a.shape}"
         )
-    problem = row_items_problem(dict(row, value=base.get("value")), a)
+    problem = row_items_problem(row.model_copy(update={"value": base.value}), a)
     if problem is None:
         return None
-    return f"row {name!r}: baseline {base.get('name')!r}: " + problem.removeprefix(
-        f"row {name!r}: "
-    )
+    return f"row {name!r}: baseline {base.name!r}: " + problem.removeprefix(f"row {name!r}: ")
 
 
 def baseline_items_name(name: str) -> str:
@@ -259,11 +291,11 @@ def baseline_items_name(name: str) -> str:
     return f"{name}.baseline"
 
 
-def units_problem(row: dict, units: Any, items: Any) -> str | None:
+def units_problem(row: StoredRow, units: Any, items: Any) -> str | None:
     """Why a row's unit ids cannot go with its per-item scores ``items``, or None: one integer
-    id per item. Example: 3 ids for 4 items -> "row 'm': expected one unit id per item (4),
-    got shape (3,)"."""
-    name = row.get("name") if isinstance(row, dict) else None
+    id per item (``row``: a typed row, :func:`run_rows`). Example: 3 ids for 4 items ->
+    "row 'm': expected one unit id per item (4), got shape (3,)"."""
+    name = row.name
     u = np.asarray(units)
     if items is None:
         return f"row {name!r}: expected per-item scores with the unit ids, got none"
@@ -276,15 +308,15 @@ def units_problem(row: dict, units: Any, items: Any) -> str | None:
     return None
 
 
-def _with_refs(row: dict, refs: dict[str, str], base_refs: dict[str, str], unit_refs) -> dict:
-    """``row`` naming its stored arrays: ``items``, ``baseline.items`` and ``units`` (null
-    without them; a row of a report that has no ``units`` field keeps none)."""
-    out = dict(row, items=refs.get(row["name"]))
-    if isinstance(out.get("baseline"), dict):
-        out["baseline"] = dict(out["baseline"], items=base_refs.get(row["name"]))
-    if "units" in out or row["name"] in unit_refs:
-        out["units"] = unit_refs.get(row["name"])
-    return out
+def _with_refs(row: StoredRow, refs: dict[str, str], base_refs: dict[str, str], unit_refs) -> dict:
+    """``row``'s document naming its stored arrays: ``items``, ``baseline.items`` and ``units``
+    (null without them; a row read without a ``units`` field keeps none)."""
+    update: dict[str, Any] = {"items": refs.get(row.name)}
+    if row.baseline is not None:
+        update["baseline"] = row.baseline.model_copy(update={"items": base_refs.get(row.name)})
+    if "units" in row.model_fields_set or row.name in unit_refs:
+        update["units"] = unit_refs.get(row.name)
+    return row_document(row.model_copy(update=update))
 
 
 def _publish(
@@ -299,13 +331,13 @@ def _publish(
 ) -> dict:
     items, baseline_items, units = given
     rows, arrays, base_arrays, unit_arrays = [], dict(items), dict(baseline_items), dict(units)
-    for row in run_report["rows"]:
-        name = row.get("name") if isinstance(row, dict) else None
+    for row in run_rows(run_report):  # every row typed before anything is written
+        name = row.name
         arr, base_arr, unit_arr = items.get(name), baseline_items.get(name), units.get(name)
         problem = row_items_problem(row, arr) if arr is not None else None
         if problem is None and base_arr is not None:
             problem = baseline_items_problem(row, base_arr, arr)
-            if problem is None and not isinstance(row.get("baseline"), dict):
+            if problem is None and row.baseline is None:
                 base_arrays.pop(name)  # a row that is not ok and has no baseline to name them
         if problem is None and unit_arr is not None:
             problem = units_problem(row, unit_arr, arr)
@@ -314,6 +346,8 @@ def _publish(
             for kept in (arrays, base_arrays, unit_arrays):
                 kept.pop(name, None)
         rows.append(row)
+    # the run's document with its arrays not yet named (null) is checked before any write
+    validate_report(dict(run_report, rows=[_with_refs(r, {}, {}, {}) for r in rows]))
     refs = {name: store.write_items_ref(release, name, arr) for name, arr in arrays.items()}
     base_refs = {
         name: store.write_items_ref(release, baseline_items_name(name), arr)
