@@ -10,12 +10,17 @@ from tinyllm.report import BaselineInfo, BeatsBaseline, Row
 
 
 def test_rows_prints_one_line_per_scored_entry_and_nothing_when_quiet(capsys):
-    row = Progress.rows()
-    row(1, 2, {"name": "gpt", "status": "ok", "seconds": 1.25})
-    row(2, 2, {"name": "[b]ghost[/b]", "status": "error", "seconds": 0.04})  # no markup
-    want = ["[1/2] gpt: ok (1.2 s)", "[2/2] [b]ghost[/b]: error (0.0 s)"]
+    row = Progress.rows()  # run_zoo's progress: each entry's typed row
+    row(1, 2, _row("gpt", "ok", value=1.0, lo=0.9, hi=1.1, n=10, seconds=1.25))
+    row(2, 2, _row("ghost", "error", error={"type": "E", "message": "m"}, seconds=0.04))
+    row(2, 2, SimpleNamespace(name="[b]ghost[/b]", status="error", seconds=0.04))  # no markup
+    want = [
+        "[1/2] gpt: ok (1.2 s)",
+        "[2/2] ghost: error (0.0 s)",
+        "[2/2] [b]ghost[/b]: error (0.0 s)",
+    ]
     assert capsys.readouterr().err.splitlines() == want
-    Progress.rows(quiet=True)(1, 1, {"name": "gpt", "status": "ok", "seconds": 1.0})
+    Progress.rows(quiet=True)(1, 1, _row("ghost", "error", error={"type": "E", "message": "m"}))
     assert capsys.readouterr().err == ""
 
 

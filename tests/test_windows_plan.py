@@ -142,6 +142,11 @@ def _entry(family: str, ctx_len, stride) -> Entry:
     return Entry.model_validate(doc)
 
 
+def _options(e: Entry):
+    """The entry's options of the lm kind, read as the zoo reads them."""
+    return lm_kind.DEFINITION.read_options(e)
+
+
 def _cli(m: single.LoadedLM, ids, ctx_len, stride):
     """The CLI's windows for ``m`` (tinyllm.eval.single.windows), then what scoring checks."""
     c, s = single.windows(m, ctx_len, stride)
@@ -182,7 +187,7 @@ def test_cli_zoo_and_family_ask_an_hf_model_for_the_same_windows(
         m = single.open_lm(hf=HERE)
         cli = _outcome(lambda: _cli(m, ids, ctx_len, stride))
         e = _entry("hf", ctx_len, stride)
-        zoo_path = _outcome(lambda: lm_kind.lm_token_nlls(model, ids, e))
+        zoo_path = _outcome(lambda: lm_kind.lm_token_nlls(model, ids, e, _options(e)))
         family = _outcome(lambda: hf_family.token_nlls(model, ids, ctx_len, stride))
     assert cli == zoo_path == family
 
@@ -201,9 +206,8 @@ def test_cli_zoo_and_family_ask_our_gpt_for_the_same_windows(block, ctx_len, str
     with mock.patch.object(gpt.windows, "token_nlls", _scoring_checks):
         m = single.LoadedLM(model, "gpt", gpt, 256, windows.model_context(model), {}, "x")
         cli = _outcome(lambda: _cli(m, ids, ctx_len, stride))
-        zoo_path = _outcome(
-            lambda: lm_kind.lm_token_nlls(model, ids, _entry("gpt", ctx_len, stride))
-        )
+        e = _entry("gpt", ctx_len, stride)
+        zoo_path = _outcome(lambda: lm_kind.lm_token_nlls(model, ids, e, _options(e)))
         family = _outcome(lambda: gpt.token_nlls(model, ids, ctx_len, stride))
     assert cli == zoo_path == family
 

@@ -125,15 +125,16 @@ class Progress:
             self._line()
 
     @staticmethod
-    def rows(quiet: bool = False) -> Callable[[int, int, dict], None]:
+    def rows(quiet: bool = False) -> Callable[[int, int, Any], None]:
         """:func:`tinyllm.eval.zoo.run_zoo`'s ``progress``: ``[i/total] <name>: <status> (<s> s)``
-        on stderr as each entry is scored; nothing with ``quiet``."""
+        on stderr as each entry is scored, ``r`` its :class:`tinyllm.report.Row`; nothing with
+        ``quiet``."""
         err = Console(stderr=True)
 
-        def row(i: int, total: int, r: dict) -> None:
+        def row(i: int, total: int, r: Any) -> None:
             if not quiet:
                 err.print(
-                    f"[{i}/{total}] {r['name']}: {r['status']} ({r['seconds']:.1f} s)",
+                    f"[{i}/{total}] {r.name}: {r.status} ({r.seconds:.1f} s)",
                     markup=False,
                     highlight=False,
                 )

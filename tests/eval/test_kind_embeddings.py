@@ -133,7 +133,9 @@ def test_spearman_equals_scipy_on_the_in_vocabulary_pairs(tmp_path):
     ]
     pairs += [("w1", "oov", 2.0), ("oov2", "w3", 1.0)]  # ties in the human scores, too
     path = write_pairs(tmp_path / "p.txt", pairs)
-    scored = kind.score(entry("x", tmp_path, path), model, path, np.random.default_rng(0))
+    scored = kind.score(
+        entry("x", tmp_path, path), model, path, np.random.default_rng(0), kind.Options()
+    )
     cos = [
         float(vecs[a] @ vecs[b] / (np.linalg.norm(vecs[a]) * np.linalg.norm(vecs[b])))
         for a, b, _ in pairs[:60]
@@ -164,7 +166,7 @@ def test_same_spearman_and_oov_as_gensims_evaluate_word_pairs(hand_case, tmp_pat
         str(w2v.save_word2vec(vecs, tmp_path / "v.txt")), binary=False
     )
     _, (g_rho, _), g_oov = kv.evaluate_word_pairs(str(path), delimiter=" ")
-    scored = kind.score(entry("x", ckpt, path), w2v.from_vectors(vecs), path, None)
+    scored = kind.score(entry("x", ckpt, path), w2v.from_vectors(vecs), path, None, kind.Options())
     assert scored.interval.value == pytest.approx(g_rho, abs=1e-6)
     assert 100 * scored.details["oov_pairs"] / scored.details["pairs"] == pytest.approx(g_oov)
 

@@ -115,7 +115,7 @@ def test_score_asks_for_p_015_and_reports_the_details_by_hand(tmp_path, monkeypa
     sentences = ["abcdefghijklmnopqrstuvw", "the cat sat on the mat", "on the log"] * 4
     rows = [Row("train", "zz", "-")] + [Row("val", x, "-") for x in sentences]
     e, path = _rows_entry(tmp_path, rows)
-    s = mlm.score(e, STUB, path, np.random.default_rng(0))
+    s = mlm.score(e, STUB, path, np.random.default_rng(0), mlm.Options())
     assert seen == {"texts": sentences, "p": 0.15}
     enc = bert.encode_rows(sentences, 24)
     _, sel = bert.mask_rows(enc, np.random.default_rng(0), 0.15)
@@ -142,7 +142,7 @@ def test_score_asks_for_p_015_and_reports_the_details_by_hand(tmp_path, monkeypa
     # the masked bytes of one row only: one unit, an error naming the file and the rows
     e1, path1 = _rows_entry(tmp_path, [Row("val", "abcdefghijklmnopqrstuvw", "-")])
     with pytest.raises(ValueError) as ei:
-        mlm.score(e1, STUB, path1, np.random.default_rng(0))
+        mlm.score(e1, STUB, path1, np.random.default_rng(0), mlm.Options())
     assert str(ei.value) == (
         f"{path1}: val rows: expected masked bytes in at least 2 rows (the rows are the units "
         "of the interval), got them in 1 row of 1"
@@ -152,7 +152,7 @@ def test_score_asks_for_p_015_and_reports_the_details_by_hand(tmp_path, monkeypa
         bert, "mlm_accuracy", lambda m, t, r, p: (np.zeros(0), np.zeros(0, dtype=np.int64))
     )
     with pytest.raises(ValueError) as ei:
-        mlm.score(e, STUB, path, np.random.default_rng(0))
+        mlm.score(e, STUB, path, np.random.default_rng(0), mlm.Options())
     assert str(ei.value) == f"{path}: expected at least one masked byte in the val rows, got none"
 
 
@@ -160,4 +160,4 @@ def test_positions_that_are_not_the_masks_of_the_entry_rng_are_refused(tmp_path,
     monkeypatch.setattr(bert, "mlm_accuracy", lambda m, t, r, p: (np.ones(2), np.array([97, 98])))
     e, path = _rows_entry(tmp_path, [Row("val", "the cat sat on the mat", "-")] * 3)
     with pytest.raises(ValueError, match="mlm units: expected the masks of the entry's rng"):
-        mlm.score(e, STUB, path, np.random.default_rng(0))
+        mlm.score(e, STUB, path, np.random.default_rng(0), mlm.Options())

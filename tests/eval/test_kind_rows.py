@@ -49,7 +49,8 @@ def test_a_file_without_val_rows_is_refused_naming_it(kind, tmp_path):
     path = write_rows(tmp_path / "r.jsonl", [Row("train", "zz", "-")])
     e = Entry.model_validate({"name": "m", "family": "bert", "checkpoint": "x", "data": "r"})
     with pytest.raises(ValueError) as ei:
-        ROW_KINDS[kind][1].score(e, None, path, np.random.default_rng(0))
+        module = ROW_KINDS[kind][1]
+        module.score(e, None, path, np.random.default_rng(0), module.Options())
     assert str(ei.value) == f"{path}: expected rows of split 'val', got only splits ['train']"
 
 

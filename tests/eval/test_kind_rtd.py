@@ -66,7 +66,7 @@ def test_details_by_hand_from_a_known_detection(tmp_path, monkeypatch):
     monkeypatch.setattr(
         electra, "rtd_accuracy", _detection([1, 1, 0, 1], [0, 1, 1, 0], [0, 1, 1, 1], [1, 0, 0])
     )
-    s = rtd.score(e, STUB, path, rng)
+    s = rtd.score(e, STUB, path, rng, rtd.Options())
     assert (s.interval.value, s.n, s.metric) == (0.75, 4, "acc")
     np.testing.assert_array_equal(s.units, [0, 0, 1, 1])  # two val rows of two bytes
     assert s.details == {
@@ -82,7 +82,7 @@ def test_details_by_hand_from_a_known_detection(tmp_path, monkeypatch):
     # every token replaced and caught: items 1111 vs 0000, D = [2, 2]: exact p = 2/4 over the
     # two rows (the test over tokens said 2/16: four tokens of two rows are not four draws)
     monkeypatch.setattr(electra, "rtd_accuracy", _detection([1] * 4, [1] * 4, [1] * 4, [0] * 4))
-    s = rtd.score(e, STUB, path, rng)
+    s = rtd.score(e, STUB, path, rng, rtd.Options())
     assert s.details["p_vs_always_original"] == 0.5
     assert s.details["baseline_always_original"] == 0.0
     # 40 tokens in 20 rows of 2 (2**20 patterns > 10,000: Monte Carlo signs from the entry's
@@ -92,7 +92,7 @@ def test_details_by_hand_from_a_known_detection(tmp_path, monkeypatch):
     correct, replaced = [1.0] * 40, [0] * 34 + [1] * 6  # right on 3 of the 6 replaced tokens
     correct[34:37] = [0.0] * 3
     monkeypatch.setattr(electra, "rtd_accuracy", _detection(correct, replaced, [1] * 40, [0] * 40))
-    s = rtd.score(e40, STUB, path40, np.random.default_rng(7))
+    s = rtd.score(e40, STUB, path40, np.random.default_rng(7), rtd.Options())
     want = stats.paired_difference(
         np.array(correct),
         1.0 - np.array(replaced, dtype=float),
@@ -105,7 +105,7 @@ def test_details_by_hand_from_a_known_detection(tmp_path, monkeypatch):
     e1, path1 = _rows_entry(tmp_path, [Row("val", "a", "-")], "electra")
     monkeypatch.setattr(electra, "rtd_accuracy", _detection([1], [0], [0], []))
     with pytest.raises(ValueError) as ei:
-        rtd.score(e1, STUB, path1, rng)
+        rtd.score(e1, STUB, path1, rng, rtd.Options())
     assert str(ei.value) == (
         f"{path1}: val rows: expected bytes in at least 2 rows (the rows are the units of the "
         "interval), got them in 1 row of 1"
@@ -113,5 +113,5 @@ def test_details_by_hand_from_a_known_detection(tmp_path, monkeypatch):
     # no counted token: an error naming the file
     monkeypatch.setattr(electra, "rtd_accuracy", _detection([], [], [], []))
     with pytest.raises(ValueError) as ei:
-        rtd.score(e, STUB, path, rng)
+        rtd.score(e, STUB, path, rng, rtd.Options())
     assert str(ei.value) == f"{path}: expected at least one byte in the val rows, got none"

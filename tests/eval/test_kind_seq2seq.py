@@ -107,7 +107,9 @@ def test_huge_eos_bias_scores_exactly_the_empty_targets(tmp_path):
     model = eos_model()
     hyps = seq2seq.translate_ids(model, [s for s, _ in PAIRS], beam=4)
     assert hyps == [[EOS]] * len(PAIRS)  # the model answers the empty string everywhere
-    scored = kind.score(entry("s", "seq2seq", "x", data), model, data, np.random.default_rng(0))
+    scored = kind.score(
+        entry("s", "seq2seq", "x", data), model, data, np.random.default_rng(0), kind.Options()
+    )
     want = [1.0 if t == "" else 0.0 for _, t in PAIRS]  # items 4 and 6 have empty targets
     assert scored.items.tolist() == want
     assert scored.interval.value == 2 / 6
@@ -122,7 +124,9 @@ def test_huge_eos_bias_scores_exactly_the_empty_targets(tmp_path):
 def test_copy_baseline_scores_the_pairs_spelled_alike(tmp_path):
     data = write_jsonl(tmp_path / "val.jsonl", PAIRS)
     model = copy_baseline.train(copy_baseline.Config(), PAIRS, seed=0)
-    scored = kind.score(entry("c", "copy", "x", data), model, data, np.random.default_rng(0))
+    scored = kind.score(
+        entry("c", "copy", "x", data), model, data, np.random.default_rng(0), kind.Options()
+    )
     assert scored.items.tolist() == [float(s == t) for s, t in PAIRS]  # Canada, Côte, ""
     assert scored.interval.value == 3 / 6
     for beam in (1, 2, 5):
@@ -143,17 +147,10 @@ def test_beam_comes_from_the_entry_options_default_4(tmp_path, monkeypatch):
     monkeypatch.setattr(copy_baseline, "translate_ids", spy)
     model = copy_baseline.Model(copy_baseline.Config())
     rng = np.random.default_rng(0)
-    assert kind.score(entry("c", "copy", "x", data), model, data, rng).details["beam"] == 4
-    assert kind.score(entry("c", "copy", "x", data, beam=2), model, data, rng).details["beam"] == 2
+    for e in (entry("c", "copy", "x", data), entry("c", "copy", "x", data, beam=2)):
+        opts = kind.DEFINITION.read_options(e)
+        assert kind.score(e, model, data, rng, opts).details["beam"] == (opts.beam or 4)
     assert seen == [4, 2]
-
-
-def test_window_and_split_options_are_refused(tmp_path):
-    data = write_jsonl(tmp_path / "val.jsonl", PAIRS)
-    model = copy_baseline.Model(copy_baseline.Config())
-    for opts in ({"ctx_len": 8}, {"split": "train"}):
-        with pytest.raises(ValueError, match="only the option 'beam'"):
-            kind.score(entry("c", "copy", "x", data, **opts), model, data, None)
 
 
 def test_kind_is_registered():
@@ -288,15 +285,15 @@ def test_read_pairs_skips_blank_lines_anywhere_and_reads_utf8_whatever_the_local
         kind.read_pairs(p)
 
 
-def test_refused_options_are_named_in_the_error(tmp_path):
+def test_window_and_split_options_are_refused_naming_them(tmp_path):
     data = write_jsonl(tmp_path / "val.jsonl", PAIRS)
-    model = copy_baseline.Model(copy_baseline.Config())
     for opts in ({"ctx_len": 8}, {"stride": 2}, {"split": "val"}):
         with pytest.raises(ValueError) as ei:
-            kind.score(entry("c", "copy", "x", data, **opts), model, data, None)
+            kind.DEFINITION.read_options(entry("c", "copy", "x", data, **opts))
+        (name,) = opts
         assert str(ei.value) == (
-            f"entry 'c': seq2seq entries take only the option 'beam', got {opts} "
-            "(the data file is the split that is scored)"
+            f"entry 'c': options.{name}: expected options of kind seq2seq (beam, device, dtype), "
+            f"got {name}"
         )
 
 
@@ -308,5 +305,5 @@ def test_a_family_that_answers_fewer_hypotheses_is_refused(tmp_path, monkeypatch
     )
     model = copy_baseline.Model(copy_baseline.Config())
     with pytest.raises(ValueError) as ei:
-        kind.score(entry("c", "copy", "x", data), model, data, None)
+        kind.score(entry("c", "copy", "x", data), model, data, None, kind.Options())
     assert str(ei.value) == "copy.translate_ids: expected 6 hypotheses, got 5"

@@ -208,7 +208,7 @@ def test_every_kind_has_a_hand_worked_case():
 def test_a_kind_scores_its_hand_worked_case(name, tmp_path, monkeypatch):
     kind = KINDS[name]
     entry, model, data, want = CASES[name](tmp_path, monkeypatch)
-    s = kind.score(entry, model, data, np.random.default_rng(0))
+    s = kind.score(entry, model, data, np.random.default_rng(0), kind.read_options(entry))
     assert (s.metric, s.method) == (want.metric, want.method) and (s.metric, s.method) in kind.rows
     got = (s.interval.value, s.interval.lo, s.interval.hi)
     assert got == pytest.approx((want.value, want.lo, want.hi), abs=1e-6)

@@ -28,7 +28,7 @@ def test_mlm_baseline_is_the_most_frequent_byte_scored_per_position(tmp_path, mo
     monkeypatch.setattr(bert, "mlm_accuracy", _masked_answer(lambda k: k % 2 == 0))
     sentences = ["eeeeeeeeeeeeeeeeeeeee", "a b c d e f g h i j"] * 3
     e, path = _rows_entry(tmp_path, [Row("val", x, "-") for x in sentences])
-    s = mlm.score(e, STUB, path, np.random.default_rng(0))
+    s = mlm.score(e, STUB, path, np.random.default_rng(0), mlm.Options())
     enc = bert.encode_rows(sentences, 24)
     _, sel = bert.mask_rows(enc, np.random.default_rng(0), 0.15)
     targets = enc[sel]
@@ -45,7 +45,7 @@ def test_rtd_baseline_is_always_original_per_token(tmp_path, monkeypatch):
         electra, "rtd_accuracy", _detection([1, 1, 0, 1], [0, 1, 1, 0], [0, 1, 1, 1], [1, 0, 0])
     )
     e, path = _rows_entry(tmp_path, ROWS, "electra")
-    s = rtd.score(e, STUB, path, np.random.default_rng(0))
+    s = rtd.score(e, STUB, path, np.random.default_rng(0), rtd.Options())
     assert s.baseline.name == "always original" and s.baseline.value == 0.5
     np.testing.assert_array_equal(s.baseline.items, [1.0, 0.0, 0.0, 1.0])  # 1 - replaced
 
@@ -192,7 +192,9 @@ def test_seq2seq_copy_baseline_by_hand_and_equal_to_the_copy_family(tmp_path):
     # the copy family's own exact-match items are the baseline's items on the same pairs
     data = write_jsonl(tmp_path / "val.jsonl", PAIRS)
     model = copy_baseline.train(copy_baseline.Config(), PAIRS, seed=0)
-    s = seq2seq.score(s2s_entry("c", "copy", "x", data), model, data, np.random.default_rng(0))
+    s = seq2seq.score(
+        s2s_entry("c", "copy", "x", data), model, data, np.random.default_rng(0), seq2seq.Options()
+    )
     np.testing.assert_array_equal(s.baseline.items, s.items)
     # the copy family against copy: a tie
     assert baselines.paired_verdict(s.items, s.baseline.items, direction="higher")["p"] == 1.0

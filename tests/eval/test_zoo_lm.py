@@ -27,6 +27,7 @@ from zoo_helpers import (  # same folder: pytest puts it on sys.path
 
 from tinyllm import stats
 from tinyllm.eval import zoo
+from tinyllm.eval.kinds import lm as lm_kind
 from tinyllm.models import FAMILIES
 from tinyllm.report import Entry, sha256_path
 from tinyllm.tokens import read_tokens, write_tokens
@@ -181,6 +182,10 @@ class _UniformHF:
         return torch.zeros(*ids.shape, 256)
 
 
+NO_OPTIONS = lm_kind.Options()
+"""An lm entry's options when it sets none."""
+
+
 def _hf_entry(**options) -> Entry:
     d = {"name": "h", "family": "hf", "checkpoint": "x", "data": "d"}
     return Entry.model_validate(d | ({"options": options} if options else {}))
@@ -193,21 +198,21 @@ def test_hf_context_length_from_whichever_config_field_it_has():
     # ctx 8, default stride 8 // 2 = 4: windows [0,8) [4,12) [8,16) [12,20)
     for key in ("n_positions", "max_position_embeddings", "n_ctx"):
         m = _UniformHF(vocab_size=256, **{key: 8})
-        nlls = lm_token_nlls(m, ids, _hf_entry())
+        nlls = lm_token_nlls(m, ids, _hf_entry(), NO_OPTIONS)
         np.testing.assert_allclose(nlls, np.full(19, math.log(256.0)), rtol=1e-6)
         assert nlls.dtype == np.float64 and m.calls == [8, 8, 8, 8], key
     # the first usable field wins; None or a length below 2 is skipped
     m = _UniformHF(vocab_size=256, n_positions=None, max_position_embeddings=1, n_ctx=12)
-    lm_token_nlls(m, ids, _hf_entry())
+    lm_token_nlls(m, ids, _hf_entry(), NO_OPTIONS)
     assert sorted(m.calls) == [8, 12, 12]  # ctx 12, stride 6: [0,12) [6,18) [12,20)
     m = _UniformHF(vocab_size=256, n_positions=2)  # the smallest window: stride max(1, 1) = 1
-    lm_token_nlls(m, ids[:5], _hf_entry())
+    lm_token_nlls(m, ids[:5], _hf_entry(), NO_OPTIONS)
     assert m.calls == [2, 2, 2, 2]
     m = _UniformHF(vocab_size=256, n_positions=3)  # 3 // 2 = 1: windows [0,3) [1,4) [2,5)
-    lm_token_nlls(m, ids[:5], _hf_entry())
+    lm_token_nlls(m, ids[:5], _hf_entry(), NO_OPTIONS)
     assert m.calls == [3, 3, 3]
     with pytest.raises(ValueError) as ei:
-        lm_token_nlls(_UniformHF(vocab_size=256, n_positions=1), ids, _hf_entry())
+        lm_token_nlls(_UniformHF(vocab_size=256, n_positions=1), ids, _hf_entry(), NO_OPTIONS)
     assert str(ei.value) == (
         "hf model: expected a context length in its config (n_positions or "
         "max_position_embeddings), got none; set options.ctx_len"
@@ -220,7 +225,7 @@ def test_hf_vocabulary_check_names_the_size_it_read():
     ids = np.arange(10, dtype=np.uint8)
     for config, got in (({}, 0), ({"vocab_size": None}, 0), ({"vocab_size": 255}, 255)):
         with pytest.raises(ValueError) as ei:
-            lm_token_nlls(_UniformHF(n_positions=8, **config), ids, _hf_entry())
+            lm_token_nlls(_UniformHF(n_positions=8, **config), ids, _hf_entry(), NO_OPTIONS)
         assert str(ei.value) == (
             "hf model: expected a vocabulary of at least 256 ids (the data are byte ids "
             f"0..255), got vocab_size={got}"
@@ -261,7 +266,7 @@ def test_a_family_token_nlls_gets_window_options_only_when_it_declares_windows(m
 
     monkeypatch.setitem(kind.FAMILIES, "fake", types.SimpleNamespace(token_nlls=only_ctx))
     e = Entry.model_validate({"name": "f", "family": "fake", "checkpoint": "x", "data": "d"})
-    out = kind.lm_token_nlls(None, ids, e)
+    out = kind.lm_token_nlls(None, ids, e, NO_OPTIONS)
     assert out.dtype == np.float64 and out.tolist() == [1.0] * 9
 
     calls = []
@@ -271,11 +276,11 @@ def test_a_family_token_nlls_gets_window_options_only_when_it_declares_windows(m
         return np.ones(len(ids) - 1)
 
     monkeypatch.setitem(kind.FAMILIES, "fake", types.SimpleNamespace(token_nlls=both))
-    kind.lm_token_nlls(None, ids, e)
+    kind.lm_token_nlls(None, ids, e, NO_OPTIONS)
     declared = types.SimpleNamespace(token_nlls=both, WINDOWED=True, ARCH="fake")
     monkeypatch.setitem(kind.FAMILIES, "fake", declared)
     model = types.SimpleNamespace(cfg=types.SimpleNamespace(block_size=8))
-    kind.lm_token_nlls(model, ids, e)
+    kind.lm_token_nlls(model, ids, e, NO_OPTIONS)
     assert calls == [(None, None), (8, 4)]  # the model's context, half of it
 
     def wrong_shape(model, ids):
@@ -283,7 +288,7 @@ def test_a_family_token_nlls_gets_window_options_only_when_it_declares_windows(m
 
     monkeypatch.setitem(kind.FAMILIES, "fake", types.SimpleNamespace(token_nlls=wrong_shape))
     with pytest.raises(ValueError) as ei:
-        kind.lm_token_nlls(None, ids, e)
+        kind.lm_token_nlls(None, ids, e, NO_OPTIONS)
     assert str(ei.value) == ("fake.token_nlls: expected float64[9] (tokens 1..n-1), got shape (8,)")
 
 

@@ -16,7 +16,7 @@ from zoo_helpers import (  # same folder: pytest puts it on sys.path
 )
 
 from tinyllm.eval import kinds, zoo
-from tinyllm.report import Entry, sha256_path, validate_report
+from tinyllm.report import Entry, Row, sha256_path, validate_report
 
 
 def test_entry_rng_depends_on_seed_and_name_only():
@@ -36,7 +36,7 @@ def _spy_scorer(calls: list):
     float32 per-item scores: what score_entry does with an entry's rng and items is visible."""
     from tinyllm.stats import Interval
 
-    def score(entry, model, data_path, rng):
+    def score(entry, model, data_path, rng, opts):
         calls.append(entry.name)
         v = float(rng.random())
         items = np.array([v, 1.0 - v], dtype=np.float32)
@@ -192,7 +192,7 @@ def test_the_entry_rng_reaches_the_scorer_and_items_become_float64(tmp_path, mon
 def test_a_scorer_without_items_gives_a_row_without_items(tmp_path, monkeypatch):
     from tinyllm.stats import Interval
 
-    def no_items(entry, model, data_path, rng):
+    def no_items(entry, model, data_path, rng, opts):
         return kinds.Scored("bpb", Interval(1.0, 0.5, 1.5), "student_t", 3, None, {})
 
     monkeypatch.setitem(kinds.SCORERS, "lm", no_items)
@@ -223,15 +223,16 @@ def test_base_dir_overrides_the_manifest_folder(tmp_path):
     assert zoo.run_zoo({"entries": [entry]}, base_dir=tmp_path).rows[0].value == 8.0
 
 
-def test_progress_is_called_after_each_entry_with_its_position(tmp_path):
+def test_progress_is_called_after_each_entry_with_its_position_and_typed_row(tmp_path):
     entry = uniform_bigram(tmp_path)
     entries = [dict(entry, name=n) for n in ("a", "b", "c")]
     seen = []
     report = zoo.run_zoo(
         {"entries": entries}, base_dir=tmp_path, progress=lambda i, n, r: seen.append((i, n, r))
     )
-    assert [(i, n, r["name"]) for i, n, r in seen] == [(1, 3, "a"), (2, 3, "b"), (3, 3, "c")]
-    assert [r["value"] for _, _, r in seen] == [row.value for row in report.rows] == [8.0] * 3
+    assert [(i, n, r.name) for i, n, r in seen] == [(1, 3, "a"), (2, 3, "b"), (3, 3, "c")]
+    assert all(isinstance(r, Row) for _, _, r in seen)
+    assert [r.value for _, _, r in seen] == [row.value for row in report.rows] == [8.0] * 3
     for name in ("a", "b", "c"):  # the report keeps each entry's own per-token NLLs
         np.testing.assert_allclose(report.item_scores[name], np.full(18, math.log(256.0)))
 

@@ -72,7 +72,7 @@ def test_deterministic_failures_stay_rows_when_transient_ones_are_raised(zoo_dir
 
 
 def test_transient_failures_are_rows_unless_the_caller_retries_them(tmp_path, monkeypatch):
-    def flaky(entry, model, data_path, rng):
+    def flaky(entry, model, data_path, rng, opts):
         raise TimeoutError("store timed out")
 
     monkeypatch.setitem(kinds.SCORERS, "lm", flaky)

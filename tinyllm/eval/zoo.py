@@ -24,13 +24,16 @@ tasks return, and ``Report.to_json``) and where one comes back in (:func:`build_
 :func:`build_run_report` take either, validating a dict into a Row).
 
 ``score_entry`` never raises for a bad entry: an exception while loading or scoring becomes a row
-with ``status: "error"`` and its type and message; an unknown family (or a kind that has no
-scorer yet) a row with ``status: "skipped"`` and the reason. Each entry's randomness comes from
+with ``status: "error"`` and its type and message, and so does an entry option its kind does
+not read (:meth:`tinyllm.eval.kinds.common.Kind.read_options`); an unknown family (or a kind
+that has no scorer yet) a row with ``status: "skipped"`` and the reason. Each entry's randomness comes from
 :func:`entry_rng` ``(seed, name)``, so rows do not depend on the order (or the parallelism) in
 which entries are scored.
 
 Scoring is done per kind by ``tinyllm/eval/kinds/`` (one module per kind, the same names in
-each; :data:`tinyllm.eval.kinds.SCORERS` is built from that folder's explicit list). This module
+each; :data:`tinyllm.eval.kinds.KINDS` and its view :data:`~tinyllm.eval.kinds.SCORERS` are
+built from that folder's explicit list): the zoo reads an entry's options of its kind once and
+hands them to the kind's scorer. This module
 keeps the dispatch, loading and the report. A Hugging Face folder is the ``hf`` family
 (:mod:`tinyllm.models.hf`), dispatched like any other.
 """
@@ -53,7 +56,7 @@ import numpy as np
 from tinyllm import __version__, baselines, safeio
 from tinyllm.checkpoint import CONFIG_NAME, MAX_CONFIG_BYTES, read_single_metadata
 from tinyllm.checkpoint import read_config as read_checkpoint_config
-from tinyllm.eval.kinds import METRIC_OF_KIND, SCORERS, Scored
+from tinyllm.eval.kinds import KINDS, METRIC_OF_KIND, SCORERS, Scored
 from tinyllm.eval.kinds.lmeval import entry_data_sha256
 from tinyllm.eval.report_files import (
     save_npy,
@@ -145,11 +148,6 @@ def load_model(path: str | os.PathLike, *, device: Any = None, dtype: Any = None
     if arch == hf.ARCH:
         return hf.load(p, device=dev, dtype=dt)
     return place_checkpoint(_family_module(arch).load(p), arch, dev, dt, str(p))
-
-
-# ---- kinds: one scorer per kind in tinyllm/eval/kinds/ ----------------------------------------
-
-Scorer = Callable[[Entry, Any, Path, np.random.Generator], Scored]
 
 
 # ---- one entry ---------------------------------------------------------------------------------
@@ -470,6 +468,7 @@ def score_entry_row(
         reason = f"no scorer for kind {kind!r} yet"
         return EntryRow(Row(**(fields | {"status": "skipped", "reason": reason})), None, None, None)
     try:
+        opts = KINDS[kind].read_options(entry)  # an option its kind does not read: an error row
         rng = entry_rng(seed, entry.name)
         ckpt = resolve_input(entry, "checkpoint", base_dir)
         data = resolve_input(entry, "data", base_dir)
@@ -484,7 +483,7 @@ def score_entry_row(
                 f"{config['tl_arch']!r} in {ckpt}"
             )
         model = load_model(ckpt, device=entry.options.device, dtype=entry.options.dtype)
-        scored = SCORERS[kind](entry, model, data, rng)
+        scored = SCORERS[kind](entry, model, data, rng, opts)
         base_field, verdict, base_items = baselines.row_fields(scored, entry.name, rng)
     except Exception as exc:  # every failure is a row; the rest of the zoo is still scored
         if raise_transient and is_transient(exc):
@@ -636,7 +635,7 @@ def run_zoo(
     *,
     release: str | None = None,
     base_dir: str | os.PathLike | None = None,
-    progress: Callable[[int, int, dict], None] | None = None,
+    progress: Callable[[int, int, Row], None] | None = None,
 ) -> Report:
     """Score every entry of ``manifest`` (a path, a parsed document or a :class:`Manifest`) in
     this process, in manifest order, and return the :class:`Report` (per-item scores attached;
@@ -646,8 +645,8 @@ def run_zoo(
     :class:`tinyllm.report.ManifestError` before anything is scored. Paths in it are relative to
     ``base_dir`` (default: the manifest file's folder, or the current folder for an in-memory
     manifest). ``seed`` is recorded in the report; when ``rng`` is given the seed is drawn from it
-    instead. ``progress(i, total, row)`` is called after each entry with the row's document
-    (:func:`row_json`).
+    instead. ``progress(i, total, row)`` is called after each entry with its typed row
+    (:class:`tinyllm.report.Row`).
     """
     m, base = _resolve_manifest(manifest, base_dir)
     if rng is not None:
@@ -662,5 +661,5 @@ def run_zoo(
             if getattr(res, key) is not None:
                 kept[entry.name] = getattr(res, key)
         if progress is not None:
-            progress(i + 1, len(m.entries), row_json(res.row))
+            progress(i + 1, len(m.entries), res.row)
     return build_report(m, rows, seed=seed, release=release, **arrays)

@@ -21,7 +21,13 @@ import numpy as np
 from tinyllm import metrics
 from tinyllm.baselines import Baseline, proportion_baseline
 from tinyllm.data import Row, read_rows, rows_of_split
-from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Kind, Scored, proportion_scored
+from tinyllm.eval.kinds.common import (
+    PROPORTION_INTERVAL,
+    Kind,
+    Scored,
+    options_model,
+    proportion_scored,
+)
 from tinyllm.models import classifier as classifier_model
 from tinyllm.report import Entry
 
@@ -29,6 +35,10 @@ KIND = "classifier"
 METRIC = metrics.ACC.name
 INTERVAL = PROPORTION_INTERVAL
 SPLIT = "val"
+
+Options = options_model(KIND, "split")
+"""The entry options the classifier kind reads: ``split``, which may only name :data:`SPLIT`
+(the split a plain checkpoint scores)."""
 
 
 def majority_baseline(labels: list[str]) -> dict:
@@ -93,7 +103,7 @@ def _scored_rows(model, rows: list[Row], data_path: Path) -> tuple[str, list[Row
     return "cross-fit", rows, [r.fold for r in rows]
 
 
-def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+def score(entry: Entry, model, data_path: Path, rng: np.random.Generator, opts: Options) -> Scored:
     """Accuracy ``acc = (1/n) sum_i [predict_{c(i)}(s_i) == y_i]`` over the ``n`` scored rows of
     ``data_path``, Wilson 95% interval, per-row 0/1 items in file order. Deterministic: ``rng``
     is not used.
@@ -112,10 +122,10 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     scored 0), ``checkpoint`` (what the checkpoint holds and which classifier ``predict`` uses).
     Baseline: :func:`training_majority_baseline` on the same rows.
     """
-    if entry.options.split not in (None, SPLIT):
+    if opts.split not in (None, SPLIT):
         raise ValueError(
             f"entry {entry.name!r}: expected options.split {SPLIT!r} (classifier rows are scored "
-            f"on val only), got {entry.options.split!r}"
+            f"on val only), got {opts.split!r}"
         )
     rows = read_rows(data_path)
     scoring, scored, by = _scored_rows(model, rows, data_path)
@@ -158,5 +168,5 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     return proportion_scored(METRIC, correct, details, baseline)
 
 
-DEFINITION = Kind(KIND, METRIC, INTERVAL, score, options=("split",))
+DEFINITION = Kind(KIND, METRIC, INTERVAL, score, options=Options)
 """The classifier kind (:class:`tinyllm.eval.kinds.common.Kind`)."""

@@ -1,4 +1,5 @@
-"""What every kind shares: its definition (:class:`Kind`), what its scorer returns
+"""What every kind shares: its definition (:class:`Kind`), its options model
+(:class:`KindOptions`, built by :func:`options_model`), what its scorer returns
 (:class:`Scored`, its trivial baseline a :class:`tinyllm.baselines.Baseline`), the 0/1 accuracy
 row and the val rows of a rows file scored with each row a unit (:func:`val_sentences`,
 :func:`check_row_units`).
@@ -20,10 +21,12 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, create_model, model_validator
 
 from tinyllm import metrics
 from tinyllm.baselines import Baseline
 from tinyllm.data import read_rows, rows_of_split
+from tinyllm.report import Entry, EntryOptions
 from tinyllm.stats import ESTIMATORS, Interval, Method, as_units, read_method, wilson_interval
 
 PROPORTION_INTERVAL = Method.WILSON
@@ -34,8 +37,51 @@ CLUSTERED_PROPORTION_INTERVAL = Method.CLUSTER_RATIO
 
 
 Scorer = Callable[..., "Scored"]
-"""``score(entry, model, data_path, rng) -> Scored``: a kind's scorer; ``rng`` is the entry's own
-generator (:func:`tinyllm.eval.zoo.entry_rng`): every random draw comes from it."""
+"""``score(entry, model, data_path, rng, opts) -> Scored``: a kind's scorer; ``rng`` is the
+entry's own generator (:func:`tinyllm.eval.zoo.entry_rng`): every random draw comes from it;
+``opts`` the entry's options of the kind (:meth:`Kind.read_options`, read once by the zoo)."""
+
+ZOO_OPTIONS = ("device", "dtype")
+"""The entry options the zoo reads for every kind (where and in which dtype the model is
+loaded); no kind's options model holds them."""
+
+
+class KindOptions(BaseModel):
+    """A kind's options model, and the model of a kind that reads no option: frozen, strict,
+    unknown fields refused. A kind's own is built by :func:`options_model`; the cross-field
+    rules of :class:`tinyllm.report.EntryOptions` (``stride < ctx_len``) hold over its fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    @model_validator(mode="after")
+    def _entry_rules(self) -> KindOptions:
+        EntryOptions(**self.model_dump())  # the manifest's rules, written once there
+        return self
+
+
+def options_model(kind: str, *names: str) -> type[KindOptions]:
+    """The options model of ``kind``: the fields ``names`` of
+    :class:`tinyllm.report.EntryOptions`, each with its type, bounds and description as written
+    there (the manifest's schema is generated from that one model).
+
+    Example: ``options_model("seq2seq", "beam")`` -> ``Seq2seqOptions``, whose ``beam`` is an
+    int >= 1 or None; ``Seq2seqOptions(beam=0)`` and ``Seq2seqOptions(split="val")`` are
+    refused (pydantic's ValidationError).
+    """
+    fields = EntryOptions.model_fields
+    bad = [n for n in names if n not in fields or n in ZOO_OPTIONS]
+    if bad:
+        raise ValueError(
+            f"kind {kind!r}: expected options among {[f for f in fields if f not in ZOO_OPTIONS]} "
+            f"(tinyllm.report.EntryOptions), got {bad}"
+        )
+    return create_model(
+        f"{kind[:1].upper()}{kind[1:]}Options",
+        __base__=KindOptions,
+        __module__=__name__,
+        __doc__=f"The entry options the {kind} kind reads (tinyllm.report.EntryOptions).",
+        **{n: (fields[n].annotation, fields[n]) for n in names},
+    )
 
 
 @dataclass(frozen=True)
@@ -52,17 +98,18 @@ class Kind:
       (:data:`tinyllm.stats.ESTIMATORS`), one of its metric's ``intervals``, called with
       ``interval_options`` (keyword arguments of :func:`tinyllm.stats.estimate`);
     * ``score``: its :data:`Scorer`;
-    * ``options``: the manifest entry options it reads (fields of
-      :class:`tinyllm.report.EntryOptions`; ``device`` and ``dtype`` are the zoo's, for every
-      kind);
+    * ``options``: its options model (:func:`options_model`: the manifest entry options it
+      reads, fields of :class:`tinyllm.report.EntryOptions`; ``device`` and ``dtype`` are the
+      zoo's, for every kind, :data:`ZOO_OPTIONS`); :meth:`read_options` reads an entry's;
     * ``also``: the other ``(metric, interval)`` pairs a row of it may carry (a proportion
       whose units are single items has Wilson's interval; an embeddings analogy file reports
       acc); :attr:`rows` lists them all, :attr:`metrics` and :attr:`intervals` each once;
     * ``nan_items``: its items may be NaN (a pair out of vocabulary), so compare checks their
       coverage.
 
-    Example: the lm kind is ``Kind("lm", "bpb", Method.CLUSTER_RATIO, score, options=("ctx_len",
-    "stride", "doc_sep"))``: ``direction`` ``"lower"``, ``item_scale`` ``1 / ln 2``.
+    Example: the lm kind is ``Kind("lm", "bpb", Method.CLUSTER_RATIO, score,
+    options=options_model("lm", "ctx_len", "stride", "doc_sep"))``: ``direction`` ``"lower"``,
+    ``item_scale`` ``1 / ln 2``.
     """
 
     name: str
@@ -70,7 +117,7 @@ class Kind:
     interval: Method
     score: Scorer = field(repr=False)
     interval_options: Mapping[str, Any] = field(default_factory=dict)
-    options: tuple[str, ...] = ()
+    options: type[KindOptions] = KindOptions
     also: tuple[tuple[str, Method], ...] = ()
     nan_items: bool = False
 
@@ -79,6 +126,11 @@ class Kind:
         set_(self, "interval", read_method(self.interval))
         set_(self, "interval_options", MappingProxyType(dict(self.interval_options)))
         set_(self, "also", tuple((m, read_method(i)) for m, i in self.also))
+        if not (isinstance(self.options, type) and issubclass(self.options, KindOptions)):
+            raise ValueError(
+                f"kind {self.name!r}: expected an options model (options_model), "
+                f"got {self.options!r}"
+            )
         for m, i in self.rows:
             if m not in metrics.METRICS:
                 raise ValueError(
@@ -94,6 +146,25 @@ class Kind:
                     f"kind {self.name!r}: expected an interval of {m} among "
                     f"{list(metrics.METRICS[m].intervals)} (tinyllm.metrics), got {str(i)!r}"
                 )
+
+    def read_options(self, entry: Entry) -> KindOptions:
+        """``entry``'s options of this kind (an instance of :attr:`options`): the options it
+        sets (not null) but :data:`ZOO_OPTIONS`. An option this kind does not read is refused,
+        a ValueError the zoo makes the entry's error row.
+
+        Example: an lm entry with ``options: {beam: 4}`` -> ValueError "entry 'x':
+        options.beam: expected options of kind lm (ctx_len, stride, doc_sep, device, dtype),
+        got beam".
+        """
+        given = {k: v for k, v in entry.options if v is not None and k not in ZOO_OPTIONS}
+        unread = [k for k in given if k not in self.options.model_fields]
+        if unread:
+            read = [*self.options.model_fields, *ZOO_OPTIONS]
+            raise ValueError(
+                f"entry {entry.name!r}: {', '.join(f'options.{k}' for k in unread)}: expected "
+                f"options of kind {self.name} ({', '.join(read)}), got {', '.join(unread)}"
+            )
+        return self.options(**given)
 
     @property
     def rows(self) -> tuple[tuple[str, Method], ...]:

@@ -39,7 +39,13 @@ from scipy.stats import pearsonr
 
 from tinyllm import metrics
 from tinyllm.baselines import Baseline
-from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Kind, Scored, wilson_items
+from tinyllm.eval.kinds.common import (
+    PROPORTION_INTERVAL,
+    Kind,
+    Scored,
+    options_model,
+    wilson_items,
+)
 from tinyllm.models import FAMILIES
 from tinyllm.report import Entry
 from tinyllm.stats import ESTIMATORS, Method
@@ -52,6 +58,9 @@ ZERO_CORRELATION = Baseline("zero correlation", 0.0)
 ZERO_ACCURACY = Baseline("zero accuracy", 0.0)
 """An analogy row's baseline: never the right word (the Wilson test against 0)."""
 MIN_PAIRS = 4  # the Fisher z interval divides by sqrt(n - 3)
+
+Options = options_model(KIND)
+"""The embeddings kind reads no entry option."""
 NAN_ITEMS = True
 """Per-item scores follow the task file's items, NaN where the model does not cover one
 (tinyllm.compare_checks.COVERAGE_KINDS names this kind)."""
@@ -329,9 +338,10 @@ def score_analogies(entry: Entry, model, data_path: Path, rng: np.random.Generat
     )
 
 
-def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+def score(entry: Entry, model, data_path: Path, rng: np.random.Generator, opts: Options) -> Scored:
     """The row of ``data_path``: :func:`score_analogies` for an analogy file
-    (:func:`is_analogy_file`), else :func:`score_pairs` (a word-pairs file)."""
+    (:func:`is_analogy_file`), else :func:`score_pairs` (a word-pairs file); ``opts`` is empty
+    (:data:`Options`)."""
     if is_analogy_file(data_path):
         return score_analogies(entry, model, data_path, rng)
     return score_pairs(entry, model, data_path, rng)
@@ -342,6 +352,7 @@ DEFINITION = Kind(
     METRIC,
     INTERVAL,
     score,
+    options=Options,
     also=((ANALOGY_METRIC, ANALOGY_INTERVAL),),
     nan_items=NAN_ITEMS,
 )

@@ -22,7 +22,7 @@ import numpy as np
 
 from tinyllm import metrics
 from tinyllm.baselines import Baseline
-from tinyllm.eval.kinds.common import Kind, Scored
+from tinyllm.eval.kinds.common import Kind, Scored, options_model
 from tinyllm.eval.lm import summarize_nlls
 from tinyllm.eval.text import model_tokenizer, read_lm_tokens, text_details
 from tinyllm.eval.text_docs import (
@@ -48,30 +48,33 @@ METRIC = metrics.BPB.name
 INTERVAL = Method.CLUSTER_RATIO
 BYTE_CHECK_CHUNK = 1 << 20
 
+Options = options_model(KIND, "ctx_len", "stride", "doc_sep")
+"""The entry options the lm kind reads: its windows (``ctx_len``, ``stride``) and its
+documents (``doc_sep``)."""
 
-OPTIONS = ("options.ctx_len", "options.stride")
+WINDOW_OPTIONS = ("options.ctx_len", "options.stride")
 """The window options' names in a manifest entry (the errors of :func:`entry_windows`)."""
 
 
-def entry_windows(model, entry: Entry) -> WindowPlan | None:
+def entry_windows(model, entry: Entry, opts: Options) -> WindowPlan | None:
     """The windows the entry's model is scored in, by the rule the CLI and the families follow
     too (:func:`tinyllm.windows.resolve_windows`): for a family scored in windows (gpt, hf)
-    ``options.ctx_len`` (default the model's context, at most that) and ``options.stride``
-    (default ``max(1, ctx_len // 2)``); None for any other family, which refuses either option
-    (a ValueError naming the family; the row names the entry)."""
-    opts = entry.options
+    ``opts.ctx_len`` (default the model's context, at most that) and ``opts.stride`` (default
+    ``max(1, ctx_len // 2)``); None for any other family, which refuses either option (a
+    ValueError naming the family; the row names the entry). ``opts``: the entry's
+    :data:`Options`."""
     family = FAMILIES[entry.family]
-    return resolve_windows(family, model, opts.ctx_len, opts.stride, options=OPTIONS)
+    return resolve_windows(family, model, opts.ctx_len, opts.stride, options=WINDOW_OPTIONS)
 
 
-def lm_token_nlls(model, ids: np.ndarray, entry: Entry) -> np.ndarray:
+def lm_token_nlls(model, ids: np.ndarray, entry: Entry, opts: Options) -> np.ndarray:
     """Per-token NLLs (nats, float64[n-1], tokens 1..n-1) of ``ids`` under ``model``, computed by
     the entry's family's own ``token_nlls``: ``token_nlls(model, ids, ctx_len=C, stride=s)``
     with the windows of :func:`entry_windows` for a family scored in windows (gpt, hf),
     ``token_nlls(model, ids)`` for every other.
     """
     fn = FAMILIES[entry.family].token_nlls
-    plan = entry_windows(model, entry)
+    plan = entry_windows(model, entry, opts)
     if plan is None:
         nlls = fn(model, ids)
     else:
@@ -128,10 +131,10 @@ def _check_byte_tokens(ids: np.ndarray, path: Path) -> None:
             )
 
 
-def doc_sep_of(entry: Entry) -> str | None:
-    """The entry's document separator: ``options.doc_sep`` (``"none"``: no boundaries), else
+def doc_sep_of(entry: Entry, opts: Options) -> str | None:
+    """The entry's document separator: ``opts.doc_sep`` (``"none"``: no boundaries), else
     :data:`tinyllm.eval.text.DOC_SEP` (one document per line)."""
-    sep = getattr(entry.options, "doc_sep", None)
+    sep = opts.doc_sep
     try:
         return check_doc_sep(DOC_SEP if sep is None else sep)
     except ValueError as e:
@@ -150,7 +153,9 @@ def byte_doc_starts(ids: np.ndarray, sep: str | None) -> np.ndarray | None:
     return scan.starts(int(ids.size))
 
 
-def lm_data(model, entry: Entry, data_path: Path) -> tuple[np.ndarray, int, dict, Any]:
+def lm_data(
+    model, entry: Entry, data_path: Path, opts: Options
+) -> tuple[np.ndarray, int, dict, Any]:
     """``(ids, n_bytes, text details, units)`` of the entry's data in the model's own tokenizer.
 
     A byte model on a token file reads its ids as they are (a memmap, nothing copied): one token,
@@ -162,7 +167,7 @@ def lm_data(model, entry: Entry, data_path: Path) -> tuple[np.ndarray, int, dict
     run of :func:`doc_sep_of` (one per line by default; a token file of bytes alike).
     """
     tok = model_tokenizer(model, entry.family)
-    sep = doc_sep_of(entry)
+    sep = doc_sep_of(entry, opts)
     if isinstance(tok, ByteTokenizer) and is_token_file(data_path):
         ids = read_tokens(data_path)
         _check_byte_tokens(ids, data_path)
@@ -259,7 +264,7 @@ def lm_scored(
     )
 
 
-def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+def score(entry: Entry, model, data_path: Path, rng: np.random.Generator, opts: Options) -> Scored:
     """Bits per byte of ``model`` on the text ``data_path`` (UTF-8, or a token file of its
     bytes), in the model's own tokenizer, with its interval over the text's units
     (:func:`lm_scored`).
@@ -267,22 +272,23 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     ``bpb = sum_t l_t / (n_bytes * ln 2)`` over the scored tokens t = 1..n-1 (token 0 has no
     context and is never scored); ``n_bytes`` is the UTF-8 bytes those tokens cover
     (:func:`lm_data`: one per token for a byte model, the whole text for a tokenizer with a
-    prefix token). ``rng`` is unused: nothing here is random. The row's details add the
-    tokenizer, the text's tokens and bytes (:func:`lm_data`). Baseline:
-    :func:`unigram_baseline` on the same tokens.
+    prefix token). ``rng`` is unused: nothing here is random. ``opts``: the entry's
+    :data:`Options` (its windows, :func:`entry_windows`; its documents, :func:`doc_sep_of`).
+    The row's details add the tokenizer, the text's tokens and bytes (:func:`lm_data`).
+    Baseline: :func:`unigram_baseline` on the same tokens.
 
     Example: a uniform bigram gives every token ``l_t = ln 256``: bpb = 8 with lo = hi = 8.
     """
-    ids, n_bytes, text, units = lm_data(model, entry, data_path)
+    ids, n_bytes, text, units = lm_data(model, entry, data_path, opts)
     if ids.size < 3:
         raise ValueError(
             f"{data_path}: expected at least 3 tokens (2 scored tokens for an interval), "
             f"got {ids.size}"
         )
-    nlls = lm_token_nlls(model, ids, entry)
+    nlls = lm_token_nlls(model, ids, entry, opts)
     baseline = unigram_baseline(ids, n_bytes or int(ids.size) - 1)
     return lm_scored(nlls, n_bytes, text, baseline, units)
 
 
-DEFINITION = Kind(KIND, METRIC, INTERVAL, score, options=("ctx_len", "stride", "doc_sep"))
+DEFINITION = Kind(KIND, METRIC, INTERVAL, score, options=Options)
 """The lm kind (:class:`tinyllm.eval.kinds.common.Kind`)."""

@@ -41,7 +41,7 @@ import numpy as np
 
 from tinyllm import metrics
 from tinyllm.baselines import Baseline
-from tinyllm.eval.kinds.common import Kind, Scored, proportion_scored
+from tinyllm.eval.kinds.common import Kind, Scored, options_model, proportion_scored
 from tinyllm.eval.lmeval import run as lmeval_run
 from tinyllm.eval.lmeval.intervals import as_interval, unit_numbers
 from tinyllm.eval.lmeval.task_files import (
@@ -66,11 +66,18 @@ N_BOOT = 1000
 """Bootstrap resamples behind the intervals of the task's non-0/1 metrics (details)."""
 SEED_DRAW = 2**31 - 1
 
+Options = options_model(
+    KIND, "task", "include_path", "num_fewshot", "limit", "metric", "ctx_len", "cluster_key"
+)
+"""The entry options the lmeval kind reads: the task and the folder of its files, the few-shot
+count, the document limit, the row's metric, the backend's context length and the units' key."""
 
-def entry_roots(entry: Entry, data_path: str | os.PathLike) -> tuple[Path, ...]:
+
+def entry_roots(opts: Options, data_path: str | os.PathLike) -> tuple[Path, ...]:
     """The folders besides its own that an lmeval entry's task files may lie in: the entry's
-    ``options.include_path`` (relative to the data YAML's folder), the user's own choice."""
-    inc = entry.options.include_path
+    ``options.include_path`` (of its :data:`Options` ``opts``, relative to the data YAML's
+    folder), the user's own choice."""
+    inc = opts.include_path
     if inc is None:
         return ()
     p = Path(inc)
@@ -79,27 +86,20 @@ def entry_roots(entry: Entry, data_path: str | os.PathLike) -> tuple[Path, ...]:
 
 def entry_data_sha256(entry: Entry, data_path: str | os.PathLike) -> str:
     """The ``data_sha256`` of a manifest entry's data at ``data_path``: for kind ``lmeval`` its
-    task's (:func:`task_data_sha256`), for every other kind the file's
-    (:func:`tinyllm.report.sha256_path`)."""
+    task's (:func:`task_data_sha256`; its options read by
+    :meth:`~tinyllm.eval.kinds.common.Kind.read_options`, so an option the kind does not read
+    is a ValueError), for every other kind the file's (:func:`tinyllm.report.sha256_path`)."""
     if entry.kind == KIND:
-        return task_data_sha256(data_path, entry_roots(entry, data_path))
+        return task_data_sha256(data_path, entry_roots(DEFINITION.read_options(entry), data_path))
     return sha256_path(data_path)
 
 
-def _check_options(entry: Entry) -> None:
+def _check_entry(entry: Entry, opts: Options) -> None:
     fam = FAMILIES[entry.family]
     if fam.KIND != "lm":
         raise ValueError(
             f"entry {entry.name!r}: kind lmeval: expected a family of kind lm (gpt, hf, ...), "
             f"got {entry.family!r} of kind {fam.KIND!r}"
-        )
-    opts = entry.options
-    unused = {k: getattr(opts, k) for k in ("beam", "split") if getattr(opts, k) is not None}
-    if unused:
-        raise ValueError(
-            f"entry {entry.name!r}: expected no {sorted(unused)} options for kind lmeval "
-            f"(options task, include_path, num_fewshot, limit, metric, ctx_len, cluster_key), "
-            f"got {unused}"
         )
     if opts.metric is not None and opts.metric not in ROW_METRICS:
         raise ValueError(
@@ -207,7 +207,7 @@ def row_scored(res: dict, key: str, details: dict, baseline: Baseline | None, wh
     )
 
 
-def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+def score(entry: Entry, model, data_path: Path, rng: np.random.Generator, opts: Options) -> Scored:
     """The task of the YAML ``data_path`` run through lm-eval on ``model``: the row's metric
     (:func:`main_metric`) ``value = (1/n) sum_i s_i`` over the ``n`` scored documents, ``s_i``
     in {0, 1}, with its 95% interval over units (:func:`row_scored`: Wilson when every unit is
@@ -225,9 +225,8 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
 
     Example: 20 documents of which 9 are right -> value 0.45, interval (0.2582, 0.6579).
     """
-    _check_options(entry)
-    opts = entry.options
-    roots = entry_roots(entry, data_path)
+    _check_entry(entry, opts)
+    roots = entry_roots(opts, data_path)
     own = _own_task(data_path, opts.task, roots)
     task = opts.task or own
     include = roots[0] if roots else None
@@ -288,7 +287,7 @@ DEFINITION = Kind(
     INTERVAL,
     score,
     interval_options={"n_boot": N_BOOT},
-    options=("task", "include_path", "num_fewshot", "limit", "metric", "ctx_len", "cluster_key"),
+    options=Options,
     also=tuple(
         (m, i)
         for m in ROW_METRICS

@@ -27,6 +27,7 @@ from tinyllm.eval.kinds.common import (
     Kind,
     Scored,
     check_row_units,
+    options_model,
     proportion_scored,
     val_sentences,
 )
@@ -37,6 +38,9 @@ KIND = "mlm"
 METRIC = metrics.ACC.name
 INTERVAL = CLUSTERED_PROPORTION_INTERVAL
 MASK_PROB = 0.15
+
+Options = options_model(KIND)
+"""The mlm kind reads no entry option."""
 
 
 def most_frequent_baseline(targets: np.ndarray) -> dict:
@@ -73,7 +77,7 @@ def selected_rows(
     return units
 
 
-def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+def score(entry: Entry, model, data_path: Path, rng: np.random.Generator, opts: Options) -> Scored:
     """Masked-byte accuracy on the val rows of ``data_path``:
     ``acc = (1/N) sum_k [argmax_b logits_k(b) == x_k]`` over the ``N`` positions selected by
     :func:`tinyllm.models.bert.mlm_accuracy` (draws from ``rng``); items: 0/1 per selected
@@ -109,6 +113,8 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     return proportion_scored(METRIC, correct, details, baseline, units=units)
 
 
-DEFINITION = Kind(KIND, METRIC, INTERVAL, score, also=((METRIC, PROPORTION_INTERVAL),))
+DEFINITION = Kind(
+    KIND, METRIC, INTERVAL, score, options=Options, also=((METRIC, PROPORTION_INTERVAL),)
+)
 """The mlm kind (:class:`tinyllm.eval.kinds.common.Kind`): Wilson's interval when every row
 holds one masked byte."""

@@ -28,6 +28,7 @@ from tinyllm.eval.kinds.common import (
     Kind,
     Scored,
     check_row_units,
+    options_model,
     proportion_scored,
     val_sentences,
 )
@@ -38,6 +39,9 @@ from tinyllm.tokens import N_BYTES
 KIND = "rtd"
 METRIC = metrics.ACC.name
 INTERVAL = CLUSTERED_PROPORTION_INTERVAL
+
+Options = options_model(KIND)
+"""The rtd kind reads no entry option."""
 
 
 def counted_rows(sentences: list[str], max_len: int) -> np.ndarray:
@@ -51,7 +55,7 @@ def counted_rows(sentences: list[str], max_len: int) -> np.ndarray:
     return np.repeat(np.arange(len(rows), dtype=np.int64), counts)
 
 
-def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+def score(entry: Entry, model, data_path: Path, rng: np.random.Generator, opts: Options) -> Scored:
     """RTD accuracy on the val rows of ``data_path``: ``acc = (1/N) sum_t [pred_t == r_t]`` over
     the ``N`` counted tokens, ``r_t`` = 1 when token t was replaced by a different byte; items 0/1
     per token, row then position order; units: the row of each token (:func:`counted_rows`).
@@ -94,6 +98,8 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     return proportion_scored(METRIC, r["correct"], details, baseline, units=units)
 
 
-DEFINITION = Kind(KIND, METRIC, INTERVAL, score, also=((METRIC, PROPORTION_INTERVAL),))
+DEFINITION = Kind(
+    KIND, METRIC, INTERVAL, score, options=Options, also=((METRIC, PROPORTION_INTERVAL),)
+)
 """The rtd kind (:class:`tinyllm.eval.kinds.common.Kind`): Wilson's interval when every row
 holds one byte."""

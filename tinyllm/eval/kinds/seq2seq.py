@@ -2,7 +2,7 @@
 
 Task data: JSONL, one ``{"src": ..., "tgt": ...}`` object per line (formats/seq2seq-jsonl.md).
 Each source is decoded by its family's beam search (``translate_ids``: batched over sources and
-hypotheses, beam size from the entry's ``options.beam``, default 4); the best hypothesis, with its
+hypotheses, beam size from the entry's ``options.beam``, default 4; it reads no other option); the best hypothesis, with its
 eos and padding stripped, scores 1 when its bytes equal the target's UTF-8 bytes exactly and 0
 otherwise. The row is the proportion of 1s with its Wilson interval, and the 0/1 scores are the
 row's items, in file order, so that ``compare`` runs the paired test on them. The row's baseline is
@@ -17,7 +17,13 @@ import numpy as np
 
 from tinyllm import metrics
 from tinyllm.baselines import Baseline, proportion_baseline
-from tinyllm.eval.kinds.common import PROPORTION_INTERVAL, Kind, Scored, proportion_scored
+from tinyllm.eval.kinds.common import (
+    PROPORTION_INTERVAL,
+    Kind,
+    Scored,
+    options_model,
+    proportion_scored,
+)
 from tinyllm.models import FAMILIES
 from tinyllm.models.beam import strip_hypothesis
 from tinyllm.pairs import read_pairs
@@ -27,6 +33,10 @@ KIND = "seq2seq"
 METRIC = metrics.EXACT_MATCH.name
 INTERVAL = PROPORTION_INTERVAL
 DEFAULT_BEAM = 4
+
+Options = options_model(KIND, "beam")
+"""The entry options the seq2seq kind reads: the beam size (the data file is the split that is
+scored)."""
 
 
 def exact_match(hypothesis_ids, target: str) -> int:
@@ -55,23 +65,11 @@ def copy_baseline(pairs: list[tuple[str, str]]) -> Baseline:
     return proportion_baseline("copy", np.array(same, dtype=np.float64))
 
 
-def _check_options(entry: Entry) -> int:
-    o = entry.options
-    extra = {k: v for k, v in (("ctx_len", o.ctx_len), ("stride", o.stride), ("split", o.split))}
-    given = {k: v for k, v in extra.items() if v is not None}
-    if given:
-        raise ValueError(
-            f"entry {entry.name!r}: seq2seq entries take only the option 'beam', got {given} "
-            "(the data file is the split that is scored)"
-        )
-    return DEFAULT_BEAM if o.beam is None else int(o.beam)
-
-
-def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Scored:
+def score(entry: Entry, model, data_path: Path, rng: np.random.Generator, opts: Options) -> Scored:
     """Exact match of ``model`` on the task file ``data_path``, with a Wilson interval.
 
     ``EM = (1/n) sum_i [strip(best_i) == bytes(tgt_i)]`` over the n pairs of the file, where
-    ``best_i`` is the best hypothesis of beam search (beam ``entry.options.beam``, default 4) on
+    ``best_i`` is the best hypothesis of beam search (beam ``opts.beam``, default 4) on
     ``src_i`` by the entry's family's ``translate_ids`` (:func:`exact_match`). The interval is
     Wilson's (:func:`tinyllm.stats.wilson_interval`); the items are the per-pair 0/1 scores in
     file order. ``rng`` is unused: beam search is deterministic. Baseline:
@@ -79,7 +77,7 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
 
     Example: 3 of 4 pairs right -> value 0.75, interval (0.3006, 0.9544), items [1, 1, 0, 1].
     """
-    beam = _check_options(entry)
+    beam = DEFAULT_BEAM if opts.beam is None else opts.beam
     pairs = read_pairs(data_path)
     fam = FAMILIES[entry.family]
     hyps = fam.translate_ids(model, [s for s, _ in pairs], beam=beam)
@@ -94,5 +92,5 @@ def score(entry: Entry, model, data_path: Path, rng: np.random.Generator) -> Sco
     return proportion_scored(METRIC, correct, details, copy_baseline(pairs))
 
 
-DEFINITION = Kind(KIND, METRIC, INTERVAL, score, options=("beam",))
+DEFINITION = Kind(KIND, METRIC, INTERVAL, score, options=Options)
 """The seq2seq kind (:class:`tinyllm.eval.kinds.common.Kind`)."""
