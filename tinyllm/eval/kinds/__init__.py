@@ -1,9 +1,10 @@
 """One scorer per kind (docs/definitions.md, the zoo), one module per kind, each defining its kind
 once as ``DEFINITION``, a :class:`~tinyllm.eval.kinds.common.Kind`: its name, its metric (whose
 direction and scale :mod:`tinyllm.metrics` holds), its interval estimator by registry name with
-its options, the entry options it reads, and its scorer
-``score(entry, model, data_path, rng) -> Scored``. The module's ``KIND``, ``METRIC`` and
-``INTERVAL`` are the names its own code uses for those fields.
+its options, the model of the entry options it reads (built by
+:func:`~tinyllm.eval.kinds.common.options_model`), and its scorer
+``score(entry, model, data_path, rng, opts) -> Scored``. The module's ``KIND``, ``METRIC``,
+``INTERVAL`` and ``Options`` are the names its own code uses for those fields.
 
 ``KIND_MODULES`` is the only list of them and :data:`KINDS` their one table; :data:`SCORERS`
 and :data:`METRIC_OF_KIND` are views of it, and the report schema's ``kind`` enum (which
