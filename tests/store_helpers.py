@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tinyllm.compare import compare_reports
+from tinyllm.comparison import Comparison
 from tinyllm.store import StoreExistsError, StoreKeyError, new_run_id
 
 SHA = "ab" * 32
@@ -140,7 +141,7 @@ def exercise_store(store) -> None:
     assert store.releases() == ["b-old", "c-mid", "a-new"]
 
 
-def tiny_compare() -> dict:
+def tiny_compare() -> Comparison:
     prev = make_report("p", "2026-01-01T00:00:00Z", [make_row("gpt", items=None)])
     cur = make_report("q", "2026-01-02T00:00:00Z", [make_row("gpt", items=None)])
     return compare_reports(prev, cur, None, None)

@@ -3,15 +3,18 @@ against a rendering written out by hand (tinyllm/compare.py's rendering half).""
 
 from __future__ import annotations
 
-from tinyllm.compare import validate_compare
+from tinyllm.compare import parse_compare
 from tinyllm.compare_render import compare_markdown, compare_table, summary_line
+from tinyllm.comparison import Comparison
 
 # One hand-built compare.json with every kind of row, and its expected rendering written out by
 # hand (column by column: 4 decimals, signed deltas, p as 3 decimals or 1.0e-04 below 0.001, the
 # verdict word, the reason, '-' for a missing number, '|' escaped in Markdown).
 
 
-def hand_cmp() -> dict:
+def hand_doc() -> dict:
+    """The hand-built compare.json document."""
+
     def row(name, verdict, metric, direction, prev, cur, **kw):
         r = {
             "name": name,
@@ -108,8 +111,12 @@ def hand_cmp() -> dict:
         "rows": rows,
         "summary": summary,
     }
-    validate_compare(cmp)
     return cmp
+
+
+def hand_cmp() -> Comparison:
+    """The hand-built comparison, read as the store reads one (validated)."""
+    return parse_compare(hand_doc())
 
 
 SUMMARY = "r2 vs r1: 1 improved, 1 regressed, 1 unchanged, 2 not comparable, 1 added, 1 removed"
@@ -136,10 +143,10 @@ not comparable: no per-item scores in either release (items is null) |
 def test_summary_line_counts_every_verdict_and_leaves_zeros_out():
     cmp = hand_cmp()
     assert summary_line(cmp) == SUMMARY
-    cmp["summary"] = dict.fromkeys(cmp["summary"], 0) | {"regressed": 2}
-    assert summary_line(cmp) == "r2 vs r1: 2 regressed"
-    cmp["summary"] = dict.fromkeys(cmp["summary"], 0)
-    assert summary_line(cmp) == "r2 vs r1: no rows"
+    two = cmp.model_copy(update={"summary": dict.fromkeys(cmp.summary, 0) | {"regressed": 2}})
+    assert summary_line(two) == "r2 vs r1: 2 regressed"
+    none = cmp.model_copy(update={"summary": dict.fromkeys(cmp.summary, 0)})
+    assert summary_line(none) == "r2 vs r1: no rows"
 
 
 def test_markdown_rendering_is_exactly_the_hand_written_one():
@@ -170,7 +177,7 @@ old: removed: only in the previous release r1
 """
 
 
-def render_table(cmp: dict, *, styles: bool = False) -> str:
+def render_table(cmp: Comparison, *, styles: bool = False) -> str:
     import io
 
     from rich.console import Console
@@ -233,17 +240,17 @@ old: removed: only in the previous release r1
 
 
 def test_table_keeps_every_number_whole_when_a_name_is_long():
-    cmp = hand_cmp()
-    cmp["rows"][0]["name"] = "gpt-" + "x" * 60
-    cmp["rows"][1]["name"] = "a-classifier-with-a-long-name"
-    assert render_table(cmp) == LONG_NAMES_TABLE
+    doc = hand_doc()
+    doc["rows"][0]["name"] = "gpt-" + "x" * 60
+    doc["rows"][1]["name"] = "a-classifier-with-a-long-name"
+    assert render_table(parse_compare(doc)) == LONG_NAMES_TABLE
 
 
-def holm_cmp() -> dict:
+def holm_cmp() -> Comparison:
     """hand_cmp as compare_reports writes it now (schema_version 2): the three tested rows with
     their Holm-adjusted p over m = 3 (sorted 5.0e-04, 0.001, 0.5 times 3, 2, 1), se, mde, units,
     method, and a note on the row whose previous release was stored before units."""
-    cmp = hand_cmp()
+    cmp = hand_doc()
     cmp.update(schema_version=2, adjustment="holm")
     del cmp["interval"]
     extra = {
@@ -261,8 +268,7 @@ def holm_cmp() -> dict:
         tested = p_adj is not None
         r.update(p_adjusted=p_adj, mde=mde, se=se, note=note)
         r.update(n_units=r["n"] if tested else None, method="paired_t" if tested else None)
-    validate_compare(cmp)
-    return cmp
+    return parse_compare(cmp)
 
 
 def test_markdown_shows_both_p_values_the_mde_and_the_notes():

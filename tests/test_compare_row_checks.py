@@ -117,7 +117,7 @@ def test_rows_compare_by_coverage_only_when_both_are_a_coverage_kind():
     prev = row("a", "acc", 0.75, 4)
     cur = row("a", "acc", 2 / 3, 3, kind="embeddings")
     r = compare_one(prev, cur, items, np.array([1.0, 0.0, 1.0, np.nan]))
-    assert r["reason"] == "different n (4 vs 3)"
+    assert r.reason == "different n (4 vs 3)"
 
 
 def test_acc_rows_with_disjoint_coverage_say_how_much_each_covers():
@@ -126,7 +126,7 @@ def test_acc_rows_with_disjoint_coverage_say_how_much_each_covers():
     prev = row("a", "acc", 1.0, 1, kind="embeddings")
     cur = row("a", "acc", 2 / 3, 3, kind="embeddings")
     r = compare_one(prev, cur, prev_items, cur_items)
-    assert (r["verdict"], r["reason"]) == (
+    assert (r.verdict, r.reason) == (
         "not comparable",
         "no item covered by both releases (the previous covers 1 of 4, the current 3 of 4, "
         "none in common)",
@@ -137,16 +137,14 @@ def test_spearman_rows_of_other_kinds_are_not_comparable():
     cos = np.array([0.1, 0.4, 0.2, 0.9, 0.5])
     r0 = rho_row("w", cos, np.arange(5.0), kind="classifier")
     r = compare_one(r0, r0, cos, cos)
-    assert (
-        r["reason"] == "spearman rows are compared pair by pair only for the kinds ['embeddings']"
-    )
+    assert r.reason == "spearman rows are compared pair by pair only for the kinds ['embeddings']"
 
 
 def test_n_perm_may_be_the_bound_and_not_one_more():
     items = np.array([1.0, 0.0, 1.0, 1.0, 0.0])
     r0 = row("a", "acc", 0.6, 5)
     r = compare_one(r0, r0, items, items, n_perm=cm.MAX_N_PERM)
-    assert (r["verdict"], r["p"]) == ("unchanged", 1.0)
+    assert (r.verdict, r.p) == ("unchanged", 1.0)
     with pytest.raises(ValueError) as e:
         compare_one(r0, r0, items, items, n_perm=cm.MAX_N_PERM + 1)
     assert str(e.value) == "n_perm: expected at most 1000000 permutations per row, got 1000001"
@@ -181,12 +179,12 @@ def test_the_spearman_test_uses_the_seed_n_perm_and_confidence_given(close_pairs
         n_boot=cm.N_BOOT,
         confidence=0.9,
     )
-    assert 0.05 < pd.p < 0.95 and r["p"] == pd.p and r["method"] == "paired_bootstrap"
+    assert 0.05 < pd.p < 0.95 and r.p == pd.p and r.method == "paired_bootstrap"
     other = compare_one(prev, cur, a, b, n_perm=999, seed=8, alpha=0.1)
-    assert other["p"] != pd.p  # the seed moves p, so the equality above pins it
-    assert (r["lo"], r["hi"], r["se"], r["mde"]) == (pd.lo, pd.hi, pd.se, pd.mde)
-    assert r["n_units"] == 30
-    assert (r["n"], r["metric"]) == (30, "spearman")
+    assert other.p != pd.p  # the seed moves p, so the equality above pins it
+    assert (r.lo, r.hi, r.se, r.mde) == (pd.lo, pd.hi, pd.se, pd.mde)
+    assert r.n_units == 30
+    assert (r.n, r.metric) == (30, "spearman")
 
 
 @pytest.mark.filterwarnings("ignore::scipy.stats.DegenerateDataWarning")
@@ -196,7 +194,7 @@ def test_four_common_pairs_reach_the_test(close_pairs):
     a[4:] = np.nan
     r = compare_one(rho_row("w", a, h), rho_row("w", b, h), a, b)
     # MIN_PAIRS pairs pass the count; this bootstrap then has resamples with constant scores
-    assert r["reason"].startswith(
+    assert r.reason.startswith(
         "no paired test on the 4 pairs both releases cover: cluster bootstrap: expected a finite "
         "statistic on every resample of the 4 units"
     )
@@ -206,16 +204,16 @@ def test_spearman_reasons_keep_the_row_metric_and_values(close_pairs):
     human, a, b = close_pairs
     prev, cur = rho_row("w", a, human), rho_row("w", b, human)
     r = compare_one(dict(prev, details=None), cur, a, b)
-    assert r["reason"] == (
+    assert r.reason == (
         "previous row: expected details.human_scores, a list of finite numbers, got None"
     )
-    assert (r["metric"], r["previous_value"], r["current_value"]) == (
+    assert (r.metric, r.previous_value, r.current_value) == (
         "spearman",
         prev["value"],
         cur["value"],
     )
     r = compare_one(prev, dict(cur, details=None), a, b)
-    assert r["reason"] == (
+    assert r.reason == (
         "current row: expected details.human_scores, a list of finite numbers, got None"
     )
 
@@ -226,7 +224,7 @@ def test_disjoint_pairs_count_each_side_and_infinite_scores_are_named(close_pair
     a[10:] = np.nan  # the previous covers 10 pairs
     b[:10] = np.nan  # the current the other 20
     r = compare_one(rho_row("w", a, human), rho_row("w", b, human), a, b)
-    assert r["reason"] == (
+    assert r.reason == (
         "no pair covered by both releases (the previous covers 10 of 30, the current 20 of 30, "
         "none in common)"
     )
@@ -235,9 +233,9 @@ def test_disjoint_pairs_count_each_side_and_infinite_scores_are_named(close_pair
     inf[3] = np.inf
     prev = rho_row("w", a, human)
     r = compare_one(prev, rho_row("w", b, human), inf, b)
-    assert r["reason"] == "non-finite per-item scores"
+    assert r.reason == "non-finite per-item scores"
     r = compare_one(prev, rho_row("w", b, human), b, inf)
-    assert r["reason"] == "non-finite per-item scores"
+    assert r.reason == "non-finite per-item scores"
 
 
 def test_constant_cosines_on_the_common_pairs_are_not_comparable(close_pairs):
@@ -245,8 +243,8 @@ def test_constant_cosines_on_the_common_pairs_are_not_comparable(close_pairs):
     flat = np.full(30, 0.5)
     cur = dict(rho_row("w", a, human), value=0.0)
     r = compare_one(rho_row("w", a, human), cur, a, flat)
-    assert r["reason"] == (
+    assert r.reason == (
         "no paired test on the 30 pairs both releases cover: x: expected scores that vary, "
         "got a constant input"
     )
-    assert not math.isnan(r["previous_value"])
+    assert not math.isnan(r.previous_value)

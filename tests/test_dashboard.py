@@ -197,9 +197,9 @@ def test_site_has_every_page_and_says_which_store_and_when(store):
 def test_overview_rows_carry_the_verdicts_of_the_stored_comparison(store):
     page = dashboard.build_site(store, built_at=BUILT)["index.html"].decode()
     # every row of the latest release with its verdict class, from compare.json of r3
-    cmp = {r["name"]: r for r in store.read_compare("r3")["rows"]}
-    assert cmp["gpt"]["verdict"] == "regressed"
-    assert cmp["bigram"]["verdict"] == "unchanged"
+    cmp = store.read_compare("r3").by_name()
+    assert cmp["gpt"].verdict == "regressed"
+    assert cmp["bigram"].verdict == "unchanged"
     verdicts = dict(re.findall(r'data-entry="([^"]+)" data-verdict="([^"]+)"', page))
     assert verdicts == {
         "bigram": "unchanged",
@@ -215,10 +215,10 @@ def test_overview_rows_carry_the_verdicts_of_the_stored_comparison(store):
     assert f"{gpt['value']:.4f}" in page
     assert f"[{gpt['lo']:.4f}, {gpt['hi']:.4f}]" in page
     c = cmp["gpt"]
-    assert f"{c['delta']:+.4f} [{c['lo']:+.4f}, {c['hi']:+.4f}]" in page
+    assert f"{c.delta:+.4f} [{c.lo:+.4f}, {c.hi:+.4f}]" in page
     noise = np.random.default_rng(7).normal(0.0, 0.2, size=400).mean()
-    assert c["delta"] == pytest.approx((0.08 + noise) / np.log(2), rel=1e-9)  # nats -> bits
-    p = f"{c['p']:.1e}" if c["p"] < 1e-3 else f"{c['p']:.3f}"
+    assert c.delta == pytest.approx((0.08 + noise) / np.log(2), rel=1e-9)  # nats -> bits
+    p = f"{c.p:.1e}" if c.p < 1e-3 else f"{c.p:.3f}"
     assert p in page
     assert "bpb ↓" in page and "acc ↑" in page
 
@@ -274,7 +274,7 @@ def test_release_page_lists_every_run_and_the_comparison_in_full(store):
     assert rows_of[runs[1]] == ["gpt"]
     cmp = store.read_compare("r2")
     text = _text(files["release/r2.html"])
-    assert f'"n_perm": {cmp["n_perm"]}' in text  # compare.json in full
+    assert f'"n_perm": {cmp.n_perm}' in text  # compare.json in full
     assert '"previous": "r1"' in text
 
 

@@ -43,7 +43,7 @@ def read_csv(path, columns) -> list[dict]:
 def check_rows(store, release: str, lines: list[dict]) -> None:
     """Each line equals its stored row, field for field, and its stored comparison's verdict."""
     report, cmp = store.read_report(release), store.read_compare(release)
-    verdicts = {r["name"]: r for r in cmp["rows"]}
+    verdicts = cmp.by_name()
     assert [line["entry"] for line in lines] == [r["name"] for r in report["rows"]]
     for line, row in zip(lines, report["rows"], strict=True):
         assert line["release"] == release and line["created_at"] == report["created_at"]
@@ -51,9 +51,9 @@ def check_rows(store, release: str, lines: list[dict]) -> None:
         assert line["status"] == row["status"] and line["metric"] == row["metric"]
         assert line["error"] == (row["error"] or {}).get("message")
         v = verdicts[row["name"]]
-        assert line["vs_previous"] == v["verdict"] and line["previous"] == cmp["previous"]
-        assert {k: line[k] for k in VERDICT} == {k: v[f] for k, f in VERDICT.items()}
-        assert line["p_adjusted"] == v.get("p_adjusted")
+        assert line["vs_previous"] == v.verdict and line["previous"] == cmp.previous
+        assert {k: line[k] for k in VERDICT} == {k: getattr(v, f) for k, f in VERDICT.items()}
+        assert line["p_adjusted"] == v.p_adjusted
         beats = row.get("beats_baseline") or {}
         assert line["beats_baseline"] == beats.get("verdict")
         assert line["beats_baseline_p"] == beats.get("p")

@@ -56,7 +56,7 @@ def test_each_release_is_compared_with_the_one_before(store):
     assert third.compare == want
     assert third.verdicts == {"gpt": "regressed"}
     (reg,) = third.regressions()
-    assert reg["name"] == "gpt" and reg["delta"] == pytest.approx(SHIFT / math.log(2), rel=1e-9)
+    assert reg.name == "gpt" and reg.delta == pytest.approx(SHIFT / math.log(2), rel=1e-9)
 
 
 def test_an_unreadable_release_is_passed_over_and_named(store):
@@ -78,7 +78,7 @@ def test_an_unreadable_release_is_passed_over_and_named(store):
     assert steps[1].compare is None and steps[3].compare is None
     # r3 is compared with the last READABLE release, r1 (r1 -> r3: the same +0.05 nats)
     assert steps[2].previous == "r1" and steps[2].computed
-    assert steps[2].compare["previous"] == "r1" and steps[2].verdicts == {"gpt": "regressed"}
+    assert steps[2].compare.previous == "r1" and steps[2].verdicts == {"gpt": "regressed"}
     assert history.unreadable(views) == ["r2"]  # a folder without a report is not an error
 
 
@@ -128,5 +128,5 @@ def test_a_stored_comparison_reads_each_release_its_own_scores(tmp_path):
     want = compare_reports(r1, r2, lambda _: NLL, lambda _: cur, n_perm=300, seed=1)
     got = history.compare_stored(st, ("r1", r1), ("r2", r2), n_perm=300, seed=1)
     assert got == want
-    (row,) = got["rows"]
-    assert row["lo"] < row["delta"] < row["hi"] and row["delta"] > 0
+    (row,) = got.rows
+    assert row.lo < row.delta < row.hi and row.delta > 0

@@ -30,12 +30,12 @@ def store(tmp_path):
 
 
 def test_a_compared_row_plans_from_its_paired_differences(store):
-    c = store.read_compare("r2")["rows"][0]
+    c = store.read_compare("r2").rows[0]
     p = plan_row(store, "r2", "gpt", 0.05)
-    sd = c["se"] * math.sqrt(20)  # one document's difference, bits per byte
+    sd = c.se * math.sqrt(20)  # one document's difference, bits per byte
     assert (p.source, p.paired, p.n_units, p.metric) == ("comparison with r1", True, 20, "bpb")
-    assert p.se == c["se"] and p.sd_unit == pytest.approx(sd)
-    assert p.mde_now == pytest.approx(c["mde"])  # what the 20 documents could see
+    assert p.se == c.se and p.sd_unit == pytest.approx(sd)
+    assert p.mde_now == pytest.approx(c.mde)  # what the 20 documents could see
     assert p.units == stats.units_needed(sd, 0.05)
     # the answer is the smallest G whose t-based mde reaches D, checked by a scan
     scan = next(g for g in range(2, 10_000) if stats.mde(sd / math.sqrt(g), g - 1) <= 0.05)

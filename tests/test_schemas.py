@@ -113,8 +113,8 @@ CHILD = textwrap.dedent(
     out = publish_run(store, "r2", report("r2", 2, np.ones(40)), {"cls": np.ones(40)})
     print(json.dumps({
         "refused": refused,
-        "verdict": out["compare"]["rows"][0]["verdict"],
-        "stored": store.read_compare("r2")["summary"],
+        "verdict": out["compare"].rows[0].verdict,
+        "stored": store.read_compare("r2").summary,
         "history": store.releases(),
     }))
     """

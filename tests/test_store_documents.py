@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from store_helpers import all_files, make_report, make_row
+from store_helpers import all_files, make_report, make_row, tiny_compare
 
 from tinyllm.store import Store, StoreError, StoreExistsError, StoreKeyError, new_run_id, open_store
 
@@ -298,10 +298,13 @@ def test_missing_things_are_named_exactly(tmp_path):
         f"{w}/r2/runs/run-1.json: expected a report of release 'r2', got release 'r1'"
     )
     with pytest.raises(StoreError) as ei:
-        store.write_compare("r1", {"rows": []})
+        store.write_compare("r1", tiny_compare().model_copy(update={"n_perm": 0}))
     assert str(ei.value).startswith(
-        f"{w}/r1/compare.json: expected an object matching compare.schema.json"
+        f"{w}/r1/compare.json: expected an object matching compare.schema.json, got at n_perm: "
     )
+    with pytest.raises(StoreError) as ei:
+        store.write_compare("r1", {"rows": []})  # a document is not a comparison
+    assert str(ei.value) == f"{w}/r1/compare.json: expected a Comparison, got dict"
     (tmp_path / "releases/r1/folder.json").mkdir()
     with pytest.raises(StoreError) as ei:
         store.get_bytes("releases/r1/folder.json")

@@ -59,8 +59,8 @@ def test_one_corrupt_old_report_does_not_stop_later_releases_from_being_compared
         assert [n for n, _ in store.history(skip_unreadable=True)] == ["r1"]
     with pytest.warns(UserWarning, match="releases/r2/report.json"):
         out = run("r3", 3, nll + 0.05)
-    assert out["compare"]["previous"] == "r1"
-    assert out["compare"]["rows"][0]["verdict"] == "regressed"
+    assert out["compare"].previous == "r1"
+    assert out["compare"].rows[0].verdict == "regressed"
     assert store.read_compare("r3") == out["compare"]
     with pytest.warns(UserWarning):
         assert store.previous_release("r4") == "r3"

@@ -77,10 +77,10 @@ def test_read_compare_is_the_comparison_of_the_report_as_it_is_now(tmp_path):
     store = open_store(tmp_path)
     publish(store, "v1", 1)
     made = publish(store, "v2", 2)["compare"]
-    assert made["previous"] == "v1" and made["current"] == "v2"
+    assert made.previous == "v1" and made.current == "v2"
     other = tiny_compare()
     store.write_compare("v2", other)
-    assert store.get_json(store.compare_key("v2")) == other
+    assert store.get_json(store.compare_key("v2")) == other.to_json()
     assert store.read_compare("v2") == made
 
 

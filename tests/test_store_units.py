@@ -88,30 +88,30 @@ def test_a_release_comparison_is_over_the_rows_units(tmp_path):
     row = out["report"]["rows"][0]
     assert row["units"].startswith("items/gpt.units-") and row["n_units"] == DOCS
     assert np.array_equal(store.units_loader("r2")("gpt"), DOC_OF)
-    (c,) = out["compare"]["rows"]
+    (c,) = out["compare"].rows
     # over the 20 documents: D_g = +-15 nats, 11 up and 9 down; no call
     pd = stats.paired_difference(cur, prev, DOC_OF, np.random.default_rng(0), kind="ratio")
-    assert (c["verdict"], c["n"], c["n_units"], c["method"]) == ("unchanged", 1000, 20, "paired_t")
-    assert c["p"] == pd.p and 0.5 < c["p"] < 1 and c["p_adjusted"] == c["p"]
-    assert c["se"] == pytest.approx(pd.se / LN2) and c["mde"] == pytest.approx(pd.mde / LN2)
+    assert (c.verdict, c.n, c.n_units, c.method) == ("unchanged", 1000, 20, "paired_t")
+    assert c.p == pd.p and 0.5 < c.p < 1 and c.p_adjusted == c.p
+    assert c.se == pytest.approx(pd.se / LN2) and c.mde == pytest.approx(pd.mde / LN2)
     t = stats.mde_factor(19) * pd.se / LN2
-    assert c["mde"] == pytest.approx(t) and c["note"] is None
-    assert c["delta"] == pytest.approx((cur.mean() - prev.mean()) / LN2)
+    assert c.mde == pytest.approx(t) and c.note is None
+    assert c.delta == pytest.approx((cur.mean() - prev.mean()) / LN2)
     # the same scores with every token its own unit: the test over tokens calls a regression
     store = open_store(tmp_path / "t")
     tokens = np.arange(prev.size)
     out = _publish_pair(store, prev, cur, {"gpt": tokens}, {"gpt": tokens})
-    (t,) = out["compare"]["rows"]
-    assert t["verdict"] == "regressed" and t["p"] < 0.01 and t["n_units"] == 1000
+    (t,) = out["compare"].rows
+    assert t.verdict == "regressed" and t.p < 0.01 and t.n_units == 1000
 
 
 def test_units_that_differ_between_releases_are_not_comparable(tmp_path):
     prev, cur = nlls_pair()
     other = np.repeat(np.arange(40), 25)  # the same tokens cut into 40 documents
     out = _publish_pair(open_store(tmp_path), prev, cur, {"gpt": DOC_OF}, {"gpt": other})
-    (c,) = out["compare"]["rows"]
-    assert c["verdict"] == "not comparable" and c["p"] is None and c["mde"] is None
-    assert c["reason"] == (
+    (c,) = out["compare"].rows
+    assert c.verdict == "not comparable" and c.p is None and c.mde is None
+    assert c.reason == (
         "different units in the two releases (20 vs 40 units over the same items): the "
         "unit-level differences do not pair"
     )
@@ -128,9 +128,9 @@ def test_a_release_stored_before_units_is_compared_item_by_item_with_a_note(tmp_
     r2 = make_report("r2", "2026-01-02T00:00:00Z", [bpb_row("gpt", cur)])
     out = publish_run(store, "r2", r2, {"gpt": cur}, units={"gpt": DOC_OF})
     assert "units" not in store.read_report("r1")["rows"][0]  # written back as it was
-    (c,) = out["compare"]["rows"]
-    assert c["note"] == "units unknown in the previous release: compared at the item level"
-    assert (c["verdict"], c["n_units"]) == ("regressed", 1000)
+    (c,) = out["compare"].rows
+    assert c.note == "units unknown in the previous release: compared at the item level"
+    assert (c.verdict, c.n_units) == ("regressed", 1000)
 
 
 def test_unit_ids_that_do_not_fit_the_items_make_an_error_row(tmp_path):

@@ -137,18 +137,18 @@ def test_history_compare_and_dashboard_read_a_run_by_step(lee_run, tmp_path):
     ckpts = {c.step: c for c in sweep.resolve_checkpoints([str(lee_run / "a" / "step-*")])}
     for step in (300, 30000, 3000):  # step 3000 swept after step 30000
         publish(st, lee_run, "a", ckpts[step])
-    assert st.read_compare("a-step-30000")["previous"] == "a-step-300"
+    assert st.read_compare("a-step-30000").previous == "a-step-300"
     views = load_history(st)
     assert [v.name for v in views] == ["a-step-300", "a-step-3000", "a-step-30000"]
     # 30000's stored comparison is with 300: history and the dashboard compare it with 3000
-    assert [v.compare and v.compare["previous"] for v in views] == [
+    assert [v.compare and v.compare.previous for v in views] == [
         None,
         "a-step-300",
         "a-step-3000",
     ]
-    assert views[2].verdicts()["val"]["verdict"] == "improved"
+    assert views[2].verdicts()["val"].verdict == "improved"
     steps = list(history.release_history(st, views, n_perm=1000))
-    assert [s.compare and s.compare["previous"] for s in steps] == [
+    assert [s.compare and s.compare.previous for s in steps] == [
         None,
         "a-step-300",
         "a-step-3000",

@@ -31,15 +31,15 @@ def expected_numbers(store, release: str) -> dict[str, float]:
         for k in ("value", "lo", "hi", "n", "n_units"):
             if r.get(k) is not None:
                 want[f"{r['name']}/{k}"] = float(r[k])
-    for r in store.read_compare(release)["rows"]:
+    for c in store.read_compare(release).rows:
         for k in ("delta", "p", "p_adjusted"):
-            if r.get(k) is not None:
-                want[f"{r['name']}/{k}"] = float(r[k])
+            if getattr(c, k) is not None:
+                want[f"{c.name}/{k}"] = float(getattr(c, k))
     return want
 
 
 def expected_verdicts(store, release: str) -> dict[str, str]:
-    return {f"{r['name']}/vs_previous": r["verdict"] for r in store.read_compare(release)["rows"]}
+    return {f"{c.name}/vs_previous": c.verdict for c in store.read_compare(release).rows}
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyllm.comparison import ComparisonRow
 from tinyllm.dashboard import load_history
 from tinyllm.eval import lm, single
 from tinyllm.eval.lmeval import run as lmeval_run
@@ -522,12 +523,12 @@ class Release:
     rows: tuple
     previous: str | None
     verdicts: dict
-    regressions: tuple
+    regressions: tuple[ComparisonRow, ...]
     error: str | None
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
-        return d | {"rows": list(self.rows), "regressions": list(self.regressions)}
+        return d | {"rows": list(self.rows), "regressions": [r.to_json() for r in self.regressions]}
 
 
 def releases(store: Any, *, n_perm: int = 10_000, seed: int = 0) -> list[Release]:

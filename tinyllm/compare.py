@@ -45,7 +45,9 @@ comparable".
 
 Every other pair is "not comparable" with the reason (a status that is not ok, different data,
 different n, no per-item scores). Rows in only one release are "added" or "removed". The result
-validates against ``compare.schema.json`` (tinyllm/schemas/). Per-item scores and unit ids come
+is a :class:`tinyllm.comparison.Comparison`, whose :meth:`~tinyllm.comparison.Comparison.to_json`
+validates against ``compare.schema.json`` (tinyllm/schemas/); :func:`parse_compare` reads a
+stored one back, validated. Per-item scores and unit ids come
 through loaders (:data:`ItemLoader`), so this module knows no store: a loader's
 :class:`tinyllm.errors.StorageError`, ``OSError``, ``ValueError`` or ``KeyError`` makes the row
 "not comparable" with the message as the reason.
@@ -67,6 +69,7 @@ from tinyllm.compare_checks import (
     human_scores,
     paired_units,
 )
+from tinyllm.comparison import VERDICTS, Comparison, ComparisonRow
 from tinyllm.errors import StorageError
 from tinyllm.report import StoredRow, stored_rows
 from tinyllm.stats import (
@@ -82,8 +85,6 @@ SCHEMA_VERSION = 2
 (comparisons stored with version 1 lack them and still read)."""
 SCHEMA_PATH = schemas.schema_file(schemas.COMPARE)
 
-TESTED = ("improved", "regressed", "unchanged")
-VERDICTS = (*TESTED, "not comparable", "added", "removed")
 N_BOOT = 2_000
 """Bootstrap resamples of pairs behind a Spearman row's interval (a 95% percentile interval is
 stable to about 0.01 of its width at 2,000)."""
@@ -108,9 +109,10 @@ __all__ = [
     "SCHEMA_PATH",
     "ItemLoader",
     "UnitLoader",
+    "adjust",
     "compare_reports",
     "compare_row",
-    "regressions",
+    "parse_compare",
     "validate_compare",
 ]
 
@@ -125,7 +127,9 @@ def _check_n_perm(n_perm: Any) -> int:
     return n_perm
 
 
-def _row(name: str, verdict: str, reason: str | None, metric: str | None, **kw: Any) -> dict:
+def _row(
+    name: str, verdict: str, reason: str | None, metric: str | None, **kw: Any
+) -> ComparisonRow:
     out = {
         "name": name,
         "verdict": verdict,
@@ -147,7 +151,7 @@ def _row(name: str, verdict: str, reason: str | None, metric: str | None, **kw: 
         "note": None,
     }
     out.update(kw)
-    return out
+    return ComparisonRow(**out)  # every field given: each is written to compare.json
 
 
 def _status_reason(row: StoredRow, side: str) -> str | None:
@@ -188,7 +192,7 @@ def compare_row(
     alpha: float = 0.05,
     load_units_prev: UnitLoader | None = None,
     load_units_cur: UnitLoader | None = None,
-) -> dict:
+) -> ComparisonRow:
     """Compare one entry's rows from two releases (see the module docstring for the rules); a
     row compared alone has ``p_adjusted = p``.
 
@@ -204,7 +208,7 @@ def compare_row(
         "current_value": finite_number(cur.value),
     }
 
-    def nc(reason: str) -> dict:
+    def nc(reason: str) -> ComparisonRow:
         return _row(name, "not comparable", reason, metric, **values)
 
     for row, side in ((prev, "previous"), (cur, "current")):
@@ -289,7 +293,7 @@ def _tested(
     hi: float,
     alpha: float,
     note: str | None,
-) -> dict:
+) -> ComparisonRow:
     """A tested row: delta and its interval, ``pd``'s p, se, mde, units and method, and the
     verdict from ``p`` at ``alpha`` (:func:`compare_reports` reads it again from Holm's
     adjusted p)."""
@@ -335,13 +339,13 @@ def _correlation_row(
     n_perm: int,
     seed: int,
     alpha: float,
-) -> dict:
+) -> ComparisonRow:
     """A Spearman row (module docstring): the difference of the two rhos on the pairs both
     releases cover, its bootstrap interval over units and the swap p
     (:func:`tinyllm.stats.paired_difference`, ``kind="spearman"``)."""
     name, metric = cur.name, cur.metric
 
-    def nc(reason: str) -> dict:
+    def nc(reason: str) -> ComparisonRow:
         return _row(name, "not comparable", reason, metric, **values)
 
     human, problem = human_scores(cur.details, a_cur.size)
@@ -422,8 +426,9 @@ def compare_reports(
     alpha: float = 0.05,
     load_units_prev: UnitLoader | None = None,
     load_units_cur: UnitLoader | None = None,
-) -> dict:
-    """Compare release ``cur`` with the earlier release ``prev``; the compare.json object.
+) -> Comparison:
+    """Compare release ``cur`` with the earlier release ``prev``: the comparison
+    (:meth:`~tinyllm.comparison.Comparison.to_json` is its compare.json).
 
     ``load_items_prev`` / ``load_items_cur``: ``name -> np.ndarray`` of that entry's per-item
     scores in each release (e.g. ``store.items_loader(release)``), so any store works;
@@ -490,25 +495,25 @@ def compare_reports(
     rows = adjust(rows, alpha)
     summary = {v: 0 for v in VERDICTS}
     for r in rows:
-        summary[r["verdict"]] += 1
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "previous": prev["release"],
-        "current": cur["release"],
-        "previous_created_at": prev.get("created_at"),
-        "current_created_at": cur.get("created_at"),
-        "test": "paired_sign_flip_permutation",
-        "adjustment": "holm",
-        "confidence": 1.0 - alpha,
-        "alpha": alpha,
-        "n_perm": n_perm,
-        "seed": seed,
-        "rows": rows,
-        "summary": summary,
-    }
+        summary[r.verdict] += 1
+    return Comparison(
+        schema_version=SCHEMA_VERSION,
+        previous=prev["release"],
+        current=cur["release"],
+        previous_created_at=prev.get("created_at"),
+        current_created_at=cur.get("created_at"),
+        test="paired_sign_flip_permutation",
+        adjustment="holm",
+        confidence=1.0 - alpha,
+        alpha=alpha,
+        n_perm=n_perm,
+        seed=seed,
+        rows=rows,
+        summary=summary,
+    )
 
 
-def adjust(rows: list[dict], alpha: float = 0.05) -> list[dict]:
+def adjust(rows: list[ComparisonRow], alpha: float = 0.05) -> list[ComparisonRow]:
     """The rows of one comparison decided together: Holm's adjusted p
     (:func:`tinyllm.stats.holm_adjust`) over the rows that were tested (a ``p``), each row's
     ``p_adjusted`` and its verdict read from it at ``alpha``; other rows as they are.
@@ -516,14 +521,14 @@ def adjust(rows: list[dict], alpha: float = 0.05) -> list[dict]:
     Example: tested rows with p 0.01, 0.04 and 0.03 -> p_adjusted 0.03, 0.06 and 0.06; only the
     first keeps its call.
     """
-    tested = [i for i, r in enumerate(rows) if r["verdict"] in TESTED and r["p"] is not None]
+    tested = [i for i, r in enumerate(rows) if r.tested]
     out = list(rows)
-    for i, p_adj in zip(tested, holm_adjust([rows[i]["p"] for i in tested]), strict=True):
+    for i, p_adj in zip(tested, holm_adjust([rows[i].p for i in tested]), strict=True):
         r = rows[i]
         call = verdict(
-            p_adj, r["delta"], metrics.DIRECTION[r["metric"]], alpha=alpha, words=COMPARE_WORDS
+            p_adj, r.delta, metrics.DIRECTION[r.metric], alpha=alpha, words=COMPARE_WORDS
         )
-        out[i] = dict(r, p_adjusted=p_adj, verdict=call)
+        out[i] = r.model_copy(update={"p_adjusted": p_adj, "verdict": call})
     return out
 
 
@@ -532,10 +537,10 @@ def _validator() -> Any:
     return schemas.build_validator(schemas.load_schema(SCHEMA_PATH, "compare"))
 
 
-def validate_compare(cmp: Any, source: str = "compare.json") -> None:
-    """Validate a comparison against compare.schema.json; the ValueError starts with ``source``
-    (the file or key it came from) and names the place in the document."""
-    errors = list(_validator().iter_errors(cmp))
+def validate_compare(doc: Any, source: str = "compare.json") -> None:
+    """Validate a compare.json document against compare.schema.json; the ValueError starts with
+    ``source`` (the file or key it came from) and names the place in the document."""
+    errors = list(_validator().iter_errors(doc))
     if errors:
         where, message = schemas.best_problem(errors)
         raise ValueError(
@@ -544,7 +549,10 @@ def validate_compare(cmp: Any, source: str = "compare.json") -> None:
         )
 
 
-def regressions(cmp: dict) -> list[dict]:
-    """The rows whose verdict is "regressed": read from the Holm-adjusted p (comparisons stored
-    before Holm: from each row's own p)."""
-    return [r for r in cmp["rows"] if r["verdict"] == "regressed"]
+def parse_compare(doc: Any, source: str = "compare.json") -> Comparison:
+    """A compare.json document read back (from a store, a file) as a
+    :class:`tinyllm.comparison.Comparison`: validated against compare.schema.json first
+    (ValueError as :func:`validate_compare` raises it, starting with ``source``), so a document
+    that does not fit is refused at the boundary and never reaches a reader."""
+    validate_compare(doc, source)
+    return Comparison.model_validate(doc)

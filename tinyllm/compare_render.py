@@ -3,15 +3,17 @@
 uses (:func:`format_number`, :func:`format_p`, :func:`mde_text`).
 
 A module of its own because it is a concept of its own and sits below the comparison: it reads
-a finished comparison (the dict :func:`tinyllm.compare.compare_reports` returns, or one loaded
-from the store) and imports nothing but :mod:`tinyllm.metrics`, so the console, the dashboard and
-the CLI format numbers and comparisons without loading numpy, scipy or the schemas."""
+a finished comparison (the :class:`tinyllm.comparison.Comparison` that
+:func:`tinyllm.compare.compare_reports` returns, or one read from the store) and imports nothing
+but :mod:`tinyllm.metrics` and that type, so the console, the dashboard and the CLI format
+numbers and comparisons without loading numpy, scipy or the schemas."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tinyllm import metrics
+from tinyllm.comparison import Comparison, ComparisonRow
 
 
 def format_number(x: float | None, signed: bool = False) -> str:
@@ -28,52 +30,53 @@ def format_p(p: float | None) -> str:
     return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
 
 
-def mde_text(r: dict) -> str:
-    """The smallest change a tested row could see, ``±0.0123`` (4 decimals), ``-`` without one
-    (a row not tested, a comparison stored before units)."""
-    mde = r.get("mde")
+def mde_text(mde: float | None) -> str:
+    """The smallest change a tested row could see (its ``mde``), ``±0.0123`` (4 decimals), ``-``
+    without one (a row not tested, a comparison stored before units)."""
     return "-" if mde is None else f"±{mde:.4f}"
 
 
-def verdict_text(r: dict) -> str:
+def verdict_text(r: ComparisonRow) -> str:
     """A row's verdict with what an "unchanged" could have seen: ``unchanged (could see
     ±0.0123)``; the other verdicts as they are."""
-    if r["verdict"] == "unchanged" and r.get("mde") is not None:
-        return f"unchanged (could see {mde_text(r)})"
-    return r["verdict"]
+    if r.verdict == "unchanged" and r.mde is not None:
+        return f"unchanged (could see {mde_text(r.mde)})"
+    return r.verdict
 
 
-def _holm_m(cmp: dict) -> int:
-    return sum(1 for r in cmp["rows"] if r.get("p_adjusted") is not None)
+def _holm_m(cmp: Comparison) -> int:
+    return sum(1 for r in cmp.rows if r.p_adjusted is not None)
 
 
-def _delta_text(r: dict) -> str:
-    if r["delta"] is None:
+def _delta_text(r: ComparisonRow) -> str:
+    if r.delta is None:
         return "-"
-    return f"{format_number(r['delta'], True)} [{format_number(r['lo'], True)}, {format_number(r['hi'], True)}]"
+    return (
+        f"{format_number(r.delta, True)} [{format_number(r.lo, True)}, {format_number(r.hi, True)}]"
+    )
 
 
-def _metric_text(r: dict) -> str:
-    return (r["metric"] or "-") + metrics.ARROW.get(r["direction"], "")
+def _metric_text(r: ComparisonRow) -> str:
+    return (r.metric or "-") + metrics.ARROW.get(r.direction, "")
 
 
-def summary_line(cmp: dict) -> str:
+def summary_line(cmp: Comparison) -> str:
     """``r2 vs r1: 1 regressed, 2 unchanged, ...`` (zero counts left out)."""
-    parts = [f"{n} {v}" for v, n in cmp["summary"].items() if n]
-    return f"{cmp['current']} vs {cmp['previous']}: " + (", ".join(parts) or "no rows")
+    parts = [f"{n} {v}" for v, n in cmp.summary.items() if n]
+    return f"{cmp.current} vs {cmp.previous}: " + (", ".join(parts) or "no rows")
 
 
-def compare_markdown(cmp: dict) -> str:
+def compare_markdown(cmp: Comparison) -> str:
     """A markdown summary of a comparison (for a Prefect artifact or a PR comment)."""
-    conf = round(cmp["confidence"] * 100)
+    conf = round(cmp.confidence * 100)
     spearman = ""
-    if any(_asymmetric(r) for r in cmp["rows"]):
+    if any(_asymmetric(r) for r in cmp.rows):
         spearman = (
             " (spearman rows: the PERM-BOTH permutation test, and a paired bootstrap interval, "
             "on the pairs both releases cover)"
         )
     holm = ""
-    if cmp.get("adjustment") == "holm":
+    if cmp.adjustment == "holm":
         holm = (
             f"; p over each row's sampling units, Holm-adjusted over the {_holm_m(cmp)} rows "
             "tested (the verdict reads the adjusted p); mde: the smallest change each row could "
@@ -82,47 +85,47 @@ def compare_markdown(cmp: dict) -> str:
     lines = [
         f"### {summary_line(cmp)}",
         "",
-        f"Paired sign-flip permutation test ({cmp['n_perm']} permutations, seed {cmp['seed']}) "
-        f"at alpha = {cmp['alpha']}; delta = {cmp['current']} - {cmp['previous']} with its "
+        f"Paired sign-flip permutation test ({cmp.n_perm} permutations, seed {cmp.seed}) "
+        f"at alpha = {cmp.alpha}; delta = {cmp.current} - {cmp.previous} with its "
         f"{conf}% t interval{spearman}{holm}. ↓ lower is better, ↑ higher is better.",
         "",
-        f"| entry | metric | {cmp['previous']} | {cmp['current']} | delta [{conf}% CI] | p "
+        f"| entry | metric | {cmp.previous} | {cmp.current} | delta [{conf}% CI] | p "
         "| p (Holm) | mde | n | verdict |",
         "|---|---|---:|---:|---|---:|---:|---:|---:|---|",
     ]
-    for r in cmp["rows"]:
-        verdict = r["verdict"]
+    for r in cmp.rows:
+        verdict = r.verdict
         if verdict in ("regressed", "improved"):
             verdict = f"**{verdict}**"
-        elif r["reason"]:
-            verdict = f"{verdict}: {r['reason']}"
-        if r.get("note"):
-            verdict = f"{verdict} ({r['note']})"
+        elif r.reason:
+            verdict = f"{verdict}: {r.reason}"
+        if r.note:
+            verdict = f"{verdict} ({r.note})"
         cells = [
-            f"`{r['name']}`",
+            f"`{r.name}`",
             _metric_text(r),
-            format_number(r["previous_value"]),
-            format_number(r["current_value"]),
+            format_number(r.previous_value),
+            format_number(r.current_value),
             _delta_text(r),
-            format_p(r["p"]),
-            format_p(r.get("p_adjusted")),
-            mde_text(r),
-            "-" if r["n"] is None else str(r["n"]),
+            format_p(r.p),
+            format_p(r.p_adjusted),
+            mde_text(r.mde),
+            "-" if r.n is None else str(r.n),
             verdict,
         ]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _asymmetric(r: dict) -> bool:
+def _asymmetric(r: ComparisonRow) -> bool:
     """Whether a tested row's interval is the (asymmetric) bootstrap one: Spearman rows."""
-    return r["delta"] is not None and r["metric"] == metrics.SPEARMAN.name
+    return r.delta is not None and r.metric == metrics.SPEARMAN.name
 
 
 _STYLE = {"improved": "green", "regressed": "bold red", "not comparable": "yellow"}
 
 
-def compare_table(cmp: dict) -> Any:
+def compare_table(cmp: Comparison) -> Any:
     """A rich Table of a comparison, for the terminal (fits 80 columns).
 
     The t interval is symmetric, so it is shown as ``delta ± half-width``; a Spearman row's
@@ -137,23 +140,23 @@ def compare_table(cmp: dict) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    conf = round(cmp["confidence"] * 100)
-    holm = cmp.get("adjustment") == "holm"
+    conf = round(cmp.confidence * 100)
+    holm = cmp.adjustment == "holm"
     notes = []
-    for r in cmp["rows"]:
-        if r["reason"]:
-            notes.append(f"{r['name']}: {r['verdict']}: {r['reason']}")
+    for r in cmp.rows:
+        if r.reason:
+            notes.append(f"{r.name}: {r.verdict}: {r.reason}")
             continue
         if _asymmetric(r):
             notes.append(
-                f"{r['name']}: delta {r['delta']:+.4f}, {conf}% paired bootstrap interval "
-                f"[{r['lo']:+.4f}, {r['hi']:+.4f}] on the {r['n']} pairs both releases cover"
+                f"{r.name}: delta {r.delta:+.4f}, {conf}% paired bootstrap interval "
+                f"[{r.lo:+.4f}, {r.hi:+.4f}] on the {r.n} pairs both releases cover"
             )
-        if holm and r.get("p_adjusted") is not None:
+        if holm and r.p_adjusted is not None:
             notes.append(
-                f"{r['name']}: {verdict_text(r)}; p {format_p(r['p'])} alone, "
-                f"{format_p(r['p_adjusted'])} with Holm over {_holm_m(cmp)} rows"
-                + (f"; {r['note']}" if r.get("note") else "")
+                f"{r.name}: {verdict_text(r)}; p {format_p(r.p)} alone, "
+                f"{format_p(r.p_adjusted)} with Holm over {_holm_m(cmp)} rows"
+                + (f"; {r.note}" if r.note else "")
             )
     table = Table(
         title=summary_line(cmp),
@@ -170,25 +173,25 @@ def compare_table(cmp: dict) -> Any:
     for col, justify in (
         ("verdict", "left"),
         ("metric", "left"),
-        (cmp["previous"], "right"),
-        (cmp["current"], "right"),
+        (cmp.previous, "right"),
+        (cmp.current, "right"),
         (f"delta ± {conf}% CI", "right"),
         ("p (Holm)" if holm else "p", "right"),
     ):
         table.add_column(col, justify=justify, no_wrap=True)
-    for r in cmp["rows"]:
+    for r in cmp.rows:
         delta = "-"
-        if r["delta"] is not None and _asymmetric(r):
-            delta = f"[{r['lo']:+.3f}, {r['hi']:+.3f}]"
-        elif r["delta"] is not None:
-            delta = f"{r['delta']:+.4f} ± {(r['hi'] - r['lo']) / 2:.4f}"
+        if r.delta is not None and _asymmetric(r):
+            delta = f"[{r.lo:+.3f}, {r.hi:+.3f}]"
+        elif r.delta is not None:
+            delta = f"{r.delta:+.4f} ± {(r.hi - r.lo) / 2:.4f}"
         table.add_row(
-            r["name"],
-            Text(r["verdict"], style=_STYLE.get(r["verdict"], "")),
+            r.name,
+            Text(r.verdict, style=_STYLE.get(r.verdict, "")),
             _metric_text(r),
-            format_number(r["previous_value"]),
-            format_number(r["current_value"]),
+            format_number(r.previous_value),
+            format_number(r.current_value),
             delta,
-            format_p(r.get("p_adjusted") if holm else r["p"]),
+            format_p(r.p_adjusted if holm else r.p),
         )
     return table

@@ -39,6 +39,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from tinyllm import safeio
+from tinyllm.comparison import Comparison, ComparisonRow
 from tinyllm.store import Store, StoreKeyError
 
 FORMATS = ("csv", "parquet")
@@ -121,7 +122,7 @@ class Exported:
     n_items: int
 
 
-def release_comparison(store: Store, release: str) -> dict | None:
+def release_comparison(store: Store, release: str) -> Comparison | None:
     """The release's stored comparison (:meth:`Store.read_compare`), None when it has none (the
     first release of a store). An unreadable one raises the store's error naming its key."""
     try:
@@ -132,16 +133,33 @@ def release_comparison(store: Store, release: str) -> dict | None:
         return None
 
 
-def rows_of(report: dict, compare: dict | None) -> list[dict]:
+def _versus_previous(c: ComparisonRow | None) -> dict:
+    """The columns of a row's comparison with the previous release (None without one)."""
+    if c is None:
+        return dict.fromkeys(
+            ("vs_previous", "delta", "delta_lo", "delta_hi", "p", "p_adjusted", "mde")
+        )
+    return {
+        "vs_previous": c.verdict,
+        "delta": c.delta,
+        "delta_lo": c.lo,
+        "delta_hi": c.hi,
+        "p": c.p,
+        "p_adjusted": c.p_adjusted,
+        "mde": c.mde,
+    }
+
+
+def rows_of(report: dict, compare: Comparison | None) -> list[dict]:
     """One dict per row of ``report`` (keys: the names of :data:`ROW_COLUMNS`, None where a row
-    has no such value), each with its verdict from ``compare`` (a compare.json) when given."""
-    verdicts = {r["name"]: r for r in (compare or {}).get("rows", [])}
+    has no such value), each with its verdict from ``compare`` when given."""
+    verdicts = {} if compare is None else compare.by_name()
     out = []
     for r in report["rows"]:
         err = r.get("error") or {}
         base = r.get("baseline") or {}
         beats = r.get("beats_baseline") or {}
-        cmp = verdicts.get(r["name"], {})
+        cmp = verdicts.get(r["name"])
         line = {
             "release": report.get("release"),
             "created_at": report.get("created_at"),
@@ -171,14 +189,8 @@ def rows_of(report: dict, compare: dict | None) -> list[dict]:
             "beats_baseline_delta": beats.get("delta"),
             "beats_baseline_p": beats.get("p"),
             "beats_baseline_p_adjusted": beats.get("p_adjusted"),
-            "previous": None if compare is None else compare.get("previous"),
-            "vs_previous": cmp.get("verdict"),
-            "delta": cmp.get("delta"),
-            "delta_lo": cmp.get("lo"),
-            "delta_hi": cmp.get("hi"),
-            "p": cmp.get("p"),
-            "p_adjusted": cmp.get("p_adjusted"),
-            "mde": cmp.get("mde"),
+            "previous": None if compare is None else compare.previous,
+            **_versus_previous(cmp),
         }
         out.append(line)
     return out

@@ -28,13 +28,16 @@ from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from tinyllm.compare import compare_reports, regressions
+from tinyllm.compare import compare_reports
+from tinyllm.comparison import Comparison, ComparisonRow
 from tinyllm.console import Progress
 from tinyllm.report import stored_rows
 from tinyllm.store import Store
 
 
-def compare_stored(store: Store, prev: tuple[str, dict], cur: tuple[str, dict], **kw: Any) -> dict:
+def compare_stored(
+    store: Store, prev: tuple[str, dict], cur: tuple[str, dict], **kw: Any
+) -> Comparison:
     """:func:`tinyllm.compare.compare_reports` of two releases of ``store``, each given as
     ``(name, report)``, with their per-item scores and unit ids read from the store through the
     reports' references; ``kw``: ``n_perm``, ``seed``, ``alpha``."""
@@ -83,7 +86,7 @@ def order_by_step(views: Iterable[Any]) -> list[Any]:
 
 def step_comparisons(
     store: Store, views: Iterable[Any], *, n_perm: int = 10_000, seed: int = 0
-) -> dict[str, dict | None]:
+) -> dict[str, Comparison | None]:
     """The comparisons to read instead of the stored ones, by release: each checkpoint of a run
     (``views`` in step order, :func:`order_by_step`) is compared with the run's checkpoint
     before it. A checkpoint whose stored ``compare.json`` is with another release of its run (a
@@ -94,13 +97,13 @@ def step_comparisons(
     views = list(views)
     runs = {v.name: run_step(v.report) for v in views}
     before: dict[str, Any] = {}  # run -> its last checkpoint's view so far
-    out: dict[str, dict | None] = {}
+    out: dict[str, Comparison | None] = {}
     for v in views:
         rs = runs[v.name]
         if rs is None:
             continue
         prev = before.get(rs[0])
-        have = v.compare.get("previous") if isinstance(v.compare, dict) else None
+        have = v.compare.previous if v.compare is not None else None
         of_run = runs.get(have) is not None and runs[have][0] == rs[0]
         if prev is not None and have != prev.name:
             out[v.name] = compare_stored(
@@ -132,8 +135,8 @@ class ReleaseStep:
 
     view: Any
     """The release as read from the store (its ``name``, ``report``, ``error`` ...)."""
-    compare: dict | None = None
-    """compare.json's content: the stored comparison, or one computed against :attr:`previous`;
+    compare: Comparison | None = None
+    """The comparison: the stored comparison, or one computed against :attr:`previous`;
     None for the first readable release and for a release without a readable report."""
     computed: bool = False
     """Whether :attr:`compare` was computed here (no valid stored compare.json)."""
@@ -152,7 +155,7 @@ class ReleaseStep:
         """Entry name -> its verdict against the previous release (empty without a comparison)."""
         if self.compare is None:
             return {}
-        return {r["name"]: r["verdict"] for r in self.compare["rows"]}
+        return {r.name: r.verdict for r in self.compare.rows}
 
     @property
     def baseline_verdicts(self) -> dict[str, str]:
@@ -162,9 +165,10 @@ class ReleaseStep:
         rows = [] if self.view.report is None else stored_rows(self.view.report)
         return {r.name: r.beats_baseline.verdict for r in rows if r.beats_baseline is not None}
 
-    def regressions(self) -> list[dict]:
-        """The comparison's rows whose verdict is "regressed" (:func:`tinyllm.compare.regressions`)."""
-        return [] if self.compare is None else regressions(self.compare)
+    def regressions(self) -> list[ComparisonRow]:
+        """The comparison's rows whose verdict is "regressed"
+        (:meth:`tinyllm.comparison.Comparison.regressions`)."""
+        return [] if self.compare is None else self.compare.regressions()
 
 
 def release_history(
@@ -196,7 +200,7 @@ def release_history(
 
 
 def _against_another_step(
-    cmp: dict | None, previous: tuple[str, dict] | None, report: dict
+    cmp: Comparison | None, previous: tuple[str, dict] | None, report: dict
 ) -> bool:
     """Whether a checkpoint's stored comparison is with another release than the checkpoint of
     its run just before it in the history."""
@@ -207,7 +211,7 @@ def _against_another_step(
         here is not None
         and there is not None
         and here[0] == there[0]
-        and cmp.get("previous") != previous[0]
+        and cmp.previous != previous[0]
     )
 
 
@@ -225,8 +229,8 @@ def compare_releases(
     seed: int = 0,
     alpha: float = 0.05,
     progress: Callable[[int], ContextManager[Any]] | None = None,
-) -> dict:
-    """compare.json of release ``b`` against the earlier release ``a`` of ``store`` (nothing
+) -> Comparison:
+    """The comparison of release ``b`` against the earlier release ``a`` of ``store`` (nothing
     written): :func:`tinyllm.compare.compare_reports` on their reports, per-item scores and unit
     ids, a paired permutation test per row over its units with ``n_perm`` sign patterns, the
     verdicts from the Holm-adjusted p at level ``alpha``.

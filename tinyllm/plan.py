@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinyllm import metrics
+from tinyllm.comparison import ComparisonRow
 from tinyllm.report import StoredRow, stored_rows
 from tinyllm.stats import ALPHA, POWER, cluster_ratio, mde, unit_sd, units_needed
 from tinyllm.store import Store, StoreError, StoreKeyError
@@ -58,7 +59,7 @@ class Plan:
     units: int
 
 
-def _compared(store: Store, release: str, entry: str) -> tuple[dict, str] | None:
+def _compared(store: Store, release: str, entry: str) -> tuple[ComparisonRow, str] | None:
     """The release's stored comparison row of ``entry`` when it was tested and carries its
     standard error (comparisons stored before units have none), with the release it compares
     against."""
@@ -66,9 +67,9 @@ def _compared(store: Store, release: str, entry: str) -> tuple[dict, str] | None
         cmp = store.read_compare(release)
     except StoreKeyError:
         return None
-    for r in cmp["rows"]:
-        if r["name"] == entry and r.get("se") is not None and r.get("n_units"):
-            return r, cmp["previous"]
+    for r in cmp.rows:
+        if r.name == entry and r.se is not None and r.n_units:
+            return r, cmp.previous
     return None
 
 
@@ -120,8 +121,8 @@ def plan_row(store: Store, release: str, entry: str, delta: float, *, power: flo
     if found is not None:
         c, previous = found
         g, se, paired, source = (
-            int(c["n_units"]),
-            float(c["se"]),
+            int(c.n_units),
+            float(c.se),
             True,
             f"comparison with {previous}",
         )

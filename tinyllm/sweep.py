@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinyllm.compare import TESTED
+from tinyllm.comparison import TESTED, Comparison
 from tinyllm.eval import zoo
 from tinyllm.history import compare_stored
 from tinyllm.metrics import DIRECTION
@@ -287,7 +287,7 @@ def up_to_date(store: Store, release: str, rows: Sequence[dict], previous: str |
         keys = ("status", "checkpoint_sha256", "data_sha256", "value")
         if row["status"] != "ok" or old is None or any(getattr(old, k) != row[k] for k in keys):
             return False
-    return previous is None or (cmp is not None and cmp.get("previous") == previous)
+    return previous is None or (cmp is not None and cmp.previous == previous)
 
 
 def publish_checkpoint(
@@ -330,13 +330,13 @@ def publish_checkpoint(
 
 def _pair_comparison(
     store: Store, prev: RunRelease, cur: RunRelease, n_perm: int, seed: int
-) -> dict:
+) -> Comparison:
     """The stored comparison of ``cur`` when it was made against ``prev``, else one computed."""
     try:
         cmp = store.read_compare(cur.release)
     except StoreError:
         cmp = None
-    if cmp is not None and cmp.get("previous") == prev.release:
+    if cmp is not None and cmp.previous == prev.release:
         return cmp
     return compare_stored(
         store, (prev.release, prev.report), (cur.release, cur.report), n_perm=n_perm, seed=seed
@@ -366,7 +366,7 @@ def summarize(
     for prev, cur in zip(releases, releases[1:], strict=False):
         cmp = _pair_comparison(store, prev, cur, n_perm, seed)
         rows = [
-            {k: r.get(k) for k in PAIR_ROW_KEYS} | {"verdict": r["verdict"]} for r in cmp["rows"]
+            {k: getattr(r, k) for k in PAIR_ROW_KEYS} | {"verdict": r.verdict} for r in cmp.rows
         ]
         for r in rows:
             if r["verdict"] in TESTED and r["p"] is not None:

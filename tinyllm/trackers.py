@@ -40,6 +40,7 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tinyllm.comparison import Comparison
 from tinyllm.console import error_line
 from tinyllm.export import (
     ROW_COLUMNS,
@@ -101,11 +102,11 @@ def check_trackers(names: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _provenance(report: dict, compare: dict | None, store_uri: str) -> dict[str, str]:
+def _provenance(report: dict, compare: Comparison | None, store_uri: str) -> dict[str, str]:
     """The release's provenance as text: what a run's params (MLflow) or config (W&B) hold."""
     info = {
         "release": report.get("release"),
-        "previous": None if compare is None else compare.get("previous"),
+        "previous": None if compare is None else compare.previous,
         "suite": report.get("suite"),
         "created_at": report.get("created_at"),
         "seed": report.get("seed"),
@@ -190,7 +191,11 @@ LOGGERS = {"mlflow": log_mlflow, "wandb": log_wandb}
 
 
 def track_rows(
-    release: str, report: dict, compare: dict | None, names: Iterable[str], store_uri: str = ""
+    release: str,
+    report: dict,
+    compare: Comparison | None,
+    names: Iterable[str],
+    store_uri: str = "",
 ) -> list[Tracked]:
     """Log ``report`` (a release's report.json) with its comparison ``compare`` (compare.json,
     or None) to each tracker of ``names`` (checked by :func:`check_trackers` first); one

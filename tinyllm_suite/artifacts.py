@@ -13,6 +13,7 @@ import re
 import urllib.parse
 from typing import Any
 
+from tinyllm.comparison import Comparison
 from tinyllm.report import NAME_PATTERN
 
 _MD_REFS = {ord(c): f"&#{ord(c)};" for c in "&<>\"'[]()!`|*_~\\:@#"}
@@ -34,25 +35,21 @@ def md_link(url: str) -> str:
     return f"[{md_text(url)}]({urllib.parse.quote(url, safe=':/%')})"
 
 
-def md_safe_comparison(cmp: dict) -> dict:
+def md_safe_comparison(cmp: Comparison) -> Comparison:
     """A copy of a comparison whose free-text fields (reasons: error messages, paths; release
     names) are :func:`md_text`, for :func:`tinyllm.compare_render.compare_markdown`, which inserts them
     as they are. Entry names go into code spans there, where references would show as typed:
     they are kept when they are plain names (the manifest's pattern), escaped otherwise."""
     rows = []
-    for r in cmp["rows"]:
-        r = dict(r)
-        if r.get("reason") is not None:
-            r["reason"] = md_text(r["reason"])
-        if not re.fullmatch(NAME_PATTERN, str(r.get("name", ""))):
-            r["name"] = md_text(r["name"])
-        rows.append(r)
-    return {
-        **cmp,
-        "rows": rows,
-        "current": md_text(cmp["current"]),
-        "previous": md_text(cmp["previous"]),
-    }
+    for r in cmp.rows:
+        safe: dict = {}
+        if r.reason is not None:
+            safe["reason"] = md_text(r.reason)
+        if not re.fullmatch(NAME_PATTERN, r.name):
+            safe["name"] = md_text(r.name)
+        rows.append(r.model_copy(update=safe))
+    update = {"rows": rows, "current": md_text(cmp.current), "previous": md_text(cmp.previous)}
+    return cmp.model_copy(update=update)
 
 
 def artifact_rows(rows: list[dict]) -> list[dict]:

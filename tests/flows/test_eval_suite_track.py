@@ -57,9 +57,9 @@ def test_flow_logs_the_published_release_and_its_verdicts_to_mlflow(manifest, tm
         want.update(
             {f"{r['name']}/{k}": float(r[k]) for k in ("value", "lo", "hi", "n", "n_units")}
         )
-    for r in st.read_compare("r2")["rows"]:
-        want.update({f"{r['name']}/{k}": float(r[k]) for k in ("delta", "p", "p_adjusted")})
-        assert run.data.tags[f"{r['name']}/vs_previous"] == r["verdict"]
+    for c in st.read_compare("r2").rows:
+        want.update({f"{c.name}/{k}": float(getattr(c, k)) for k in ("delta", "p", "p_adjusted")})
+        assert run.data.tags[f"{c.name}/vs_previous"] == c.verdict
     assert run.data.metrics == want
     assert run.data.params["previous"] == "r1"
 

@@ -69,7 +69,7 @@ def test_sweep_then_one_more_checkpoint_scores_only_it(run_dir, tmp_path, monkey
         assert (report["run"], report["step"]) == ("lee-bigram", n)
         assert report["rows"][0]["name"] == "val" and report["rows"][0]["status"] == "ok"
     # each checkpoint compared with the run's previous step, not with the store's latest
-    assert st.read_compare("lee-bigram-step-3000")["previous"] == "lee-bigram-step-300"
+    assert st.read_compare("lee-bigram-step-3000").previous == "lee-bigram-step-300"
     assert first["summary"]["last_improved"] == {"val": 30000}
 
     loads.calls.clear()
@@ -79,7 +79,7 @@ def test_sweep_then_one_more_checkpoint_scores_only_it(run_dir, tmp_path, monkey
     assert [done[n]["cached"] for n in STEPS] == [["val"]] * 3
     assert [done[n]["published"] for n in STEPS] == [False] * 3  # nothing new to write
     assert done[LATER]["published"] and done[LATER]["cached"] == []
-    assert st.read_compare(f"lee-bigram-step-{LATER}")["previous"] == "lee-bigram-step-30000"
+    assert st.read_compare(f"lee-bigram-step-{LATER}").previous == "lee-bigram-step-30000"
     assert len(st.runs("lee-bigram-step-300")) == 1  # not published a second time
 
     s = second["summary"]
@@ -91,7 +91,7 @@ def test_sweep_then_one_more_checkpoint_scores_only_it(run_dir, tmp_path, monkey
     ps = [p["rows"][0]["p"] for p in s["pairs"]]
     assert ps[0] == ps[1] == pytest.approx(1 / 10_001) and ps[2] > 0.05
     assert [p["rows"][0]["p_run"] for p in s["pairs"]] == pytest.approx([3 * ps[0]] * 2 + [ps[2]])
-    assert st.read_compare("lee-bigram-step-3000")["rows"][0]["p_adjusted"] == ps[0]
+    assert st.read_compare("lee-bigram-step-3000").rows[0].p_adjusted == ps[0]
     assert s["last_improved"] == {"val": 30000}
     deltas = [p["rows"][0]["delta"] for p in s["pairs"]]
     assert deltas[0] < deltas[1] < 0 and abs(deltas[2]) < 0.01
@@ -144,5 +144,5 @@ def test_a_step_swept_in_between_is_compared_with_its_neighbours(run_dir, tmp_pa
         (["val"], True),
     ]
     st = open_store(store)
-    assert st.read_compare("lee-bigram-step-30000")["previous"] == "lee-bigram-step-3000"
+    assert st.read_compare("lee-bigram-step-30000").previous == "lee-bigram-step-3000"
     assert [p["previous_step"] for p in out["summary"]["pairs"]] == [300, 3000]

@@ -123,11 +123,11 @@ def test_two_releases_compare_with_a_verdict(zoo, tmp_path):
         lambda n: reports["r2"].item_scores[n],
         n_perm=2000,
     )
-    (row,) = cmp["rows"]
-    assert row["verdict"] in ("improved", "regressed", "unchanged")
+    (row,) = cmp.rows
+    assert row.verdict in ("improved", "regressed", "unchanged")
     a, b = (reports[r].item_scores["cloze"] for r in ("r1", "r2"))
-    assert row["delta"] == pytest.approx(float(np.mean(b - a)))
-    assert row["n"] == LIMIT
+    assert row.delta == pytest.approx(float(np.mean(b - a)))
+    assert row.n == LIMIT
 
 
 def test_the_gpt_recipe_adds_an_lmeval_entry_that_scores(tmp_path):
@@ -186,9 +186,9 @@ def test_published_releases_show_the_row_and_its_verdict_on_the_dashboard(zoo, t
     for r, c in (("r1", "a"), ("r2", "b")):
         rep = run_zoo({"suite": "zoo", "entries": [entry(ckpt=c)]}, seed=0, release=r, base_dir=zoo)
         publish_run(st, r, rep.to_json(), dict(rep.item_scores), seed=0)
-    (row,) = st.read_compare("r2")["rows"]
-    assert row["verdict"] in ("improved", "regressed", "unchanged")
+    (row,) = st.read_compare("r2").rows
+    assert row.verdict in ("improved", "regressed", "unchanged")
     files = dashboard.build_site(st)
     assert "entry/cloze.html" in files
     page = files["index.html"].decode()
-    assert "cloze" in page and "lmeval" in page and row["verdict"] in page
+    assert "cloze" in page and "lmeval" in page and row.verdict in page

@@ -205,9 +205,9 @@ def test_runs_imported_as_releases_are_compared_as_the_judge_pairs_them(runs, tm
     assert sorted(rows) == ["arc_easy-acc", "arc_easy-acc_norm", "lambada_openai-acc"]
     assert rows["arc_easy-acc"]["value"] == _results(b)["results"]["arc_easy"]["acc,none"]
     assert rows["arc_easy-acc"]["n_units"] == N_ARC // TOPIC
-    cmp = {r["name"]: r for r in st.read_compare("r2")["rows"]}
+    cmp = {r.name: r for r in st.read_compare("r2").rows}
     j = judge([read_run(a, cluster_key="topic"), read_run(b, cluster_key="topic")])
     c = next(c for c in j.comparisons if (c.task, c.metric) == ("arc_easy", "acc"))
     got = cmp["arc_easy-acc"]
-    assert (got["n_units"], got["p"]) == (c.n_units, c.p)  # the same paired test over clusters
-    assert got["delta"] == pytest.approx(c.delta, abs=1e-12)
+    assert (got.n_units, got.p) == (c.n_units, c.p)  # the same paired test over clusters
+    assert got.delta == pytest.approx(c.delta, abs=1e-12)

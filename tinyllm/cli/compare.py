@@ -47,8 +47,7 @@ def compare_cmd(
     fail_on_regression: FailOnRegression = False,
 ) -> None:
     """Compare release B with release A: a paired permutation test per row (nothing written)."""
-    from tinyllm.compare import regressions  # numpy and scipy: after parsing
-    from tinyllm.history import compare_releases
+    from tinyllm.history import compare_releases  # numpy and scipy: after parsing
     from tinyllm.store import StoreError
 
     check_n_perm(n_perm)
@@ -62,8 +61,8 @@ def compare_cmd(
     except (StoreError, ValueError) as e:
         store_error(e)
     if as_json:
-        typer.echo(json.dumps(cmp, indent=2))
+        typer.echo(json.dumps(cmp.to_json(), indent=2))
     else:
         console.print(compare_table(cmp))
-    if fail_on_regression and regressions(cmp):
+    if fail_on_regression and cmp.regressions():
         raise typer.Exit(1)

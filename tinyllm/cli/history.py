@@ -76,12 +76,12 @@ def print_step(step: Any) -> None:
     _line(title + (f"  {summary_line(cmp)}" if cmp is not None else "  (first release)"), "bold")
     console.print(_release_table(v.report, step.verdicts))
     for r in step.regressions():
-        holm = "" if r.get("p_adjusted") is None else f", Holm {r['p_adjusted']:.2g}"
+        holm = "" if r.p_adjusted is None else f", Holm {r.p_adjusted:.2g}"
         console.print(
-            f"[bold red]regressed[/] {v.name} {r['name']}: {r['metric']} "
-            f"{r['previous_value']:.4f} -> {r['current_value']:.4f} "
-            f"(delta {r['delta']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}], "
-            f"p {r['p']:.2g}{holm}) vs {cmp['previous']}",
+            f"[bold red]regressed[/] {v.name} {r.name}: {r.metric} "
+            f"{r.previous_value:.4f} -> {r.current_value:.4f} "
+            f"(delta {r.delta:+.4f} [{r.lo:+.4f}, {r.hi:+.4f}], "
+            f"p {r.p:.2g}{holm}) vs {cmp.previous}",
             highlight=False,
             soft_wrap=True,
         )

@@ -47,7 +47,8 @@ def entry_series(entry: str, history: list[ReleaseView]) -> Series:
         s.value.append(number(row.value) if ok else None)
         s.lo.append(number(row.lo) if ok else None)
         s.hi.append(number(row.hi) if ok else None)
-        s.regressed.append(ok and v.verdicts().get(entry, {}).get("verdict") == "regressed")
+        c = v.verdicts().get(entry)
+        s.regressed.append(ok and c is not None and c.verdict == "regressed")
         s.error.append(row is not None and row.status == "error")
         if row is not None and row.metric is not None:
             s.metric = row.metric

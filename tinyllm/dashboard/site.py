@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ from typing import Any
 from tinyllm import safeio
 from tinyllm.dashboard.plots import entry_series, overview_svg, trend_svg
 from tinyllm.dashboard.views import (
-    CMP_KEYS,
     SAFE_NAME,
     VERDICT_CLASS,
     ReleaseView,
@@ -27,7 +25,6 @@ from tinyllm.dashboard.views import (
     fmt_value,
     load_history,
     metric_text,
-    norm,
     row_reason,
     row_verdict,
     slug,
@@ -104,8 +101,8 @@ def build_site(
             title=f"release {v.name}",
             v=v,
             rows=table_rows(v),
-            compare_rows=[norm(c, CMP_KEYS) for c in v.verdicts().values()],
-            compare_json=json.dumps(v.compare, indent=2, ensure_ascii=False) if v.compare else None,
+            compare_rows=[] if v.compare is None else v.compare.rows,
+            compare_json=v.compare_json(),
         )
     for e in entries:
         hist = []
@@ -118,7 +115,7 @@ def build_site(
                 {
                     "v": v,
                     "row": row,
-                    "cmp": norm(c, CMP_KEYS),
+                    "cmp": c,
                     "verdict": verdict,
                 }
             )

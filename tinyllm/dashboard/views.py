@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from typing import Any
 
 from tinyllm import metrics
 from tinyllm.compare_render import format_number, format_p, mde_text
+from tinyllm.comparison import Comparison, ComparisonRow
 from tinyllm.history import order_by_step, step_comparisons
 from tinyllm.report import StoredRow, stored_rows
 from tinyllm.store import Store, StoreError, history_order, parse_created_at
@@ -59,10 +61,9 @@ class ReleaseView:
     error: str | None = None  # why the report is unreadable, or that there is none
     has_report_file: bool = False  # a report.json is there (readable or not)
     created_at: _dt.datetime | None = None
-    compare: dict | None = None
+    compare: Comparison | None = None
     compare_error: str | None = None
     runs: list[RunView] = field(default_factory=list)
-    _verdicts: dict[str, dict] | None = field(default=None, repr=False)
     _rows: tuple[dict | None, list[StoredRow]] | None = field(
         default=None, repr=False, compare=False
     )
@@ -75,17 +76,15 @@ class ReleaseView:
             self._rows = (self.report, stored_rows(self.report) if self.report else [])
         return list(self._rows[1])
 
-    def verdicts(self) -> dict[str, dict]:
-        """Entry name -> its compare.json row (empty when there is no readable comparison)."""
-        if self._verdicts is None:
-            rows = self.compare.get("rows") if self.compare else None
-            rows = rows if isinstance(rows, list) else []
-            self._verdicts = {r["name"]: r for r in rows if isinstance(r, dict) and "name" in r}
-        return self._verdicts
+    def verdicts(self) -> dict[str, ComparisonRow]:
+        """Entry name -> its comparison row (empty when there is no readable comparison)."""
+        return {} if self.compare is None else self.compare.by_name()
 
-    def set_compare(self, compare: dict) -> None:
-        """Show ``compare`` as this release's comparison (its verdicts read from it anew)."""
-        self.compare, self._verdicts = compare, None
+    def compare_json(self) -> str | None:
+        """The comparison's compare.json, indented, as the release page shows it in full."""
+        if self.compare is None:
+            return None
+        return json.dumps(self.compare.to_json(), indent=2, ensure_ascii=False)
 
 
 def slug(name: str) -> str:
@@ -163,7 +162,7 @@ def load_history(store: Store) -> list[ReleaseView]:
     views = order_by_step(views)
     for name, cmp in step_comparisons(store, views).items():  # a step swept in between
         v = next(v for v in views if v.name == name)
-        v.set_compare(cmp)
+        v.compare = cmp
     return views
 
 
@@ -190,11 +189,11 @@ def fmt_interval(lo: Any, hi: Any, signed: bool = False) -> str:
     return f"[{format_number(lo, signed)}, {format_number(hi, signed)}]"
 
 
-def fmt_delta(r: dict | None) -> str:
+def fmt_delta(r: ComparisonRow | None) -> str:
     """``+0.0721 [+0.0650, +0.0790]`` (delta and its interval, like ``tinyllm compare``)."""
-    if not r or number(r.get("delta")) is None:
+    if r is None or number(r.delta) is None:
         return "-"
-    return f"{format_number(r['delta'], True)} {fmt_interval(r.get('lo'), r.get('hi'), True)}"
+    return f"{format_number(r.delta, True)} {fmt_interval(r.lo, r.hi, True)}"
 
 
 def fmt_p(p: Any) -> str:
@@ -204,16 +203,16 @@ def fmt_p(p: Any) -> str:
 
 def fmt_mde(x: Any) -> str:
     """A minimum detectable difference as ``tinyllm compare`` prints it, ``±0.0123``; ``-``."""
-    return mde_text({"mde": number(x)})
+    return mde_text(number(x))
 
 
-def could_see(r: dict | None) -> str:
+def could_see(r: ComparisonRow | None) -> str:
     """What an "unchanged" comparison row could have seen: ``(could see ±0.0123)``, its minimum
     detectable difference at 80% power in the metric's units (docs/definitions.md, "The
     detectable difference"); ``""`` for any other row and for comparisons stored without one."""
-    if not r or r.get("verdict") != "unchanged" or number(r.get("mde")) is None:
+    if r is None or r.verdict != "unchanged" or number(r.mde) is None:
         return ""
-    return f"(could see {mde_text(r)})"
+    return f"(could see {mde_text(r.mde)})"
 
 
 def metric_text(metric: Any) -> str:
@@ -238,12 +237,12 @@ def row_reason(row: StoredRow) -> str | None:
     return None
 
 
-def row_verdict(row: StoredRow, cmp_row: dict | None, has_compare: bool) -> str:
+def row_verdict(row: StoredRow, cmp_row: ComparisonRow | None, has_compare: bool) -> str:
     """The row's verdict word: its status when not ok, else the comparison's verdict."""
     if row.status in ("error", "skipped"):
         return row.status
-    if cmp_row is not None and cmp_row.get("verdict") in VERDICT_CLASS:
-        return cmp_row["verdict"]
+    if cmp_row is not None:
+        return cmp_row.verdict
     return "no comparison" if not has_compare else "not comparable"
 
 
@@ -260,18 +259,6 @@ def entry_names(history: list[ReleaseView]) -> list[str]:
     return names
 
 
-CMP_KEYS = ("name", "verdict", "reason", "metric", "previous_value", "current_value")
-CMP_KEYS += ("delta", "lo", "hi", "p", "n")
-CMP_KEYS += ("p_adjusted", "mde", "se", "n_units", "method", "note")  # None before units
-
-
-def norm(d: dict | None, keys: tuple[str, ...]) -> dict | None:
-    """A comparison row with every key the templates read (None where the stored one has none)."""
-    if d is None:
-        return None
-    return {**{k: None for k in keys}, **d}
-
-
 def table_rows(v: ReleaseView) -> list[dict]:
     """A release's rows with what the tables show: the row, its verdict, the comparison row."""
     verdicts = v.verdicts()
@@ -282,7 +269,7 @@ def table_rows(v: ReleaseView) -> list[dict]:
         out.append(
             {
                 "row": r,
-                "cmp": norm(c, CMP_KEYS),
+                "cmp": c,
                 "verdict": verdict,
                 "reason": row_reason(r),
             }

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyllm.compare import validate_compare
+from tinyllm.compare import parse_compare, validate_compare
+from tinyllm.comparison import Comparison
 from tinyllm.report import ReportSchemaError, check_stored_report
 from tinyllm.store.documents import (
     MAX_JSON_BYTES,
@@ -341,25 +342,29 @@ class Store:
     def has_report(self, release: str) -> bool:
         return self.exists(self.report_key(release))
 
-    def write_compare(self, release: str, cmp: dict) -> str:
-        """Write ``releases/<release>/compare.json`` (validated against compare.schema.json)."""
+    def write_compare(self, release: str, cmp: Comparison) -> str:
+        """Write ``releases/<release>/compare.json``: ``cmp``'s document, validated against
+        compare.schema.json."""
         return self._put_compare(self.compare_key(release), cmp)
 
-    def write_compare_version(self, release: str, report_bytes: bytes, cmp: dict) -> str:
+    def write_compare_version(self, release: str, report_bytes: bytes, cmp: Comparison) -> str:
         """Write the comparison made for the report.json whose bytes are ``report_bytes`` at
         :meth:`compare_version_key` (validated); return the key. :func:`publish_run` writes it
         before the report, so every report it makes visible has its comparison already."""
         return self._put_compare(self.compare_version_key(release, report_bytes), cmp)
 
-    def _put_compare(self, key: str, cmp: dict) -> str:
+    def _put_compare(self, key: str, cmp: Comparison) -> str:
+        if not isinstance(cmp, Comparison):
+            raise StoreError(f"{self.where(key)}: expected a Comparison, got {type(cmp).__name__}")
+        doc = cmp.to_json()
         try:
-            validate_compare(cmp, self.where(key))
+            validate_compare(doc, self.where(key))
         except ValueError as e:
             raise StoreError(str(e)) from None
-        self.put_json(key, cmp)
+        self.put_json(key, doc)
         return key
 
-    def read_compare(self, release: str) -> dict:
+    def read_compare(self, release: str) -> Comparison:
         """The comparison of a release's report with its previous release, validated.
 
         The comparison made for the report.json as it is now (``compares/<h>.json``, ``h`` the
@@ -367,7 +372,7 @@ class Store:
         comparisons were kept per report, and comparisons written with :meth:`write_compare`
         alone). A missing one is a :class:`StoreKeyError`; one that is not a JSON object with a
         ``rows`` list matching compare.schema.json is a :class:`StoreUnreadableError`
-        naming the key and what was expected.
+        naming the key and what was expected (:func:`tinyllm.compare.parse_compare`).
         """
         key = self.compare_key(release)
         try:
@@ -381,14 +386,14 @@ class Store:
                 pass
         return self._checked_compare(key, self._get_json_or_missing(key, release, "comparison"))
 
-    def read_compare_version(self, release: str, report_bytes: bytes) -> dict:
+    def read_compare_version(self, release: str, report_bytes: bytes) -> Comparison:
         """The comparison made for the report.json whose bytes are ``report_bytes``
         (:meth:`compare_version_key`), validated as in :meth:`read_compare`; a
         :class:`StoreKeyError` when none was stored."""
         version = self.compare_version_key(release, report_bytes)
         return self._checked_compare(version, self.get_json(version, "comparison"))
 
-    def _checked_compare(self, key: str, cmp: Any) -> dict:
+    def _checked_compare(self, key: str, cmp: Any) -> Comparison:
         where = self.where(key)
         if not isinstance(cmp, dict):
             raise StoreUnreadableError(f"{where}: expected a JSON object, got {type(cmp).__name__}")
@@ -397,10 +402,9 @@ class Store:
                 f"{where}: expected 'rows' to be a list, got {type(cmp.get('rows')).__name__}"
             )
         try:
-            validate_compare(cmp, where)
+            return parse_compare(cmp, where)
         except ValueError as e:
             raise StoreUnreadableError(str(e)) from None
-        return cmp
 
     def write_site_file(self, key: str, data: bytes, content_type: str) -> str:
         """Write one file of the static dashboard (``dashboard/...`` only; never ``releases/``).
@@ -532,7 +536,7 @@ class Store:
         if release not in names:
             return others[-1] if others else None
         try:
-            prev = self.read_compare(release).get("previous")
+            prev = self.read_compare(release).previous
         except StoreError:
             prev = None  # none, or unreadable: fall back to the history order
         if prev in others:
