@@ -10,27 +10,33 @@ import numpy as np
 import pytest
 from store_helpers import acc_row, all_files, make_report, make_row
 
+from tinyllm.compare_checks import parse_row
 from tinyllm.publish import check_publish_args, merge_report, merge_rows, publish_run
+from tinyllm.report import StoredRow
 from tinyllm.store import LocalStore, Store, StoreError, StoreExistsError, StoreKeyError, open_store
 
 
+def typed(*rows: dict) -> list[StoredRow]:
+    return [parse_row(r) for r in rows]
+
+
 def test_merge_rows_replaces_by_name_and_keeps_the_others():
-    old = make_report("r1", "2026-11-29T18:00:00Z", [make_row(n, i) for i, n in enumerate("abc")])
-    new_b = make_row("b", 20.0)
-    merged = merge_rows(old, [new_b, make_row("d", 4.0)])
-    assert [(r["name"], r["value"]) for r in merged] == [
+    old = typed(*(make_row(n, i) for i, n in enumerate("abc")))
+    (new_b,) = typed(make_row("b", 20.0))
+    merged = merge_rows(old, [new_b, *typed(make_row("d", 4.0))])
+    assert [(r.name, r.value) for r in merged] == [
         ("a", 0),
         ("b", 20.0),
         ("c", 2),
         ("d", 4.0),
     ]
-    assert merged[0] is old["rows"][0] and merged[1] is new_b
+    assert merged[0] is old[0] and merged[1] is new_b
     # with the manifest's order, a new entry lands in its place
-    merged = merge_rows(old, [make_row("d", 4.0)], order=["a", "d", "b", "c"])
-    assert [r["name"] for r in merged] == ["a", "d", "b", "c"]
-    assert [r["name"] for r in merge_rows(None, [make_row("x")])] == ["x"]
+    merged = merge_rows(old, typed(make_row("d", 4.0)), order=["a", "d", "b", "c"])
+    assert [r.name for r in merged] == ["a", "d", "b", "c"]
+    assert [r.name for r in merge_rows([], typed(make_row("x")))] == ["x"]
     with pytest.raises(StoreError, match="unique names"):
-        merge_rows(old, [make_row("a"), make_row("a")])
+        merge_rows(old, typed(make_row("a"), make_row("a")))
 
 
 def test_merge_report_keeps_the_first_created_at_and_takes_the_rest_from_the_run():
@@ -46,8 +52,8 @@ def test_merge_report_keeps_the_first_created_at_and_takes_the_rest_from_the_run
     no_time = {k: v for k, v in old.items() if k != "created_at"}
     assert merge_report(no_time, new)["created_at"] == "2026-12-05T10:00:00Z"
     # with the manifest order, names the manifest lacks go last, in their merged order
-    rows = merge_rows(old, [make_row("z"), make_row("c")], order=["c", "b"])
-    assert [r["name"] for r in rows] == ["c", "b", "a", "z"]
+    rows = merge_rows(typed(*old["rows"]), typed(make_row("z"), make_row("c")), order=["c", "b"])
+    assert [r.name for r in rows] == ["c", "b", "a", "z"]
 
 
 def test_merge_report_sorts_by_the_manifest_order():

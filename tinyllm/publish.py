@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from tinyllm.baselines import adjust_verdicts
+from tinyllm.baselines import adjust_row_verdicts
 from tinyllm.compare_checks import RowItemsMismatchError, parse_row, row_items_problem
 from tinyllm.history import compare_stored
-from tinyllm.report import ErrorInfo, ReportSchemaError, StoredRow, validate_report
+from tinyllm.report import ErrorInfo, ReportSchemaError, StoredRow, stored_rows, validate_report
 from tinyllm.store import (
     CAS_ATTEMPTS,
     MAX_JSON_BYTES,
@@ -39,9 +39,9 @@ from tinyllm.store.keys import check_name, digest
 
 
 def merge_rows(
-    old_report: dict | None, new_rows: Sequence[dict], order: Sequence[str] | None = None
-) -> list[dict]:
-    """Rows of a rerun merged into a release's report: replace by name, keep the others.
+    old_rows: Sequence[StoredRow], new_rows: Sequence[StoredRow], order: Sequence[str] | None = None
+) -> list[StoredRow]:
+    """Rows of a rerun merged into a release's rows: replace by name, keep the others.
 
     Each row of ``new_rows`` replaces the old row with the same ``name`` in place; old rows
     without a new row are kept as they were; new names are appended in ``new_rows`` order.
@@ -51,39 +51,41 @@ def merge_rows(
 
     Example: old rows a=1, b=2, c=3 and new rows b=20, d=4 -> a=1, b=20, c=3, d=4.
     """
-    new_by_name: dict[str, dict] = {}
+    new_by_name: dict[str, StoredRow] = {}
     for row in new_rows:
-        name = row["name"]
-        if name in new_by_name:
+        if row.name in new_by_name:
             raise StoreError(
-                f"merge_rows: expected unique names in the new rows, got {name!r} twice"
+                f"merge_rows: expected unique names in the new rows, got {row.name!r} twice"
             )
-        new_by_name[name] = row
-    merged: list[dict] = []
-    for row in (old_report or {}).get("rows", []):
-        merged.append(new_by_name.pop(row["name"], row))
+        new_by_name[row.name] = row
+    merged = [new_by_name.pop(row.name, row) for row in old_rows]
     merged.extend(new_by_name.values())  # dicts keep insertion order: new_rows order
     if order is not None:
         rank = {name: i for i, name in enumerate(order)}
         # stable sort: unknown names keep their merged order after the known ones
-        merged.sort(key=lambda r: rank.get(r["name"], len(rank)))
+        merged.sort(key=lambda r: rank.get(r.name, len(rank)))
     return merged
 
 
 def merge_report(
     old_report: dict | None, new_report: dict, order: Sequence[str] | None = None
 ) -> dict:
-    """The release's merged view after a run: ``new_report`` with its rows merged into the old.
+    """The release's merged report document after a run: ``new_report`` (the run's document)
+    with its rows merged into those of ``old_report`` (the stored report's, or None).
 
-    Everything comes from ``new_report`` except ``rows`` (:func:`merge_rows`) and ``created_at``,
-    which keeps the old report's value when there is one: ``created_at`` is when the release was
-    first evaluated and orders the history, so rerunning one entry of an old release does not
-    move it after newer releases. The run's own time stays in its ``runs/<run-id>.json``. The
-    merged rows' "beats baseline" verdicts are decided together again
-    (:func:`tinyllm.baselines.adjust_verdicts`: Holm over every row of the release).
+    Everything comes from ``new_report`` except ``rows`` (:func:`merge_rows` of the typed rows:
+    :func:`run_rows` of the run, :func:`tinyllm.report.stored_rows` of the stored report) and
+    ``created_at``, which keeps the old report's value when there is one: ``created_at`` is when
+    the release was first evaluated and orders the history, so rerunning one entry of an old
+    release does not move it after newer releases. The run's own time stays in its
+    ``runs/<run-id>.json``. The merged rows' "beats baseline" verdicts are decided together
+    again (:func:`tinyllm.baselines.adjust_row_verdicts`: Holm over every row of the release).
+    Each row's document keeps the fields it was read with (:func:`row_document`).
     """
+    old_rows = stored_rows(old_report) if old_report is not None else []
+    rows = adjust_row_verdicts(merge_rows(old_rows, run_rows(new_report), order))
     merged = dict(new_report)
-    merged["rows"] = adjust_verdicts(merge_rows(old_report, new_report["rows"], order))
+    merged["rows"] = [row_document(r) for r in rows]
     if old_report is not None and "created_at" in old_report:
         merged["created_at"] = old_report["created_at"]
     return merged
