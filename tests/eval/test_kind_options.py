@@ -16,11 +16,12 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 from zoo_helpers import uniform_bigram  # same folder: on sys.path
 
-from tinyllm import cli
+from tinyllm import cli, train
 from tinyllm.eval import zoo
 from tinyllm.eval.kinds import KIND_MODULES, KINDS
-from tinyllm.eval.kinds.common import ZOO_OPTIONS, KindOptions, options_model
-from tinyllm.report import Entry, EntryOptions
+from tinyllm.eval.kinds.common import ZOO_OPTIONS, Kind, KindOptions, options_model
+from tinyllm.models import FAMILIES
+from tinyllm.report import Entry, EntryOptions, parse_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 READS = {
@@ -88,6 +89,13 @@ def test_an_options_model_refuses_unknown_fields_and_keeps_bounds_types_and_rule
     with pytest.raises(ValidationError, match="frozen"):
         opts.stride = 2
     assert KINDS["mlm"].options().model_dump() == {}
+
+
+def test_a_kind_holds_an_options_model_not_names():
+    with pytest.raises(ValueError) as ei:
+        Kind("x", "acc", "wilson", KINDS["mlm"].score, options=("beam",))
+    assert str(ei.value) == "kind 'x': expected an options model (options_model), got ('beam',)"
+    assert Kind("x", "acc", "wilson", KINDS["mlm"].score).options is KindOptions  # reads none
 
 
 def test_the_builder_takes_only_fields_of_entry_options_but_the_zoos():
@@ -182,7 +190,30 @@ def test_the_cli_zoo_and_the_flows_task_give_the_same_error_row(tmp_path):
     assert got["row"]["error"] == rows["beamed"]["error"] and got["items"] is None
 
 
-# ---- the documentation --------------------------------------------------------------------------
+# ---- the documentation and the demo zoo ---------------------------------------------------------
+
+
+def _kind_of(e: Entry) -> str:
+    return e.kind or FAMILIES[e.family].KIND
+
+
+def test_the_demo_zoo_and_the_docs_manifests_set_only_options_their_kinds_read():
+    entries = []
+    for name, r in train.default_recipes().items():  # the entries build_zoo writes
+        family = r.family_of(name)
+        options = train.lm_options(family, r.options)
+        entries += [_entry(family, **options) for _ in r.entries_of(name)]
+        entries += [_entry(family, "lmeval", **(s.get("options") or {})) for s in
+                    r.lmeval_entries.values()]  # fmt: skip
+    docs = [ROOT / "README.md", *sorted((ROOT / "formats").glob("*.md"))]
+    docs += sorted((ROOT / "docs").glob("*.md"))
+    for path in docs:
+        for m in re.finditer(r"^```yaml\n(.*?)^```", path.read_text("utf-8"), flags=re.S | re.M):
+            if re.search(r"^entries:", m.group(1), flags=re.M):
+                entries += parse_manifest(yaml.safe_load(m.group(1))).entries
+    assert len(entries) > 20 and {_kind_of(e) for e in entries} >= {"lm", "seq2seq", "lmeval"}
+    for e in entries:
+        KINDS[_kind_of(e)].read_options(e)  # no option the kind does not read
 
 
 def test_the_manifest_formats_table_of_options_by_kind_is_kinds():
