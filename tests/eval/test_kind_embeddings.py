@@ -233,14 +233,14 @@ def test_two_releases_of_a_spearman_row_are_compared_pair_by_pair(hand_case, tmp
         return {"release": release, "created_at": None, "rows": [dict(r)]}
 
     same = compare_reports(rep("r1", row), rep("r2", row), lambda n: items, lambda n: items)
-    (r,) = same["rows"]
-    assert (r["verdict"], r["p"], r["delta"], r["n"]) == ("unchanged", 1.0, 0.0, 7)
+    (r,) = same.rows
+    assert (r.verdict, r.p, r.delta, r.n) == ("unchanged", 1.0, 0.0, 7)
     cmp = compare_reports(rep("r1", row), rep("r2", row_b), lambda n: items, lambda n: items_b)
-    (r,) = cmp["rows"]
-    assert r["n"] == 7 and r["delta"] == pytest.approx(0.5, abs=1e-12)
-    assert r["reason"] is None and r["p"] is not None and r["lo"] <= r["delta"] <= r["hi"]
+    (r,) = cmp.rows
+    assert r.n == 7 and r.delta == pytest.approx(0.5, abs=1e-12)
+    assert r.reason is None and r.p is not None and r.lo <= r.delta <= r.hi
     # 7 pairs: exact over the 2**7 swap patterns, too few for p < 0.05 here
-    assert r["verdict"] == "unchanged" and r["p"] * 128 == round(r["p"] * 128)
+    assert r.verdict == "unchanged" and r.p * 128 == round(r.p * 128)
 
 
 # ---- word pairs: OOV pairs, the scored positions, the fewest pairs, any locale -------------------
