@@ -54,10 +54,10 @@ def test_two_bpe_releases_pair_token_by_token_in_bits_per_byte():
     cur_items = prev_items - 0.3 + rng.normal(0.0, 0.05, 200)  # every token 0.3 nats better
     prev, cur = bpe_row(prev_items, 500), bpe_row(cur_items, 500)
     out = compare_row(prev, cur, lambda _: prev_items, lambda _: cur_items, n_perm=2000)
-    assert out["verdict"] == "improved"
+    assert out.verdict == "improved"
     d = cur_items - prev_items
-    assert out["delta"] == pytest.approx(d.sum() / (500 * LN2))
-    half = (out["hi"] - out["lo"]) / 2
+    assert out.delta == pytest.approx(d.sum() / (500 * LN2))
+    half = (out.hi - out.lo) / 2
     t = 1.9719565442517533  # scipy.stats.t.ppf(0.975, 199)
     assert half == pytest.approx(t * d.std(ddof=1) / math.sqrt(200) * 200 / (500 * LN2))
 
@@ -67,5 +67,5 @@ def test_rows_in_different_tokenizers_are_not_comparable():
     prev = bpe_row(items, 10, tokenizer="hf-sha256:aaaaaaaaaaaaaaaa")
     cur = bpe_row(items, 10, tokenizer="byte")
     out = compare_row(prev, cur, lambda _: items, lambda _: items)
-    assert out["verdict"] == "not comparable"
-    assert "different tokenizers (hf-sha256:aaaaaaaaaaaaaaaa vs byte)" in out["reason"]
+    assert out.verdict == "not comparable"
+    assert "different tokenizers (hf-sha256:aaaaaaaaaaaaaaaa vs byte)" in out.reason

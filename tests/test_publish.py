@@ -141,17 +141,17 @@ def test_publish_run_writes_items_run_report_and_compare(tmp_path):
     run2 = make_report("r2", "2026-11-30T18:00:00Z", [acc_row("a", ones)])
     out2 = publish_run(store, "r2", run2, {"a": ones}, seed=7, run_id="run-1")
     cmp = out2["compare"]
-    assert (cmp["previous"], cmp["current"], cmp["seed"]) == ("r1", "r2", 7)
-    assert cmp["rows"][0]["verdict"] == "improved" and cmp["rows"][0]["p"] == 2 / 1024
+    assert (cmp.previous, cmp.current, cmp.seed) == ("r1", "r2", 7)
+    assert cmp.rows[0].verdict == "improved" and cmp.rows[0].p == 2 / 1024
     assert store.read_compare("r2") == cmp
     # an explicit previous; a new row lands where the manifest order puts it
     run3 = make_report("r3", "2026-12-01T18:00:00Z", [acc_row("a", ones)])
     out3 = publish_run(store, "r3", run3, {"a": ones}, run_id="run-1")
-    assert out3["compare"]["seed"] == 0  # the default seed
+    assert out3["compare"].seed == 0  # the default seed
     late = make_report("r3", "2026-12-01T19:00:00Z", [skipped_row("b")])
     out3 = publish_run(store, "r3", late, {}, order=["b", "a"], previous="r1", run_id="run-2")
     assert [r["name"] for r in out3["report"]["rows"]] == ["b", "a"]
-    assert out3["compare"]["previous"] == "r1"
+    assert out3["compare"].previous == "r1"
     with pytest.raises(StoreError, match=r"^release: expected 1-128"):
         publish_run(store, "r 4", run3, {})
 
@@ -166,7 +166,7 @@ def test_publish_run_recompares_when_another_run_merged_meanwhile(tmp_path, monk
     real = store.write_compare
 
     def write_compare(release, cmp):
-        written.append([r["name"] for r in cmp["rows"]])
+        written.append([r.name for r in cmp.rows])
         real(release, cmp)
         if len(written) == 1:  # another run of r2 merges its row right after our compare
             ref = store.write_items_ref("r2", "b", ones)
@@ -177,8 +177,8 @@ def test_publish_run_recompares_when_another_run_merged_meanwhile(tmp_path, monk
     run2 = make_report("r2", "2026-11-30T18:00:00Z", [acc_row("a", ones)])
     out = publish_run(store, "r2", run2, {"a": ones})
     assert written == [["a"], ["a", "b"]]  # recomputed once, on the report as it now is
-    assert [r["name"] for r in out["compare"]["rows"]] == ["a", "b"]
-    assert [r["name"] for r in store.read_compare("r2")["rows"]] == ["a", "b"]
+    assert [r.name for r in out["compare"].rows] == ["a", "b"]
+    assert [r.name for r in store.read_compare("r2").rows] == ["a", "b"]
     written.clear()
     run3 = make_report("r3", "2026-12-01T18:00:00Z", [acc_row("a", ones)])
     publish_run(store, "r3", run3, {"a": ones})

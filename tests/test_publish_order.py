@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from store_helpers import acc_row
 
+from tinyllm.comparison import Comparison
 from tinyllm.publish import publish_run
 from tinyllm.store import StoreKeyError, open_store
 
@@ -55,7 +56,7 @@ def publish(store, release: str, day: int, seed: int, names=("a", "b"), **kw) ->
 # --- what a reader sees ---------------------------------------------------------------------------
 
 
-def visible(store, release: str) -> tuple[dict, dict | None] | None:
+def visible(store, release: str) -> tuple[dict, Comparison | None] | None:
     """None when ``release`` is not in the history, else its report and its comparison."""
     if release not in [n for n, _ in store.history()]:
         return None
@@ -66,13 +67,13 @@ def visible(store, release: str) -> tuple[dict, dict | None] | None:
         return report, None
 
 
-def agrees(report: dict, cmp: dict | None) -> bool:
+def agrees(report: dict, cmp: Comparison | None) -> bool:
     """``cmp`` is the comparison of exactly this report: it names the release and holds each
     row's value as its current value."""
     if cmp is None:
         return False
-    current = {r["name"]: r["current_value"] for r in cmp["rows"] if r["verdict"] != "removed"}
-    return cmp["current"] == report["release"] and current == {
+    current = {r.name: r.current_value for r in cmp.rows if r.verdict != "removed"}
+    return cmp.current == report["release"] and current == {
         r["name"]: r["value"] for r in report["rows"]
     }
 
@@ -86,7 +87,7 @@ def check_new_release(store, failed: bool) -> str:
         return "old"
     report, cmp = seen
     assert agrees(report, cmp), f"r2 is visible without its comparison: {cmp}"
-    assert cmp["previous"] == "r1"
+    assert cmp.previous == "r1"
     assert store.previous_release("r3") == "r2"
     return "new"
 
@@ -100,7 +101,7 @@ def check_rerun(store, old: tuple[dict, dict], new_a: float, failed: bool) -> st
     if (report, cmp) == old:
         assert failed
         return "old"
-    assert report["rows"][0]["value"] == new_a and cmp["previous"] == "r0"
+    assert report["rows"][0]["value"] == new_a and cmp.previous == "r0"
     return "new"
 
 
@@ -275,7 +276,7 @@ def test_a_publish_killed_before_any_local_write_leaves_old_or_complete_state(tm
             assert killed
             states.append("old")
         else:
-            assert agrees(*seen) and seen[1]["previous"] == "r1"
+            assert agrees(*seen) and seen[1].previous == "r1"
             states.append("new")
         assert visible(store, "r1") == old_r1
         # a rerun of r1 killed at the same write

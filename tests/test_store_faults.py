@@ -114,9 +114,9 @@ def test_a_stray_folder_is_an_unreadable_entry_and_publishing_goes_on(tmp_path):
     # the next publish is complete: report, comparison with v1, compare.json
     with pytest.warns(UserWarning, match="v1 copy"):
         out = publish(store, "v2", 2, seed=10)
-    assert out["compare"]["previous"] == "v1"
+    assert out["compare"].previous == "v1"
     assert store.read_compare("v2") == out["compare"]
-    assert json.loads((root / "releases/v2/compare.json").read_text()) == out["compare"]
+    assert json.loads((root / "releases/v2/compare.json").read_text()) == out["compare"].to_json()
 
 
 def test_a_stray_s3_key_is_an_unreadable_entry_and_publishing_goes_on(s3):
@@ -132,7 +132,7 @@ def test_a_stray_s3_key_is_an_unreadable_entry_and_publishing_goes_on(s3):
     )
     with pytest.warns(UserWarning, match="v1 copy"):
         out = publish(store, "v2", 2, seed=10)
-    assert out["compare"]["previous"] == "v1" and store.read_compare("v2") == out["compare"]
+    assert out["compare"].previous == "v1" and store.read_compare("v2") == out["compare"]
 
 
 # --- 7: schema-invalid documents are refused on read, naming the key -----------------------------
@@ -141,7 +141,7 @@ def test_a_stray_s3_key_is_an_unreadable_entry_and_publishing_goes_on(s3):
 def test_a_schema_invalid_compare_json_is_unreadable_naming_the_key(tmp_path):
     store = open_store(tmp_path)
     publish(store, "r1", 1, seed=0)
-    good = publish(store, "r2", 2, seed=5)["compare"]
+    good = publish(store, "r2", 2, seed=5)["compare"].to_json()
     w = f"{tmp_path}/releases/r3/compare.json"
     store.write_report("r3", report("r3", 3, []))
     store.put_bytes("releases/r3/compare.json", b'{"rows": []}')
@@ -224,7 +224,7 @@ def test_a_fifo_a_device_or_a_folder_in_place_of_report_json_is_refused_at_once(
         ]
         with pytest.warns(UserWarning):
             out = publish(store, "r5", 5, seed=3)
-        assert out["compare"]["previous"] == "r1"
+        assert out["compare"].previous == "r1"
         with pytest.raises(StoreKeyError):
             store.read_compare("r2")  # no comparison: said as much, not a hang
 
@@ -294,9 +294,9 @@ def test_an_npy_header_claiming_1e11_items_in_200_bytes_is_refused_before_alloca
     prev = report("r1", 1, [acc_row("a", hits(0)), acc_row("b", hits(1))])
     cur = report("r2", 2, [acc_row("a", hits(0)), acc_row("b", hits(2))])
     cmp = compare_reports(prev, cur, store.items_loader("r1", prev), store.items_loader("r2", cur))
-    assert cmp["rows"][0]["verdict"] == "not comparable"
-    assert cmp["rows"][0]["reason"] == f"current per-item scores unreadable: {ei.value}"
-    assert cmp["rows"][1]["verdict"] in ("improved", "regressed", "unchanged")
+    assert cmp.rows[0].verdict == "not comparable"
+    assert cmp.rows[0].reason == f"current per-item scores unreadable: {ei.value}"
+    assert cmp.rows[1].verdict in ("improved", "regressed", "unchanged")
 
 
 def test_only_float64_1d_npy_files_whose_size_matches_are_read(tmp_path):
@@ -367,12 +367,12 @@ def test_a_release_dated_ahead_of_the_clock_is_the_baseline_of_the_next(tmp_path
     publish(store, "v1", 1, seed=0)
     publish(store, "v2", 20, seed=1)  # a worker host whose clock runs 18 days fast
     out = publish(store, "v3", 3, seed=2)  # the next release, from a host with the right clock
-    assert out["compare"]["previous"] == "v2"  # not skipped for v1
-    assert store.read_compare("v3")["previous"] == "v2"
+    assert out["compare"].previous == "v2"  # not skipped for v1
+    assert store.read_compare("v3").previous == "v2"
     # a rerun of one entry of v3 keeps the baseline v3 was published with
     rerun = report("v3", 3, [acc_row("a", hits(7))])
     again = publish_run(store, "v3", rerun, {"a": hits(7)})
-    assert again["compare"]["previous"] == "v2"
+    assert again["compare"].previous == "v2"
     # the rule, as documented: a new release is compared with the newest by created_at
     assert store.baseline_release("v4") == "v2"
     assert store.previous_release("v3") == "v1"  # the history order itself is created_at
@@ -491,4 +491,4 @@ def test_n_perm_has_a_documented_maximum():
     with pytest.raises(ValueError, match="^n_perm: expected at most 1000000"):
         compare_row(rows[0], rows[0], load, load, n_perm=cm.MAX_N_PERM + 1)
     # the bound itself is taken (3 items: 2**3 sign patterns, enumerated exactly)
-    assert compare_reports(prev, cur, load, load, n_perm=cm.MAX_N_PERM)["n_perm"] == cm.MAX_N_PERM
+    assert compare_reports(prev, cur, load, load, n_perm=cm.MAX_N_PERM).n_perm == cm.MAX_N_PERM

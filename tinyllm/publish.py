@@ -21,6 +21,7 @@ import numpy as np
 
 from tinyllm.baselines import adjust_row_verdicts
 from tinyllm.compare_checks import RowItemsMismatchError, parse_row, row_items_problem
+from tinyllm.comparison import Comparison
 from tinyllm.history import compare_stored
 from tinyllm.report import ErrorInfo, ReportSchemaError, StoredRow, stored_rows, validate_report
 from tinyllm.store import (
@@ -180,7 +181,8 @@ def publish_run(
     run's before any of its arrays is.
     A retried publish (same ``run_id``) that fails again raises the first attempt's error.
     Returns ``{"run_id", "report", "compare", "store"}`` (``report``: the merged report the
-    comparison was made on).
+    comparison was made on; ``compare``: that :class:`tinyllm.comparison.Comparison`, None
+    for the first release).
     """
     check_name(release, "release")
     if previous is not None:
@@ -368,9 +370,9 @@ def _publish(
 
     prev = previous if previous is not None else store.baseline_release(release)
     prev_report = store.read_report(prev) if prev is not None else None
-    made: dict[str, dict] = {}  # digest of a report's bytes -> the comparison made for it
+    made: dict[str, Comparison] = {}  # digest of a report's bytes -> the comparison made for it
 
-    def compare_with(report: dict, data: bytes) -> dict:
+    def compare_with(report: dict, data: bytes) -> Comparison:
         assert prev is not None and prev_report is not None
         cmp = compare_stored(store, (prev, prev_report), (release, report), seed=seed)
         store.write_compare_version(release, data, cmp)
@@ -385,7 +387,7 @@ def _publish(
         return merged
 
     merged = store.update_report(release, merge)
-    cmp = None
+    cmp: Comparison | None = None
     if prev_report is not None:
         key = store.report_key(release)
         for _ in range(CAS_ATTEMPTS):
