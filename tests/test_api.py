@@ -207,10 +207,7 @@ def test_releases_are_the_history_with_rows(tmp_path):
     want = list(release_history(store, load_history(store)))
     assert [r.name for r in got] == ["r1", "r2"] == [s.view.name for s in want]
     assert got[1].verdicts == want[1].verdicts == {"a": "improved"}
-    assert (
-        got[1].previous == "r1"
-        and got[1].rows[0]["value"] == want[1].view.report["rows"][0]["value"]
-    )
+    assert got[1].previous == "r1" and got[1].rows[0]["value"] == want[1].view.report.rows[0].value
     assert json.loads(json.dumps(got[1].to_dict()))["state"] == "ok"
 
 

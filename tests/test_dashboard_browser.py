@@ -20,6 +20,7 @@ import pytest
 from test_dashboard import ERROR_MESSAGE, SCRIPT_FAMILY, build_single_release_store, build_store
 
 from tinyllm import dashboard
+from tinyllm.report import BaselineInfo
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -175,10 +176,14 @@ def test_overview_and_trends_in_chromium(browser, site):
 def test_one_release_labels_its_axes_once_and_the_overview_marks_baselines(browser, tmp_path):
     st = build_single_release_store(tmp_path / "store")
     history = dashboard.load_history(st)
-    rows = {r["name"]: r for r in history[-1].report["rows"]}
     # a trivial baseline on two rows (bpb of a unigram model: above both models' values)
-    rows["bigram"]["baseline"] = {"name": "unigram", "value": 3.6, "interval": None, "items": None}
-    rows["gpt"]["baseline"] = {"name": "unigram", "value": 3.6, "interval": None, "items": None}
+    base = BaselineInfo(name="unigram", value=3.6, interval=None, items=None)
+    latest = history[-1]
+    rows = [
+        r.model_copy(update={"baseline": base}) if r.name in ("bigram", "gpt") else r
+        for r in latest.report.rows
+    ]
+    latest.report = latest.report.model_copy(update={"rows": rows})
     out = tmp_path / "site"
     dashboard.write_site(dashboard.build_site(st, history=history), out)
     root = out.resolve().as_uri() + "/"

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ORDER = [
     "tinyllm.errors",
     "tinyllm.schemas",
+    "tinyllm.comparison",
     "tinyllm.report",
     "tinyllm.baselines",
     "tinyllm.compare_checks",

@@ -545,13 +545,13 @@ def releases(store: Any, *, n_perm: int = 10_000, seed: int = 0) -> list[Release
     out = []
     for step in release_history(store, load_history(store), n_perm=n_perm, seed=seed):
         v = step.view
-        rep = v.report or {}
+        rep = v.report
         out.append(
             Release(
                 name=v.name,
                 state=step.state,
-                created_at=rep.get("created_at"),
-                rows=tuple(rep.get("rows", ())),
+                created_at=None if rep is None else rep.created_at,
+                rows=() if rep is None else tuple(r.to_json() for r in rep.rows),
                 previous=step.previous,
                 verdicts=step.verdicts,
                 regressions=tuple(step.regressions()),

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -71,7 +71,7 @@ from tinyllm.compare_checks import (
 )
 from tinyllm.comparison import VERDICTS, Comparison, ComparisonRow
 from tinyllm.errors import StorageError
-from tinyllm.report import StoredRow, stored_rows
+from tinyllm.report import StoredReport, StoredRow, stored_rows
 from tinyllm.stats import (
     COMPARE_WORDS,
     PairedDifference,
@@ -392,32 +392,49 @@ def _stored(row: StoredRow | dict, side: str) -> StoredRow:
         raise ValueError(f"{side} row: expected a stored report row, got: {e}") from None
 
 
-def _check_report(report: Any, side: str) -> dict[str, StoredRow]:
-    if not isinstance(report, dict) or not isinstance(report.get("rows"), list):
-        raise ValueError(
-            f"{side} report: expected an object with a 'rows' list, got {report!r:.80}"
-        )
-    if not isinstance(report.get("release"), str) or not report["release"]:
-        raise ValueError(f"{side} report: expected a 'release' name, got {report.get('release')!r}")
-    seen: set[str] = set()
-    for i, row in enumerate(report["rows"]):
-        if not isinstance(row, dict) or not isinstance(row.get("name"), str):
+class _Side(NamedTuple):
+    """What the comparison reads of one release's report."""
+
+    release: str
+    created_at: str | None
+    rows: dict[str, StoredRow]
+
+
+def _check_report(report: Any, side: str) -> _Side:
+    """The release name, creation time and rows by name of ``report``: a
+    :class:`tinyllm.report.StoredReport`, or a report document with at least ``release`` and
+    ``rows`` (its rows read as :class:`tinyllm.report.StoredRow`); ValueError naming the side
+    when there is no release name or a row name repeats."""
+    if isinstance(report, StoredReport):
+        release, created_at, typed = report.release, report.created_at, report.rows
+    else:
+        if not isinstance(report, dict) or not isinstance(report.get("rows"), list):
             raise ValueError(
-                f"{side} report rows[{i}]: expected an object with a 'name', got {row!r}"
+                f"{side} report: expected an object with a 'rows' list, got {report!r:.80}"
             )
-        if row["name"] in seen:
-            raise ValueError(f"{side} report: expected unique row names, got {row['name']!r} twice")
-        seen.add(row["name"])
-    try:
-        typed = stored_rows(report)
-    except ValueError as e:
-        raise ValueError(f"{side} report {e}") from None
-    return {row.name: row for row in typed}
+        for i, row in enumerate(report["rows"]):
+            if not isinstance(row, dict) or not isinstance(row.get("name"), str):
+                raise ValueError(
+                    f"{side} report rows[{i}]: expected an object with a 'name', got {row!r}"
+                )
+        release, created_at = report.get("release"), report.get("created_at")
+        try:
+            typed = stored_rows(report)
+        except ValueError as e:
+            raise ValueError(f"{side} report {e}") from None
+    if not isinstance(release, str) or not release:
+        raise ValueError(f"{side} report: expected a 'release' name, got {release!r}")
+    rows: dict[str, StoredRow] = {}
+    for row in typed:
+        if row.name in rows:
+            raise ValueError(f"{side} report: expected unique row names, got {row.name!r} twice")
+        rows[row.name] = row
+    return _Side(release, created_at, rows)
 
 
 def compare_reports(
-    prev: dict,
-    cur: dict,
+    prev: StoredReport | dict,
+    cur: StoredReport | dict,
     load_items_prev: ItemLoader,
     load_items_cur: ItemLoader,
     *,
@@ -429,6 +446,9 @@ def compare_reports(
 ) -> Comparison:
     """Compare release ``cur`` with the earlier release ``prev``: the comparison
     (:meth:`~tinyllm.comparison.Comparison.to_json` is its compare.json).
+
+    ``prev`` / ``cur``: :class:`tinyllm.report.StoredReport` (as history and publish read them
+    from a store), or report documents with at least ``release`` and ``rows``.
 
     ``load_items_prev`` / ``load_items_cur``: ``name -> np.ndarray`` of that entry's per-item
     scores in each release (e.g. ``store.items_loader(release)``), so any store works;
@@ -451,8 +471,8 @@ def compare_reports(
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha: expected a level in (0, 1), got {alpha}")
     _check_n_perm(n_perm)  # before any row: 1 .. MAX_N_PERM
-    prev_rows = _check_report(prev, "previous")
-    cur_rows = _check_report(cur, "current")
+    prev, cur = _check_report(prev, "previous"), _check_report(cur, "current")
+    prev_rows, cur_rows = prev.rows, cur.rows
     rows = []
     for name, row in cur_rows.items():
         if name in prev_rows:
@@ -470,7 +490,7 @@ def compare_reports(
                 )
             )
         else:
-            reason = f"only in the current release {cur['release']}"
+            reason = f"only in the current release {cur.release}"
             rows.append(
                 _row(
                     name,
@@ -482,7 +502,7 @@ def compare_reports(
             )
     for name, row in prev_rows.items():
         if name not in cur_rows:
-            reason = f"only in the previous release {prev['release']}"
+            reason = f"only in the previous release {prev.release}"
             rows.append(
                 _row(
                     name,
@@ -498,10 +518,10 @@ def compare_reports(
         summary[r.verdict] += 1
     return Comparison(
         schema_version=SCHEMA_VERSION,
-        previous=prev["release"],
-        current=cur["release"],
-        previous_created_at=prev.get("created_at"),
-        current_created_at=cur.get("created_at"),
+        previous=prev.release,
+        current=cur.release,
+        previous_created_at=prev.created_at,
+        current_created_at=cur.created_at,
         test="paired_sign_flip_permutation",
         adjustment="holm",
         confidence=1.0 - alpha,

@@ -40,6 +40,7 @@ import numpy as np
 
 from tinyllm import safeio
 from tinyllm.comparison import Comparison, ComparisonRow
+from tinyllm.report import StoredReport
 from tinyllm.store import Store, StoreKeyError
 
 FORMATS = ("csv", "parquet")
@@ -150,47 +151,44 @@ def _versus_previous(c: ComparisonRow | None) -> dict:
     }
 
 
-def rows_of(report: dict, compare: Comparison | None) -> list[dict]:
+def rows_of(report: StoredReport, compare: Comparison | None) -> list[dict]:
     """One dict per row of ``report`` (keys: the names of :data:`ROW_COLUMNS`, None where a row
     has no such value), each with its verdict from ``compare`` when given."""
     verdicts = {} if compare is None else compare.by_name()
     out = []
-    for r in report["rows"]:
-        err = r.get("error") or {}
-        base = r.get("baseline") or {}
-        beats = r.get("beats_baseline") or {}
-        cmp = verdicts.get(r["name"])
+    for r in report.rows:
+        base, beats = r.baseline, r.beats_baseline
         line = {
-            "release": report.get("release"),
-            "created_at": report.get("created_at"),
-            "entry": r["name"],
-            "family": r.get("family"),
-            "kind": r.get("kind"),
-            "metric": r.get("metric"),
-            "value": r.get("value"),
-            "lo": r.get("lo"),
-            "hi": r.get("hi"),
-            "interval": r.get("interval"),
-            "n": r.get("n"),
-            "n_units": r.get("n_units"),
-            "status": r.get("status"),
-            "error_type": err.get("type"),
-            "error": err.get("message"),
-            "reason": r.get("reason"),
-            "interval_warning": r.get("interval_warning"),
-            "checkpoint": r.get("checkpoint"),
-            "data": r.get("data"),
-            "checkpoint_sha256": r.get("checkpoint_sha256"),
-            "data_sha256": r.get("data_sha256"),
-            "seconds": r.get("seconds"),
-            "baseline": base.get("name"),
-            "baseline_value": base.get("value"),
-            "beats_baseline": beats.get("verdict"),
-            "beats_baseline_delta": beats.get("delta"),
-            "beats_baseline_p": beats.get("p"),
-            "beats_baseline_p_adjusted": beats.get("p_adjusted"),
+            "release": report.release,
+            "created_at": report.created_at,
+            "entry": r.name,
+            "family": r.family,
+            "kind": r.kind,
+            "metric": r.metric,
+            "value": r.value,
+            "lo": r.lo,
+            "hi": r.hi,
+            "interval": r.interval,
+            "n": r.n,
+            "n_units": r.n_units,
+            "status": r.status,
+            "error_type": None if r.error is None else r.error.type,
+            "error": None if r.error is None else r.error.message,
+            "reason": r.reason,
+            "interval_warning": r.interval_warning,
+            "checkpoint": r.checkpoint,
+            "data": r.data,
+            "checkpoint_sha256": r.checkpoint_sha256,
+            "data_sha256": r.data_sha256,
+            "seconds": r.seconds,
+            "baseline": None if base is None else base.name,
+            "baseline_value": None if base is None else base.value,
+            "beats_baseline": None if beats is None else beats.verdict,
+            "beats_baseline_delta": None if beats is None else beats.delta,
+            "beats_baseline_p": None if beats is None else beats.p,
+            "beats_baseline_p_adjusted": None if beats is None else beats.p_adjusted,
             "previous": None if compare is None else compare.previous,
-            **_versus_previous(cmp),
+            **_versus_previous(verdicts.get(r.name)),
         }
         out.append(line)
     return out
@@ -198,35 +196,37 @@ def rows_of(report: dict, compare: Comparison | None) -> list[dict]:
 
 def release_rows(store: Store, release: str) -> list[dict]:
     """The rows table of ``release`` (:func:`rows_of` of its report and stored comparison)."""
-    return rows_of(store.read_report(release), release_comparison(store, release))
+    return rows_of(store.read_stored_report(release), release_comparison(store, release))
 
 
-def release_items(store: Store, release: str, report: dict | None = None) -> Iterator[ItemBlock]:
+def release_items(
+    store: Store, release: str, report: StoredReport | None = None
+) -> Iterator[ItemBlock]:
     """One :class:`ItemBlock` per row of ``release`` whose ``items`` names a file, in row order.
 
     Each array is read by the store's checked readers (:meth:`Store.read_items`,
     :meth:`Store.read_units`: never unpickled, the header checked first); unit ids or baseline
     scores of another length than the row's scores raise the store's error naming the file."""
-    doc = store.read_report(release) if report is None else report
-    for r in doc["rows"]:
-        if not r.get("items"):
+    doc = store.read_stored_report(release) if report is None else report
+    for r in doc.rows:
+        if not r.items:
             continue
-        scores = store.read_items(release, r["name"], r["items"])
+        scores = store.read_items(release, r.name, r.items)
         units = None
-        if r.get("units"):
-            units = store.read_units(release, r["units"], scores.size)
-        elif r.get("n_units") is not None and r["n_units"] == scores.size:
+        if r.units:
+            units = store.read_units(release, r.units, scores.size)
+        elif r.n_units is not None and r.n_units == scores.size:
             units = np.arange(scores.size, dtype=np.int64)  # every item its own unit
-        base_ref = (r.get("baseline") or {}).get("items")
+        base_ref = None if r.baseline is None else r.baseline.items
         baseline = None
         if base_ref:
-            baseline = store.read_items(release, r["name"], base_ref)
+            baseline = store.read_items(release, r.name, base_ref)
             if baseline.size != scores.size:
                 raise ExportError(
                     f"{store.where(store.ref_key(release, base_ref))}: expected {scores.size} "
-                    f"baseline scores (one per item of {r['name']}), got {baseline.size}"
+                    f"baseline scores (one per item of {r.name}), got {baseline.size}"
                 )
-        yield ItemBlock(r["name"], scores, units, baseline)
+        yield ItemBlock(r.name, scores, units, baseline)
 
 
 def check_format(fmt: str) -> str:
@@ -351,7 +351,7 @@ def export_release(store: Store, release: str, out: str | Path, fmt: str = "csv"
     """
     check_format(fmt)
     folder = check_out(out)
-    report = store.read_report(release)
+    report = store.read_stored_report(release)
     rows = rows_of(report, release_comparison(store, release))
     blocks = list(release_items(store, release, report))
     n_items = sum(b.scores.size for b in blocks)

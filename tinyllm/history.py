@@ -13,8 +13,9 @@ passed over (and named by :func:`unreadable`); a release folder without ``report
 that never finished, or one in progress) is a step of its own and not an error.
 
 ``views`` are the release views of :func:`tinyllm.dashboard.load_history` (any objects with
-``name``, ``report``, ``has_report_file``, ``error``, ``compare``, ``compare_error``), so the
-command line and the dashboard read one history.
+``name``, ``report`` (a :class:`tinyllm.report.StoredReport`, None when unreadable),
+``has_report_file``, ``error``, ``compare``, ``compare_error``), so the command line and the
+dashboard read one history.
 
 Checkpoints of a training run (``tinyllm sweep``: reports with ``run`` and ``step``) are read
 in step order (:func:`order_by_step`), each compared with the run's checkpoint before it; when
@@ -31,16 +32,20 @@ from typing import Any
 from tinyllm.compare import compare_reports
 from tinyllm.comparison import Comparison, ComparisonRow
 from tinyllm.console import Progress
-from tinyllm.report import stored_rows
+from tinyllm.report import StoredReport
 from tinyllm.store import Store
 
 
 def compare_stored(
-    store: Store, prev: tuple[str, dict], cur: tuple[str, dict], **kw: Any
+    store: Store,
+    prev: tuple[str, StoredReport | dict],
+    cur: tuple[str, StoredReport | dict],
+    **kw: Any,
 ) -> Comparison:
     """:func:`tinyllm.compare.compare_reports` of two releases of ``store``, each given as
-    ``(name, report)``, with their per-item scores and unit ids read from the store through the
-    reports' references; ``kw``: ``n_perm``, ``seed``, ``alpha``."""
+    ``(name, report)`` (a :class:`tinyllm.report.StoredReport`, or the report document a
+    publish has just merged), with their per-item scores and unit ids read from the store
+    through the reports' references; ``kw``: ``n_perm``, ``seed``, ``alpha``."""
     (a, ra), (b, rb) = prev, cur
     return compare_reports(
         ra,
@@ -53,14 +58,10 @@ def compare_stored(
     )
 
 
-def run_step(report: dict | None) -> tuple[str, int] | None:
-    """``(run, step)`` of a checkpoint's release (``tinyllm sweep``), None for any other."""
-    if not isinstance(report, dict):
-        return None
-    run, step = report.get("run"), report.get("step")
-    if isinstance(run, str) and isinstance(step, int) and not isinstance(step, bool):
-        return run, step
-    return None
+def run_step(report: StoredReport | None) -> tuple[str, int] | None:
+    """``(run, step)`` of a checkpoint's release (``tinyllm sweep``), None for any other (and
+    for an unreadable release, None)."""
+    return None if report is None else report.run_step
 
 
 def order_by_step(views: Iterable[Any]) -> list[Any]:
@@ -162,7 +163,7 @@ class ReleaseStep:
         """Entry name -> its row's ``beats_baseline`` verdict ("better", "worse", "not
         distinguishable"), for the rows of this release that carry one (reports written
         before rows carried a baseline have none)."""
-        rows = [] if self.view.report is None else stored_rows(self.view.report)
+        rows = [] if self.view.report is None else self.view.report.rows
         return {r.name: r.beats_baseline.verdict for r in rows if r.beats_baseline is not None}
 
     def regressions(self) -> list[ComparisonRow]:
@@ -182,7 +183,7 @@ def release_history(
     is reached: a caller printing each step shows the earlier ones while a later one computes.
     Raises what the store raises (StoreError) and ValueError for an invalid comparison input.
     """
-    previous: tuple[str, dict] | None = None  # (name, report) of the last readable release
+    previous: tuple[str, StoredReport] | None = None  # the last readable release, its report
     for v in views:
         if v.report is None:
             yield ReleaseStep(v)
@@ -200,7 +201,7 @@ def release_history(
 
 
 def _against_another_step(
-    cmp: Comparison | None, previous: tuple[str, dict] | None, report: dict
+    cmp: Comparison | None, previous: tuple[str, StoredReport] | None, report: StoredReport
 ) -> bool:
     """Whether a checkpoint's stored comparison is with another release than the checkpoint of
     its run just before it in the history."""
@@ -241,14 +242,14 @@ def compare_releases(
     ValueError when ``a`` and ``b`` are checkpoints of one training run and ``a``'s step is not
     before ``b``'s (a run is read in step order: the earlier checkpoint is the baseline).
     """
-    prev, cur = store.read_report(a), store.read_report(b)
+    prev, cur = store.read_stored_report(a), store.read_stored_report(b)
     here, there = run_step(prev), run_step(cur)
     if here is not None and there is not None and here[0] == there[0] and here[1] >= there[1]:
         raise ValueError(
             f"expected A to be an earlier checkpoint of run {here[0]!r} than B, got step "
             f"{here[1]} ({a}) and step {there[1]} ({b}): compare {b} {a}"
         )
-    total = len(cur["rows"])
+    total = len(cur.rows)
     bar_of = progress or (lambda n: Progress("comparing", n, quiet=True))
     with bar_of(total) as bar:
         cmp = compare_stored(store, (a, prev), (b, cur), n_perm=n_perm, seed=seed, alpha=alpha)

@@ -28,7 +28,7 @@ import numpy as np
 
 from tinyllm import metrics
 from tinyllm.comparison import ComparisonRow
-from tinyllm.report import StoredRow, stored_rows
+from tinyllm.report import StoredRow
 from tinyllm.stats import ALPHA, POWER, cluster_ratio, mde, unit_sd, units_needed
 from tinyllm.store import Store, StoreError, StoreKeyError
 
@@ -110,7 +110,7 @@ def plan_row(store: Store, release: str, entry: str, delta: float, *, power: flo
     """
     if not (isinstance(delta, int | float) and math.isfinite(delta) and delta != 0):
         raise ValueError(f"delta: expected a finite nonzero change to detect, got {delta!r}")
-    rows = stored_rows(store.read_report(release))
+    rows = store.read_stored_report(release).rows
     row = next((r for r in rows if r.name == entry), None)
     if row is None:
         names = ", ".join(r.name for r in rows) or "none"

@@ -444,6 +444,11 @@ class StoredRow(_RowFields):
     (None), and no status rules (an ok row may lack a number; the comparison says so). What
     :mod:`tinyllm.compare` reads; :func:`stored_rows` builds them from a report document."""
 
+    def to_json(self) -> dict:
+        """The row's JSON document: the fields it was read with or given (a field it was read
+        without stays absent), in the schema's order."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
 
 def stored_rows(doc: Mapping) -> list[StoredRow]:
     """The rows of a stored report document as :class:`StoredRow` (ValueError naming the row and
@@ -458,6 +463,50 @@ def stored_rows(doc: Mapping) -> list[StoredRow]:
                 f"rows[{i}]: expected a row of {REPORT_SCHEMA_PATH.name}, got {problems}"
             ) from None
     return out
+
+
+class StoredReport(BaseModel):
+    """A report as a store holds it (:func:`stored_report_schema`): the report-level fields
+    (``created_at`` any ISO 8601 time; ``run`` and ``step`` None for a release that is no
+    checkpoint of a training run) and its rows as :class:`StoredRow`. What history, the
+    dashboard, the sweep, exports and the comparison read; :func:`stored_report` builds one
+    from a report document."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: Literal[1]
+    suite: str = Field(min_length=1)
+    release: str | None = Field(min_length=1)
+    created_at: str
+    seed: int = Field(ge=0, strict=True)
+    tinyllm_version: str = Field(min_length=1)
+    manifest_sha256: Hex64
+    rows: list[StoredRow]
+    run: str | None = Field(default=None, pattern=RUN_PATTERN)
+    step: int | None = Field(default=None, ge=0, strict=True)
+
+    @property
+    def run_step(self) -> tuple[str, int] | None:
+        """``(run, step)`` of a checkpoint of a training run (``tinyllm sweep``), else None."""
+        if self.run is None or self.step is None:
+            return None
+        return self.run, self.step
+
+
+def stored_report(doc: Mapping) -> StoredReport:
+    """A stored report document as a :class:`StoredReport` (ValueError naming the field, or the
+    row and its field, when one does not fit; a document that passed
+    :func:`check_stored_report` fits)."""
+    if not isinstance(doc, Mapping):
+        raise ValueError(f"expected a report object, got {type(doc).__name__}")
+    rows = stored_rows(doc) if isinstance(doc.get("rows"), list) else doc.get("rows")
+    try:
+        return StoredReport.model_validate({**doc, "rows": rows})
+    except ValidationError as e:
+        problems = "; ".join(x.strip() for x in _format_validation_error(e).splitlines())
+        raise ValueError(
+            f"expected a report of {REPORT_SCHEMA_PATH.name}, got {problems}"
+        ) from None
 
 
 ROW_FIELDS_SINCE_BASELINES = ("baseline", "beats_baseline")

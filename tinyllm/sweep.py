@@ -39,9 +39,9 @@ from tinyllm.report import (
     RUN_PATTERN,
     Manifest,
     ManifestError,
+    StoredReport,
     load_manifest,
     parse_manifest,
-    stored_rows,
 )
 from tinyllm.stats import ALPHA, COMPARE_WORDS, holm_adjust, verdict
 from tinyllm.store import Store, StoreError
@@ -252,16 +252,16 @@ class RunRelease:
 
     step: int
     release: str
-    report: dict
+    report: StoredReport
 
 
 def run_releases(store: Store, run: str) -> list[RunRelease]:
     """The readable releases of ``run`` in ``store``, in step order (unreadable ones skipped)."""
     out = []
     for name, _ in store.history(skip_unreadable=True):
-        report = store.read_report(name)
-        if report.get("run") == run and isinstance(report.get("step"), int):
-            out.append(RunRelease(report["step"], name, report))
+        report = store.read_stored_report(name)
+        if report.run == run and report.step is not None:
+            out.append(RunRelease(report.step, name, report))
     return sorted(out, key=lambda r: (r.step, r.release))
 
 
@@ -277,11 +277,11 @@ def up_to_date(store: Store, release: str, rows: Sequence[dict], previous: str |
     write nothing new. ``rows``: row documents as the EvalSuite flow gathers them; the stored
     rows are read as :class:`tinyllm.report.StoredRow`."""
     try:
-        report = store.read_report(release)
+        report = store.read_stored_report(release)
         cmp = store.read_compare(release) if previous is not None else None
     except StoreError:
         return False
-    stored = {r.name: r for r in stored_rows(report)}
+    stored = {r.name: r for r in report.rows}
     for row in rows:
         old = stored.get(row["name"])
         keys = ("status", "checkpoint_sha256", "data_sha256", "value")

@@ -50,6 +50,7 @@ from tinyllm.export import (
     tracked_labels,
     tracked_numbers,
 )
+from tinyllm.report import StoredReport
 from tinyllm.store import Store
 
 TRACKERS = ("mlflow", "wandb")
@@ -102,16 +103,16 @@ def check_trackers(names: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _provenance(report: dict, compare: Comparison | None, store_uri: str) -> dict[str, str]:
+def _provenance(report: StoredReport, compare: Comparison | None, store_uri: str) -> dict[str, str]:
     """The release's provenance as text: what a run's params (MLflow) or config (W&B) hold."""
     info = {
-        "release": report.get("release"),
+        "release": report.release,
         "previous": None if compare is None else compare.previous,
-        "suite": report.get("suite"),
-        "created_at": report.get("created_at"),
-        "seed": report.get("seed"),
-        "tinyllm_version": report.get("tinyllm_version"),
-        "manifest_sha256": report.get("manifest_sha256"),
+        "suite": report.suite,
+        "created_at": report.created_at,
+        "seed": report.seed,
+        "tinyllm_version": report.tinyllm_version,
+        "manifest_sha256": report.manifest_sha256,
         "store": store_uri,
     }
     return {k: str(v) for k, v in info.items() if v is not None}
@@ -192,13 +193,13 @@ LOGGERS = {"mlflow": log_mlflow, "wandb": log_wandb}
 
 def track_rows(
     release: str,
-    report: dict,
+    report: StoredReport,
     compare: Comparison | None,
     names: Iterable[str],
     store_uri: str = "",
 ) -> list[Tracked]:
-    """Log ``report`` (a release's report.json) with its comparison ``compare`` (compare.json,
-    or None) to each tracker of ``names`` (checked by :func:`check_trackers` first); one
+    """Log ``report`` (a release's stored report) with its comparison ``compare`` (or None) to
+    each tracker of ``names`` (checked by :func:`check_trackers` first); one
     :class:`Tracked` per tracker, in order. A tracker that raises is caught: its
     :attr:`Tracked.error` is the error as one line, and the next tracker still runs."""
     checked = check_trackers(names)
@@ -218,5 +219,5 @@ def track_release(store: Store, release: str, names: Iterable[str]) -> list[Trac
     comparison (none for the first release). Raises the store's errors (a missing release, an
     unreadable report) before any tracker is called."""
     checked = check_trackers(names)
-    report = store.read_report(release)
+    report = store.read_stored_report(release)
     return track_rows(release, report, release_comparison(store, release), checked, store.uri)

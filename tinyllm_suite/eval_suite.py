@@ -64,7 +64,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from tinyllm.compare_render import compare_markdown
 from tinyllm.eval import zoo
 from tinyllm.publish import check_publish_args, publish_run
-from tinyllm.report import Manifest, ManifestError, load_manifest
+from tinyllm.report import Manifest, ManifestError, load_manifest, stored_report
 from tinyllm.store import new_run_id, open_store
 from tinyllm.trackers import check_trackers, track_rows
 from tinyllm_suite.artifacts import artifact_rows, md_link, md_safe_comparison, md_text
@@ -437,7 +437,8 @@ def eval_suite(
 def track_published(logger, release: str, out: dict, trackers: tuple[str, ...]) -> list[dict]:
     """Log the published release (``out``: :func:`publish_run`'s result) to each tracker; a
     tracker that fails is logged as a warning, one line (the release is already in the store)."""
-    results = track_rows(release, out["report"], out["compare"], trackers, out["store"])
+    report = stored_report(out["report"])
+    results = track_rows(release, report, out["compare"], trackers, out["store"])
     for t in results:
         if t.error is None:
             logger.info("release %s logged to %s: %s", release, t.tracker, t.where)

@@ -36,7 +36,7 @@ from rich.console import Console
 from tinyllm import sweep as lib
 from tinyllm.eval import zoo
 from tinyllm.publish import check_publish_args
-from tinyllm.report import parse_manifest
+from tinyllm.report import parse_manifest, stored_report
 from tinyllm.store import new_run_id, open_store
 from tinyllm.store.keys import check_name
 from tinyllm_suite.artifacts import md_text
@@ -185,7 +185,7 @@ def sweep(
                 template, run, ckpt, scored, previous, store, seed, new_run_id(), created_at
             )
             known = [r for r in known if r.release != release]
-            known.append(lib.RunRelease(c.step, release, out["report"]))
+            known.append(lib.RunRelease(c.step, release, stored_report(out["report"])))
             known.sort(key=lambda r: (r.step, r.release))
         done.append({"step": c.step, "release": release, "cached": cached, "published": publish})
     logger.info("swept %d checkpoints in %.1f s", len(ckpts), time.perf_counter() - t0)

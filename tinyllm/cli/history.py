@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import webbrowser
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -26,6 +26,9 @@ from tinyllm.cli.common import (
 )
 from tinyllm.compare_render import summary_line
 
+if TYPE_CHECKING:  # numpy behind it: the command imports it once there is a release
+    from tinyllm.report import StoredReport
+
 STYLE = {"regressed": "bold red", "improved": "green", "error": "red", "skipped": "yellow"}
 """The colour of a row's status or verdict in the history table."""
 COLUMNS = ("entry", "metric", "value", "95% interval", "n", "status", "vs previous")
@@ -39,21 +42,21 @@ def _styled(word: str) -> str:
     return f"[{STYLE[word]}]{word}[/]" if word in STYLE else word
 
 
-def _release_table(report: dict, verdicts: dict[str, str]) -> Table:
+def _release_table(report: StoredReport, verdicts: dict[str, str]) -> Table:
     from tinyllm.dashboard import fmt_interval, fmt_value  # numpy: only once there is a release
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for col in COLUMNS:
         table.add_column(col, justify="right" if col in ("value", "n") else "left", no_wrap=True)
-    for r in report["rows"]:
+    for r in report.rows:
         table.add_row(
-            r["name"],
-            str(r.get("metric") or "-"),
-            fmt_value(r.get("value")),
-            fmt_interval(r.get("lo"), r.get("hi")),
-            "-" if r.get("n") is None else str(r["n"]),
-            f"[{STYLE.get(r.get('status'), 'green')}]{r.get('status')}[/]",
-            _styled(verdicts.get(r["name"], "-")),
+            r.name,
+            str(r.metric or "-"),
+            fmt_value(r.value),
+            fmt_interval(r.lo, r.hi),
+            "-" if r.n is None else str(r.n),
+            f"[{STYLE.get(r.status, 'green')}]{r.status}[/]",
+            _styled(verdicts.get(r.name, "-")),
         )
     return table
 
@@ -70,9 +73,9 @@ def print_step(step: Any) -> None:
         note = f"{v.name}: compare.json unreadable: {v.compare_error} (compared here instead)"
         _line(note, "yellow")
     cmp = step.compare
-    title = f"{v.name}  ({v.report['created_at']})"
-    if isinstance(v.report.get("step"), int):  # a checkpoint of a training run (tinyllm sweep)
-        title += f"  step {v.report['step']} of run {v.report.get('run')}"
+    title = f"{v.name}  ({v.report.created_at})"
+    if v.report.step is not None:  # a checkpoint of a training run (tinyllm sweep)
+        title += f"  step {v.report.step} of run {v.report.run}"
     _line(title + (f"  {summary_line(cmp)}" if cmp is not None else "  (first release)"), "bold")
     console.print(_release_table(v.report, step.verdicts))
     for r in step.regressions():

@@ -16,7 +16,7 @@ from tinyllm import metrics
 from tinyllm.compare_render import format_number, format_p, mde_text
 from tinyllm.comparison import Comparison, ComparisonRow
 from tinyllm.history import order_by_step, step_comparisons
-from tinyllm.report import StoredRow, stored_rows
+from tinyllm.report import StoredReport, StoredRow, stored_rows
 from tinyllm.store import Store, StoreError, history_order, parse_created_at
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -52,29 +52,23 @@ class RunView:
 
 @dataclass
 class ReleaseView:
-    """One release folder under ``releases/``, readable or not: ``report`` is the stored
-    document (None when unreadable), :attr:`rows` its rows as :class:`tinyllm.report.StoredRow`."""
+    """One release folder under ``releases/``, readable or not: ``report`` is the stored report
+    as a :class:`tinyllm.report.StoredReport` (None when unreadable), :attr:`rows` its rows."""
 
     name: str
     slug: str
-    report: dict | None = None
+    report: StoredReport | None = None
     error: str | None = None  # why the report is unreadable, or that there is none
     has_report_file: bool = False  # a report.json is there (readable or not)
     created_at: _dt.datetime | None = None
     compare: Comparison | None = None
     compare_error: str | None = None
     runs: list[RunView] = field(default_factory=list)
-    _rows: tuple[dict | None, list[StoredRow]] | None = field(
-        default=None, repr=False, compare=False
-    )
 
     @property
     def rows(self) -> list[StoredRow]:
-        """The report's rows as :class:`tinyllm.report.StoredRow` (parsed once per report; a
-        report read by ``Store.read_report`` always parses); empty without a report."""
-        if self._rows is None or self._rows[0] is not self.report:
-            self._rows = (self.report, stored_rows(self.report) if self.report else [])
-        return list(self._rows[1])
+        """The report's rows as :class:`tinyllm.report.StoredRow`; empty without a report."""
+        return [] if self.report is None else list(self.report.rows)
 
     def verdicts(self) -> dict[str, ComparisonRow]:
         """Entry name -> its comparison row (empty when there is no readable comparison)."""
@@ -138,8 +132,8 @@ def load_history(store: Store) -> list[ReleaseView]:
             v.error = "no report.json (a run that never finished, or one still in progress)"
         else:
             try:
-                v.report = store.read_report(name)
-                v.created_at = parse_created_at(v.report["created_at"], store.where(name))
+                v.report = store.read_stored_report(name)
+                v.created_at = parse_created_at(v.report.created_at, store.where(name))
             except (StoreError, ValueError, OSError) as e:
                 v.report, v.error = None, _error_text(e)
         if "compare.json" in f["files"] or f["compares"]:

@@ -22,7 +22,7 @@ import numpy as np
 
 from tinyllm.compare import parse_compare, validate_compare
 from tinyllm.comparison import Comparison
-from tinyllm.report import ReportSchemaError, check_stored_report
+from tinyllm.report import ReportSchemaError, StoredReport, check_stored_report, stored_report
 from tinyllm.store.documents import (
     MAX_JSON_BYTES,
     MAX_OBJECT_BYTES,
@@ -234,7 +234,7 @@ class Store:
         return load_units_npy(self.where(key), self.get_bytes(key), n_items)
 
     def units_loader(
-        self, release: str, report: dict | None = None
+        self, release: str, report: StoredReport | dict | None = None
     ) -> Callable[[str], np.ndarray | None]:
         """``name -> unit ids`` of ``release`` (:meth:`read_units`), None for a row without a
         ``units`` reference: the units loader :func:`compare_reports` takes beside
@@ -246,16 +246,15 @@ class Store:
         def load(name: str) -> np.ndarray | None:
             nonlocal refs
             if refs is None:
-                doc = report
-                if doc is None:
-                    doc = self.read_report(release) if self.has_report(release) else {"rows": []}
-                refs = {r["name"]: r.get("units") for r in doc.get("rows", [])}
+                refs = self._row_refs(release, report, "units")
             ref = refs.get(name)
             return None if ref is None else self.read_units(release, ref)
 
         return load
 
-    def items_loader(self, release: str, report: dict | None = None) -> Callable[[str], np.ndarray]:
+    def items_loader(
+        self, release: str, report: StoredReport | dict | None = None
+    ) -> Callable[[str], np.ndarray]:
         """``name -> per-item scores`` of ``release``: the loader :func:`compare_reports` takes.
 
         Each name is looked up in the rows of ``report`` (default: the release's stored report,
@@ -268,13 +267,22 @@ class Store:
         def load(name: str) -> np.ndarray:
             nonlocal refs
             if refs is None:
-                doc = report
-                if doc is None:
-                    doc = self.read_report(release) if self.has_report(release) else {"rows": []}
-                refs = {r["name"]: r.get("items") for r in doc.get("rows", [])}
+                refs = self._row_refs(release, report, "items")
             return self.read_items(release, name, refs.get(name))
 
         return load
+
+    def _row_refs(
+        self, release: str, report: StoredReport | dict | None, field: str
+    ) -> dict[str, str | None]:
+        """Row name -> its ``field`` reference (``items`` or ``units``) in ``report``, a typed
+        report or a report document (None: the release's stored report, when it has one)."""
+        if isinstance(report, StoredReport):
+            return {r.name: getattr(r, field) for r in report.rows}
+        doc = report
+        if doc is None:
+            doc = self.read_report(release) if self.has_report(release) else {"rows": []}
+        return {r["name"]: r.get(field) for r in doc.get("rows", [])}
 
     # --- reports -----------------------------------------------------------------------------
 
@@ -326,6 +334,17 @@ class Store:
         """
         key = self.report_key(release)
         return self._checked_report(key, self._get_json_or_missing(key, release, "report"))
+
+    def read_stored_report(self, release: str) -> StoredReport:
+        """The release's report as :meth:`read_report` reads it (validated, the same errors), as
+        a :class:`tinyllm.report.StoredReport`: what history, the dashboard, the sweep and the
+        exports read. A document that passed the checks always fits; one that does not is a
+        :class:`StoreUnreadableError` naming the key."""
+        doc = self.read_report(release)
+        try:
+            return stored_report(doc)
+        except ValueError as e:
+            raise StoreUnreadableError(f"{self.where(self.report_key(release))}: {e}") from None
 
     def _checked_report(self, key: str, doc: Any) -> dict:
         where = self.where(key)
