@@ -324,3 +324,11 @@ old: removed: only in the previous release r1
 
 def test_the_table_reads_the_holm_p_and_the_caption_each_rows_own():
     assert render_table(holm_cmp()) == HOLM_TABLE
+
+
+def test_a_compare_json_document_reads_as_its_comparison():
+    # the EvalSuite flow returns its comparison as JSON: the renderings read the document
+    doc = hand_doc()
+    assert summary_line(doc) == SUMMARY
+    assert compare_markdown(doc) == MARKDOWN
+    assert render_table(doc) == TABLE

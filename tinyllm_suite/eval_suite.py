@@ -411,7 +411,8 @@ def eval_suite(
     ``release`` is a name or a template of the flow run's scheduled start (UTC): ``{date}``,
     ``{time}``, ``{scheduled_time}`` (:func:`resolve_release`; prefect.yaml's nightly run writes
     ``nightly-{scheduled_time}``). Returns ``{"run_id", "report", "compare", "store",
-    "dashboard", "cached", "tracked"}`` (the report's ``release`` is the resolved name;
+    "dashboard", "cached", "tracked"}``, JSON-native (``compare``: the comparison's compare.json
+    document, None for the first release; the report's ``release`` is the resolved name;
     ``cached``: the names of the entries whose row came from the result cache; ``tracked``: per
     tracker of ``track`` (``mlflow``, ``wandb``; checked before anything is scored) where the
     published release was logged or why it was not, :class:`tinyllm.trackers.Tracked` as a
@@ -431,7 +432,10 @@ def eval_suite(
         crash_leftover_task_runs(logger)
         out = _score_and_publish(logger, manifest, release, store, only, previous, seed, refresh)
         out["tracked"] = track_published(logger, release, out, trackers)
-        return out
+        # the flow's result is JSON (what `eval --json` prints, what Prefect keeps): the
+        # comparison as its compare.json document
+        cmp = out["compare"]
+        return out | {"compare": None if cmp is None else cmp.to_json()}
 
 
 def track_published(logger, release: str, out: dict, trackers: tuple[str, ...]) -> list[dict]:

@@ -89,8 +89,8 @@ def test_hostile_paths_and_messages_are_text_in_the_artifacts(tmp_path):
     rows = {r["name"]: r for r in out["report"]["rows"]}
     msg = rows["bigram"]["error"]["message"]  # the path as the OS has it ('//' is '/')
     assert rows["bigram"]["status"] == "error" and '<a href="http:/evil.example/a">' in msg
-    verdicts = {r.name: r for r in out["compare"].rows}
-    assert msg[:120] in verdicts["bigram"].reason  # the comparison keeps the raw text
+    verdicts = {r["name"]: r for r in out["compare"]["rows"]}
+    assert msg[:120] in verdicts["bigram"]["reason"]  # the comparison keeps the raw text
 
     arts = asyncio.run(_artifacts("eval-esc2"))
     md = arts[COMPARE_ARTIFACT].data

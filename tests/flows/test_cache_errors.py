@@ -215,15 +215,15 @@ def test_a_result_cached_before_units_is_published_and_compared_item_by_item(zoo
     assert {k: v for k, v in old.items() if k not in ("units", "items", "baseline")} == {
         k: v for k, v in row.items() if k not in ("units", "items", "baseline")
     }
-    (c,) = r2["compare"].rows
-    assert c.verdict == "unchanged" and c.delta == 0.0
-    assert c.note == "units unknown in the current release: compared at the item level"
-    assert c.n_units == 199  # every token its own unit
+    (c,) = r2["compare"]["rows"]
+    assert c["verdict"] == "unchanged" and c["delta"] == 0.0
+    assert c["note"] == "units unknown in the current release: compared at the item level"
+    assert c["n_units"] == 199  # every token its own unit
 
     r3 = eval_suite(manifest=m, release="r3", store=store, previous="r1", refresh=True)
     assert r3["cached"] == []
     assert r3["report"]["rows"][0]["units"] == row["units"]  # the same ids, the same name
-    (c,) = r3["compare"].rows
-    assert c.note is None and c.n_units == 11
+    (c,) = r3["compare"]["rows"]
+    assert c["note"] is None and c["n_units"] == 11
     with open(path) as f:  # the refreshed record has them again
         assert json.loads(json.load(f)["result"])["units"] == ids.tolist()

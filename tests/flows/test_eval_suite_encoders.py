@@ -76,7 +76,7 @@ def test_flow_scores_each_encoder_kind_stores_items_and_compares(zoo_dir, tmp_pa
     assert rows[1]["n"] == sum(len(r.sentence) for r in VAL)  # every val byte
 
     same = eval_suite(manifest=m, release="r2", store=store, seed=2)
-    assert {r.name: r.verdict for r in same["compare"].rows} == {
+    assert {r["name"]: r["verdict"] for r in same["compare"]["rows"]} == {
         "bert-rows": "unchanged",
         "electra-rows": "unchanged",
         "clf-rows": "unchanged",
@@ -88,7 +88,7 @@ def test_flow_scores_each_encoder_kind_stores_items_and_compares(zoo_dir, tmp_pa
     bad = classifier.train(ccfg, rows_x, seed=0, steps=40, batch_size=8, lr=3e-3)
     classifier.save(bad, zoo_dir / "clf")
     worse = eval_suite(manifest=m, release="r3", store=store, seed=2)
-    verdicts = {r.name: r.verdict for r in worse["compare"].rows}
+    verdicts = {r["name"]: r["verdict"] for r in worse["compare"]["rows"]}
     assert verdicts["bert-rows"] == "unchanged" and verdicts["electra-rows"] == "unchanged"
     assert worse["report"]["rows"][2]["value"] < rows[2]["value"]
     assert verdicts["clf-rows"] == "regressed"

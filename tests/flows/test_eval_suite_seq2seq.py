@@ -91,19 +91,19 @@ def test_compare_flags_a_regressed_exact_match_row_and_keeps_the_unchanged_one(s
     store = str(tmp_path / "store")
     eval_suite(manifest=m, release="r1", store=store)
     same = eval_suite(manifest=m, release="r2", store=store)
-    assert {r.name: r.verdict for r in same["compare"].rows} == {
+    assert {r["name"]: r["verdict"] for r in same["compare"]["rows"]} == {
         "s2s-val": "unchanged",
         "copy-val": "unchanged",
     }
     # replace the seq2seq checkpoint by one that never stops ("xxxx..."): no item is right now
     seq2seq.save(biased_seq2seq(ord("x"), seed=1), s2s_dir / "s2s")
     worse = eval_suite(manifest=m, release="r3", store=store)
-    cmp = {r.name: r for r in worse["compare"].rows}
-    assert cmp["s2s-val"].verdict == "regressed"
-    assert cmp["s2s-val"].delta == pytest.approx(-sum(EMPTY) / len(PAIRS))
+    cmp = {r["name"]: r for r in worse["compare"]["rows"]}
+    assert cmp["s2s-val"]["verdict"] == "regressed"
+    assert cmp["s2s-val"]["delta"] == pytest.approx(-sum(EMPTY) / len(PAIRS))
     # 16 items went 1 -> 0, none the other way: the paired sign-flip test gives 2 / 2^16 exactly
     # (compare runs 10,000 random flips, so p is (1 + #hits) / 10,001 ~ 1e-4)
-    assert cmp["s2s-val"].p < 0.001
+    assert cmp["s2s-val"]["p"] < 0.001
     assert stats.paired_permutation_test(np.zeros(16), np.ones(16), n_perm=2**16) == 2 / 2**16
-    assert cmp["copy-val"].verdict == "unchanged" and cmp["copy-val"].p == 1.0
+    assert cmp["copy-val"]["verdict"] == "unchanged" and cmp["copy-val"]["p"] == 1.0
     assert open_store(store).items_loader("r3")("s2s-val").tolist() == [0.0] * len(PAIRS)
