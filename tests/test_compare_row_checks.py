@@ -14,7 +14,8 @@ from store_helpers import acc_row
 
 from tinyllm import compare as cm
 from tinyllm import stats
-from tinyllm.compare_checks import row_items_problem
+from tinyllm.compare_checks import parse_row, row_items_problem
+from tinyllm.report import ReportSchemaError
 
 
 def row(name: str, metric: str, value: float, n: int, kind: str = "classifier", **kw) -> dict:
@@ -22,6 +23,11 @@ def row(name: str, metric: str, value: float, n: int, kind: str = "classifier", 
     fields otherwise)."""
     base = dict(metric=metric, value=value, kind=kind, family="x", lo=None, hi=None, interval=None)
     return acc_row(name, np.zeros(n)) | base | kw
+
+
+def check(doc: dict, items) -> str | None:
+    """row_items_problem of a row document, read as the typed row publish reads."""
+    return row_items_problem(parse_row(doc), items)
 
 
 def rho_row(name: str, cos: np.ndarray, human: np.ndarray, **kw) -> dict:
@@ -39,62 +45,64 @@ def compare_one(prev_row, cur_row, prev_items, cur_items, **kw) -> dict:
 
 
 def test_rows_that_are_not_ok_or_not_rows_have_nothing_to_check():
-    assert row_items_problem(row("e", "acc", 0.5, 3, status="error"), [1, 0]) is None
-    assert row_items_problem(["not", "a", "row"], [1, 0]) is None
+    assert check(row("e", "acc", 0.5, 3, status="error"), [1, 0]) is None
+    with pytest.raises(ReportSchemaError, match="expected a row of eval-results.schema.json"):
+        parse_row(["not", "a", "row"])  # not a row at all: refused before any check
 
 
 def test_items_must_be_one_dimensional_numbers_and_integers_or_booleans_count():
     r = row("c", "acc", 0.5, 4)
-    assert row_items_problem(r, np.array([[1.0, 0.0], [1.0, 0.0]])) == (
+    assert check(r, np.array([[1.0, 0.0], [1.0, 0.0]])) == (
         "row 'c': expected 1-d numeric per-item scores, got dtype float64 shape (2, 2)"
     )
-    assert row_items_problem(r, np.array(["1", "0", "1", "0"])) == (
+    assert check(r, np.array(["1", "0", "1", "0"])) == (
         "row 'c': expected 1-d numeric per-item scores, got dtype <U1 shape (4,)"
     )
-    assert row_items_problem(r, np.array([1, 0, 1, 0], dtype=np.int64)) is None
-    assert row_items_problem(r, np.array([True, False, True, False])) is None
+    assert check(r, np.array([1, 0, 1, 0], dtype=np.int64)) is None
+    assert check(r, np.array([True, False, True, False])) is None
 
 
 def test_nan_is_a_bad_score_outside_the_coverage_kinds():
     items = np.array([1.0, np.nan, 0.0, 1.0])
-    assert row_items_problem(row("c", "acc", 2 / 3, 3), items) == (
+    assert check(row("c", "acc", 2 / 3, 3), items) == (
         "row 'c': expected finite per-item scores, got 1 that are not"
     )
-    assert row_items_problem(row("c", "acc", 2 / 3, 3, kind="embeddings"), items) is None
+    assert check(row("c", "acc", 2 / 3, 3, kind="embeddings"), items) is None
 
 
 def test_the_messages_of_a_wrong_n_and_a_wrong_mean_word_for_word():
     items = [1, 0, 1, 1]
-    assert row_items_problem(row("c", "acc", 0.75, 3), items) == (
+    assert check(row("c", "acc", 0.75, 3), items) == (
         "row 'c': expected n = 4 (the number of its per-item scores), got 3"
     )
     # the docstring's example: 0.5 is 0.25 away from the mean 0.75
-    assert row_items_problem(row("c", "acc", 0.5, 4), items) == (
+    assert check(row("c", "acc", 0.5, 4), items) == (
         "row 'c': expected acc value 0.75 (the mean of its 4 per-item scores), got 0.5"
     )
-    assert row_items_problem(row("c", "acc", 0.75, 4), items) is None
+    assert check(row("c", "acc", 0.75, 4), items) is None
 
 
 def test_a_value_agrees_within_1e_12_absolute_near_zero():
     items = [2e-13, 0.0]  # mean 1e-13: relative tolerance alone would refuse 0.0
-    assert row_items_problem(row("c", "acc", 0.0, 2), items) is None
-    assert row_items_problem(row("c", "acc", 3e-12, 2), items) is not None
+    assert check(row("c", "acc", 0.0, 2), items) is None
+    assert check(row("c", "acc", 3e-12, 2), items) is not None
 
 
-def test_a_metric_that_is_not_a_string_is_not_checked_against_a_mean():
-    assert row_items_problem(row("c", ["acc"], 0.1, 2), [1, 1]) is None
+def test_a_metric_that_is_not_a_string_is_refused_before_any_check():
+    with pytest.raises(ReportSchemaError, match=r"got at metric: \['acc'\]"):
+        parse_row(row("c", ["acc"], 0.1, 2))
 
 
 def test_only_spearman_rows_are_checked_against_their_human_scores():
     cos = np.array([0.1, 0.4, 0.2, 0.9, 0.5])
     human = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
     r = rho_row("w", cos, human)
-    assert row_items_problem(dict(r, details={}), cos) is None  # no human scores: no check
+    assert check(dict(r, details={}), cos) is None  # no human scores: no check
     # an acc row whose details happen to hold human scores is checked as a mean only
     acc = row("a", "acc", 1.0, 5, kind="embeddings", details={"human_scores": [0, 0, 0]})
-    assert row_items_problem(acc, np.ones(5)) is None
+    assert check(acc, np.ones(5)) is None
     wrong = dict(r, value=r["value"] + 0.01)
-    assert row_items_problem(wrong, cos) == (
+    assert check(wrong, cos) == (
         f"row 'w': expected spearman value {r['value']!r} (of its 5 covered per-item scores "
         f"and details.human_scores), got {r['value'] + 0.01!r}"
     )
@@ -105,8 +113,8 @@ def test_a_rho_of_zero_agrees_within_1e_12_absolute():
     human = np.array([2.0, 4.0, 1.0, 3.0])  # sum of squared rank differences 10: rho 0
     assert float(sps.spearmanr(cos, human).statistic) == 0.0
     r = rho_row("w", cos, human)
-    assert row_items_problem(dict(r, value=1e-13), cos) is None
-    assert row_items_problem(dict(r, value=2e-12), cos) is not None
+    assert check(dict(r, value=1e-13), cos) is None
+    assert check(dict(r, value=2e-12), cos) is not None
 
 
 # --- compare_row: coverage, n_perm ------------------------------------------------------------

@@ -11,7 +11,7 @@ from store_helpers import acc_row
 
 from tinyllm import compare as cm
 from tinyllm import compare_render
-from tinyllm.compare_checks import row_items_problem
+from tinyllm.compare_checks import parse_row, row_items_problem
 from tinyllm.stats import paired_permutation_test, spearman_difference_ci
 
 
@@ -156,7 +156,7 @@ def test_analogy_rows_are_tested_on_the_questions_both_answer():
     assert r.n == 300 and r.delta == pytest.approx(d.mean(), abs=1e-12)
     p = paired_permutation_test(cur[both], prev[both], rng=np.random.default_rng(0))
     assert r.p == p and r.verdict == "improved"
-    assert row_items_problem(acc_row(cur), cur) is None
+    assert row_items_problem(parse_row(acc_row(cur)), cur) is None
     # an acc row of another kind with NaN items stays "non-finite"
     r = compare_one(
         dict(acc_row(prev), kind="classifier", n=400),
@@ -172,18 +172,18 @@ def test_row_items_problem_counts_covered_items_and_checks_rho(pairs):
     cos = good.copy()
     cos[:5] = np.nan
     row = rho_row("w", cos, human)
-    assert row["n"] == 75 and row_items_problem(row, cos) is None
-    assert row_items_problem(dict(row, n=80), cos) == (
+    assert row["n"] == 75 and row_items_problem(parse_row(row), cos) is None
+    assert row_items_problem(parse_row(dict(row, n=80)), cos) == (
         "row 'w': expected n = 75 (its per-item scores that are not NaN, of 80), got 80"
     )
     wrong = dict(row, value=row["value"] + 0.01)
-    assert row_items_problem(wrong, cos).startswith(
+    assert row_items_problem(parse_row(wrong), cos).startswith(
         f"row 'w': expected spearman value {row['value']!r} (of its 75 covered per-item scores "
         "and details.human_scores), got "
     )
     inf = cos.copy()
     inf[7] = np.inf
-    assert row_items_problem(row, inf) == (
+    assert row_items_problem(parse_row(row), inf) == (
         "row 'w': expected finite per-item scores, got 1 that are not"
     )
 

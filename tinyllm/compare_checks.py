@@ -8,7 +8,6 @@ a row document into a typed row, refusing one whose fields do not have the schem
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -75,7 +74,7 @@ def parse_row(doc: Any) -> StoredRow:
         raise ReportSchemaError(f"{expected}, got at {where}: {first['msg']}") from None
 
 
-def row_items_problem(row: StoredRow | Mapping[str, Any], items: Any) -> str | None:
+def row_items_problem(row: StoredRow, items: Any) -> str | None:
     """Why an ok row disagrees with its per-item scores, or None when it agrees (or has no
     result to check: a row that is not ``status: "ok"``).
 
@@ -87,20 +86,13 @@ def row_items_problem(row: StoredRow | Mapping[str, Any], items: Any) -> str | N
     ``scipy.stats.spearmanr`` of the covered items' scores and human scores (relative tolerance
     :data:`VALUE_RTOL`).
 
-    ``row``: a typed row (:class:`tinyllm.report.StoredRow`). A row document (a mapping, as a
-    report file holds it) is read with :func:`parse_row` first; a document that is not a row of
-    the schema has no result to check here (:func:`tinyllm.publish.publish_run` refuses it
-    before any check).
+    ``row``: a typed row (:class:`tinyllm.report.StoredRow`; a row document is read with
+    :func:`parse_row`, which refuses one without the schema's types).
 
     Example: an ``acc`` row with n 4 and value 0.75 agrees with items [1, 0, 1, 1]; with value
     0.5 it does not ("... expected value 0.75 (the mean of its 4 per-item scores), got 0.5").
     """
-    if isinstance(row, Mapping):
-        try:
-            row = parse_row(row)
-        except ReportSchemaError:
-            return None
-    if not isinstance(row, StoredRow) or row.status != "ok":
+    if row.status != "ok":
         return None
     name = row.name
     a = np.asarray(items)

@@ -81,12 +81,12 @@ def merge_report(
     release does not move it after newer releases. The run's own time stays in its
     ``runs/<run-id>.json``. The merged rows' "beats baseline" verdicts are decided together
     again (:func:`tinyllm.baselines.adjust_row_verdicts`: Holm over every row of the release).
-    Each row's document keeps the fields it was read with (:func:`row_document`).
+    Each row's document keeps the fields it was read with (:meth:`tinyllm.report.StoredRow.to_json`).
     """
     old_rows = stored_rows(old_report) if old_report is not None else []
     rows = adjust_row_verdicts(merge_rows(old_rows, run_rows(new_report), order))
     merged = dict(new_report)
-    merged["rows"] = [row_document(r) for r in rows]
+    merged["rows"] = [r.to_json() for r in rows]
     if old_report is not None and "created_at" in old_report:
         merged["created_at"] = old_report["created_at"]
     return merged
@@ -230,14 +230,6 @@ def run_rows(run_report: dict) -> list[StoredRow]:
     return typed
 
 
-def row_document(row: StoredRow) -> dict:
-    """A typed row as its JSON document: the fields it was read with or given, in the schema's
-    order; a field it was read without stays absent (an older row's ``baseline`` or unit
-    fields, a ``beats_baseline`` without its later fields), as :meth:`tinyllm.report.Report.to_json`
-    writes them."""
-    return row.model_dump(mode="json", exclude_unset=True)
-
-
 def _mismatch_row(row: StoredRow, problem: str) -> StoredRow:
     """``row`` as an error row: its result disagrees with its per-item scores."""
     update: dict[str, Any] = dict(
@@ -320,7 +312,7 @@ def _with_refs(row: StoredRow, refs: dict[str, str], base_refs: dict[str, str], 
         update["baseline"] = row.baseline.model_copy(update={"items": base_refs.get(row.name)})
     if "units" in row.model_fields_set or row.name in unit_refs:
         update["units"] = unit_refs.get(row.name)
-    return row_document(row.model_copy(update=update))
+    return row.model_copy(update=update).to_json()
 
 
 def _publish(

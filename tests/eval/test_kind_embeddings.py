@@ -204,7 +204,9 @@ def test_registered_and_the_report_validates(hand_case, tmp_path):
     assert row["kind"] == "embeddings"
     items = report_files.load_items(out, row)
     assert items.size == 10 and int(np.isnan(items).sum()) == 3
-    assert compare_checks.row_items_problem(row, items) is None  # n, rho and the human scores agree
+    assert (
+        compare_checks.row_items_problem(compare_checks.parse_row(row), items) is None
+    )  # n, rho and the human scores agree
 
 
 def test_compare_knows_which_kinds_have_nan_items():
@@ -428,7 +430,7 @@ def test_analogy_row_through_the_zoo(tmp_path):
         "royals": {"correct": 2, "answered": 3, "questions": 3},
         "other": {"correct": 1, "answered": 1, "questions": 2},
     }
-    assert compare_checks.row_items_problem(row, items) is None
+    assert compare_checks.row_items_problem(compare_checks.parse_row(row), items) is None
     none = write_questions(tmp_path / "none.txt", ": s\nzebra lion tiger cat\n")
     bad = zoo.score_entry(entry("an", ckpt, none))
     assert bad["status"] == "error"
