@@ -12,7 +12,7 @@ import pytest
 from tests.store_helpers import make_row
 from tinyllm.compare import compare_row
 from tinyllm.compare_checks import parse_row, row_items_problem
-from tinyllm.metrics import row_item_scale
+from tinyllm.metrics import item_scale
 
 LN2 = math.log(2.0)
 
@@ -34,7 +34,7 @@ def test_a_bpe_row_agrees_with_its_items_over_its_bytes():
     row = bpe_row(items, n_bytes=10)
     assert row["value"] == pytest.approx(8.0 / (10 * LN2))
     typed = parse_row(row)
-    assert row_item_scale(typed) == pytest.approx(4 / (10 * LN2))
+    assert item_scale(typed.metric, typed.n, typed.details) == pytest.approx(4 / (10 * LN2))
     assert row_items_problem(typed, items) is None
     wrong = typed.model_copy(update={"value": float(items.mean()) / LN2})  # 1 byte per token
     msg = row_items_problem(wrong, items)
@@ -44,7 +44,7 @@ def test_a_bpe_row_agrees_with_its_items_over_its_bytes():
 def test_a_byte_row_keeps_the_plain_scale():
     items = np.array([1.0, 2.0, 3.0])
     row = parse_row(make_row("gpt", float(items.mean()) / LN2, n=3, details={"n_bytes": 3}))
-    assert row_item_scale(row) == 1.0 / LN2
+    assert item_scale(row.metric, row.n, row.details) == 1.0 / LN2
     assert row_items_problem(row, items) is None
 
 

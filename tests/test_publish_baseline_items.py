@@ -165,7 +165,7 @@ def test_a_real_lm_rows_unigram_items_read_back_equal_score_entry_arrays(tmp_pat
         store.items_loader("r1")("bigram"),
         back,
         direction="lower",
-        item_scale=metrics.row_item_scale(parse_row(stored)),
+        item_scale=metrics.item_scale(stored["metric"], stored["n"], stored["details"]),
         units=stored_units,
     )
     verdict = stored["beats_baseline"]

@@ -1,6 +1,7 @@
 """What a row declares about its per-item scores (tinyllm.metrics): the scale from the mean of its
-items to its value (``row_item_scale``) and the tokenizer its per-token items are in
-(``row_tokenizer``), written out by hand for every shape of row the report can hold."""
+items to its value (``item_scale`` of its metric, n and details) and the tokenizer its per-token
+items are in (``tokenizer`` of its details), written out by hand for every shape of row document,
+well-formed or not."""
 
 from __future__ import annotations
 
@@ -8,9 +9,17 @@ import math
 
 import pytest
 
-from tinyllm.metrics import row_item_scale, row_tokenizer
+from tinyllm.metrics import item_scale, tokenizer
 
 LN2 = math.log(2.0)
+
+
+def row_item_scale(row: dict) -> float:
+    return item_scale(row.get("metric"), row.get("n"), row.get("details"))
+
+
+def row_tokenizer(row: dict) -> str:
+    return tokenizer(row.get("details"))
 
 
 def bpb(n: int = 4, **details) -> dict:

@@ -14,7 +14,7 @@ release's per-item scores and ``b`` the previous one's:
   ``2**G <= n_perm``), ``[lo, hi]`` is ``delta ± t_{1-alpha/2, G-1} se`` with
   ``se = sqrt(G/(G-1) sum e_g^2) / sum N_g``, method ``paired_t``; everything is rescaled to the
   metric's units (``scale``: 1 for proportions, ``1 / ln 2`` for byte-level bpb, ``n / (n_bytes
-  ln 2)`` for a tokenizer whose tokens cover ``n_bytes`` bytes, :func:`tinyllm.metrics.row_item_scale`);
+  ln 2)`` for a tokenizer whose tokens cover ``n_bytes`` bytes, :func:`tinyllm.metrics.item_scale`);
   LM rows in different tokenizers (``details.tokenizer``) are not comparable;
 * a Spearman row (word pairs: items are each pair's cosine, ``details.human_scores``
   (:data:`tinyllm.compare_checks.HUMAN_KEY`) the human scores, equal in both releases):

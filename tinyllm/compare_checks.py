@@ -116,7 +116,7 @@ def row_items_problem(row: StoredRow, items: Any) -> str | None:
     metric = row.metric
     facts = metrics.METRICS.get(metric) if metric is not None else None
     if facts is not None and facts.mean_of_items:
-        scale = metrics.row_item_scale(row)
+        scale = metrics.item_scale(row.metric, row.n, row.details)
         expected = float(np.mean(a[covered])) * scale
         value = finite_number(row.value)
         if value is None or not math.isclose(value, expected, rel_tol=VALUE_RTOL, abs_tol=1e-12):

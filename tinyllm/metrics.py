@@ -135,17 +135,3 @@ def tokenizer(details: Mapping[str, Any] | None) -> str:
     if unnamed)."""
     tok = details.get("tokenizer") if isinstance(details, Mapping) else None
     return tok if isinstance(tok, str) else "byte"
-
-
-def row_item_scale(row: Any) -> float:
-    """:func:`item_scale` of a row: its ``metric``, ``n`` and ``details``, read as attributes of
-    a typed row (:class:`tinyllm.report.StoredRow`, :class:`tinyllm.report.Row`; this module
-    imports neither) or as the keys of a row document (a mapping)."""
-    if isinstance(row, Mapping):
-        return item_scale(row.get("metric"), row.get("n"), row.get("details"))
-    return item_scale(row.metric, row.n, row.details)
-
-
-def row_tokenizer(row: Mapping[str, Any]) -> str:
-    """:func:`tokenizer` of a row document's ``details``."""
-    return tokenizer(row.get("details"))
