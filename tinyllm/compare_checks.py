@@ -59,13 +59,7 @@ def parse_row(doc: Any) -> StoredRow:
     errors = list(_ROW_VALIDATOR.iter_errors(doc))
     expected = f"expected a row of {REPORT_SCHEMA_PATH.name}"
     if errors:
-        where, msg = schemas.best_problem(errors)
-        msg = msg if len(msg) <= 200 else msg[:200] + "..."
-        more = len(errors) - 1
-        raise ReportSchemaError(
-            f"{expected}, got at {where}: {msg}"
-            + (f" (and {more} more problem{'s' * (more != 1)})" if more else "")
-        )
+        raise ReportSchemaError(f"{expected}, got {schemas.problems_text(errors)}")
     try:
         return StoredRow.model_validate(doc)
     except ValidationError as e:  # a rule of the typed row beyond the schema's

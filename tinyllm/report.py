@@ -708,12 +708,9 @@ def check_stored_report(doc: Any) -> None:
         _STORED_VALIDATOR = schemas.build_validator(stored_report_schema())
     errors = list(_STORED_VALIDATOR.iter_errors(doc))
     if errors:
-        where, msg = schemas.best_problem(errors)
-        msg = msg if len(msg) <= 200 else msg[:200] + "..."
-        more = len(errors) - 1
         raise ReportSchemaError(
-            f"expected a report matching {REPORT_SCHEMA_PATH.name}, got at {where}: {msg}"
-            + (f" (and {more} more problem{'s' * (more != 1)})" if more else "")
+            f"expected a report matching {REPORT_SCHEMA_PATH.name}, got "
+            + schemas.problems_text(errors)
         )
     try:  # the typed rows the comparison reads: every row the schema takes is one
         stored_rows(doc)

@@ -78,3 +78,13 @@ def best_problem(errors: list) -> tuple[str, str]:
 
     e = best_match(errors)
     return "/".join(map(str, e.absolute_path)) or "(top level)", e.message
+
+
+def problems_text(errors: list, limit: int = 200) -> str:
+    """A validator's non-empty ``errors`` in one line: ``at <where>: <message>`` of the most
+    relevant (:func:`best_problem`, its message cut at ``limit`` characters) and how many more
+    there are. Example: ``at rows/0/n: 'x' is not of type 'integer' (and 1 more problem)``."""
+    where, msg = best_problem(errors)
+    msg = msg if len(msg) <= limit else msg[:limit] + "..."
+    more = len(errors) - 1
+    return f"at {where}: {msg}" + (f" (and {more} more problem{'s' * (more != 1)})" if more else "")
