@@ -1,5 +1,6 @@
 """What several command modules of :mod:`tinyllm.cli` share: the two error exits (status 2),
-the ``--store`` option and the store a command reads, the files a command writes, and the
+the ``--store``, ``--quiet`` and
+run ``--seed`` options, the store a command reads, the files a command writes, and the
 ``--n-perm`` bound."""
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from rich.text import Text
 
 from tinyllm import safeio
 
-QUIET_HELP = "No progress output on stderr."
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output on stderr.")]
+"""``--quiet`` / ``-q``: no progress output on stderr."""
+RunSeed = Annotated[
+    int, typer.Option("--seed", min=0, help="Seed of the run (per entry: seed+name).")
+]
+"""``--seed`` of a zoo run: each entry's generator is seeded from it and the entry's name."""
 
 DEFAULT_STORE = "./evalstore"
 """The store every command reads and writes when ``--store`` is not given: the library's

@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 
 from tinyllm.cli.app import DEBUG, app, console
-from tinyllm.cli.common import DEFAULT_STORE, QUIET_HELP, Store, fail
+from tinyllm.cli.common import DEFAULT_STORE, Quiet, RunSeed, Store, fail
 from tinyllm.compare_render import format_number, format_p
 
 Checkpoints = Annotated[
@@ -54,13 +54,11 @@ Steps = Annotated[
         "do not state it like step-1200, ckpt_1200 or checkpoint-1200 (repeatable).",
     ),
 ]
-Seed = Annotated[int, typer.Option("--seed", min=0, help="Seed of the run (per entry: seed+name).")]
 Refresh = Annotated[
     bool,
     typer.Option("--refresh", help="Score every checkpoint again, reading no cached result."),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print the flow's result as JSON.")]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)]
 
 
 def parse_steps(pairs: list[str] | None) -> dict[str, int]:
@@ -155,7 +153,7 @@ def sweep_cmd(
     name: Name = None,
     step: Steps = None,
     store: Store = DEFAULT_STORE,
-    seed: Seed = 0,
+    seed: RunSeed = 0,
     refresh: Refresh = False,
     as_json: Json = False,
     quiet: Quiet = False,

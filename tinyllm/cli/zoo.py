@@ -11,7 +11,7 @@ from rich.table import Table
 
 from tinyllm import safeio
 from tinyllm.cli.app import console, zoo_app
-from tinyllm.cli.common import QUIET_HELP, store_error
+from tinyllm.cli.common import Quiet, store_error
 from tinyllm.console import Progress
 
 
@@ -30,7 +30,7 @@ def zoo_build_cmd(
     threads: Annotated[
         int, typer.Option("--threads", help="torch threads of each training process.")
     ] = 1,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    quiet: Quiet = False,
 ) -> None:
     """Train the demo zoo (every family with a recipe, small configs, fixed seeds) on real data."""
     # GNU OpenMP spin-waits by default: on a busy machine 2 threads then run many times slower.

@@ -1,5 +1,5 @@
-"""The flags the ``tinyllm eval`` sub-commands share: the model (``--model`` / ``--hf``), where
-and in what precision it runs (``--device``, ``--dtype``), and ``--quiet``."""
+"""The flags the ``tinyllm eval`` sub-commands share: the model (``--model`` / ``--hf``), and
+where and in what precision it runs (``--device``, ``--dtype``)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,8 @@ from typing import Annotated
 
 import typer
 
-from tinyllm.cli.common import QUIET_HELP
-
 Model = Annotated[str | None, typer.Option("--model", help="A tinyllm lm checkpoint.")]
 HF = Annotated[str | None, typer.Option("--hf", help="A local Hugging Face causal LM folder.")]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)]
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda, cuda:N or mps.")]
 Dtype = Annotated[
     str,

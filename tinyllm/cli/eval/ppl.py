@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 
 from tinyllm.cli.app import console, eval_app
-from tinyllm.cli.common import fail
-from tinyllm.cli.eval.options import HF, Device, Dtype, Model, Quiet
+from tinyllm.cli.common import Quiet, fail
+from tinyllm.cli.eval.options import HF, Device, Dtype, Model
 from tinyllm.console import Progress, interval_table
 
 Data = Annotated[str | None, typer.Option("--data", help="Token file (formats/tokens-bin.md).")]

@@ -15,8 +15,7 @@ import typer
 
 from tinyllm import safeio
 from tinyllm.cli.app import DEBUG, console, eval_app
-from tinyllm.cli.common import DEFAULT_STORE, check_target, fail, store_option
-from tinyllm.cli.eval.options import Quiet
+from tinyllm.cli.common import DEFAULT_STORE, Quiet, RunSeed, check_target, fail, store_option
 from tinyllm.cli.export import Track, check_track, print_tracked
 from tinyllm.console import Progress, print_report, print_suite_run
 
@@ -177,7 +176,6 @@ Refresh = Annotated[
 
 Suite = Annotated[str | None, typer.Option("--suite", help="The suite to run: zoo.")]
 Json = Annotated[bool, typer.Option("--json", help="Print the report as JSON, not a table.")]
-Seed = Annotated[int, typer.Option("--seed", min=0, help="Seed of the run (per entry: seed+name).")]
 
 
 @eval_app.callback(invoke_without_command=True)
@@ -188,7 +186,7 @@ def eval_suite(
     release: Release = None,
     out: Out = None,
     as_json: Json = False,
-    seed: Seed = 0,
+    seed: RunSeed = 0,
     store: SuiteStore = DEFAULT_STORE,
     only: Only = None,
     previous: Previous = None,

@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 
 from tinyllm.cli.app import console, eval_app
-from tinyllm.cli.common import fail
-from tinyllm.cli.eval.options import HF, Device, Dtype, Model, Quiet
+from tinyllm.cli.common import Quiet, fail
+from tinyllm.cli.eval.options import HF, Device, Dtype, Model
 from tinyllm.console import Progress, interval_table
 
 Task = Annotated[str, typer.Option("--task", help="Task file (formats/task-jsonl.md).")]
