@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from docsection import write_section  # noqa: E402
+from docsection import show  # noqa: E402
 
 from tinyllm import data, stats  # noqa: E402
 from tinyllm.models import bigram, copy_baseline, gpt, ngram  # noqa: E402
@@ -671,10 +671,7 @@ def main() -> None:
         f"{(time.perf_counter() - t0) / 60:.1f} minutes, GPT {args.gpt_steps} steps per fold"
     )
     text = markdown(res, command, args.seed, args.samples, info, args.notes)
-    print(text)
-    if not args.no_write:
-        write_section(text, SECTION, path=Path(args.out))
-        print(f"written to {args.out}")
+    show(text, SECTION, write=not args.no_write, path=Path(args.out))
 
 
 if __name__ == "__main__":

@@ -23,14 +23,13 @@ docs/benchmarks.md. Without CUDA the script says so and exits with status 2, wri
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from docsection import write_section
+from docsection import show
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -199,10 +198,7 @@ def main() -> None:
         torch.cuda.empty_cache()
     cmd = "python bench/bench_gpu.py" + (" --quick" if args.quick else "")
     text = markdown(ppl, mc, shape, cmd)
-    print(text)
-    if not args.quick:
-        write_section(text, SECTION, path=Path(args.out))
-        print(f"written to {args.out} (load average {os.getloadavg()[0]:.1f})")
+    show(text, SECTION, write=not args.quick, path=Path(args.out))
 
 
 if __name__ == "__main__":

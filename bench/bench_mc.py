@@ -39,7 +39,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from docsection import write_section  # noqa: E402
+from docsection import show  # noqa: E402
 
 from tinyllm.eval import lm  # noqa: E402
 
@@ -510,8 +510,7 @@ def main() -> None:
         if args.tasks != "sentence,cloze":
             cmd += f" --tasks {args.tasks}"
         text = agree_table(rows, cmd, (load0, os.getloadavg()[0]))
-        print(text)
-        write_section(text, AGREE_SECTION)
+        show(text, AGREE_SECTION)
         return
     rows = []
     for name in ["tiny"] if args.quick else args.shapes.split(","):
@@ -527,11 +526,9 @@ def main() -> None:
         cmd += f" --tasks {args.tasks}"
     section = LLAMA_SECTION if args.shapes == "llama" else SECTION
     text = table(rows, cmd, (load0, os.getloadavg()[0]), section)
-    print(text)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
-    if not args.quick:
-        write_section(text, section)
+    show(text, section, write=not args.quick)
 
 
 if __name__ == "__main__":

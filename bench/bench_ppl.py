@@ -35,7 +35,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from docsection import write_section  # noqa: E402
+from docsection import show  # noqa: E402
 
 from tinyllm.eval import lm  # noqa: E402
 
@@ -763,10 +763,9 @@ def main() -> None:
             f" --{k} {v}" for k, v in (("threads", args.threads), ("reps", args.reps)) if v
         )
         text = profile_markdown(r, cmd, load)
-        print(text)
         if args.dump:
             Path(args.dump).write_text(json.dumps(r, indent=1, default=str))
-        write_section(text, PROFILE_SECTION, path=Path(args.out))
+        show(text, PROFILE_SECTION, path=Path(args.out))
         return
     if args.budget:
         if args.threads:
@@ -781,10 +780,9 @@ def main() -> None:
         )
         text = budget_markdown(rows, cmd, load)
         text = text.rstrip("\n") + "\n\n" + roofline_markdown(roof, rows) + "\n"
-        print(text)
         if args.dump:
             Path(args.dump).write_text(json.dumps({"rows": rows, "roofline": roof}, indent=1))
-        write_section(text, BUDGET_SECTION, path=Path(args.out))
+        show(text, BUDGET_SECTION, path=Path(args.out))
         return
     if args.render:
         saved = json.loads(Path(args.render).read_text())
@@ -809,10 +807,7 @@ def main() -> None:
             saved.update({"seconds": seconds, "threads": torch.get_num_threads()})
             Path(args.dump).write_text(json.dumps(saved, indent=1, default=list))
     text = markdown(results, command, load, seconds, notes)
-    print(text)
-    if not args.quick:
-        write_section(text, SECTION, path=Path(args.out))
-        print(f"written to {args.out}")
+    show(text, SECTION, write=not args.quick, path=Path(args.out))
 
 
 if __name__ == "__main__":

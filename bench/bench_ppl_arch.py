@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_ppl import hf_recipe  # noqa: E402
-from docsection import write_section  # noqa: E402
+from docsection import show  # noqa: E402
 
 from tinyllm import windows  # noqa: E402
 from tinyllm.eval import lm  # noqa: E402
@@ -173,9 +173,7 @@ def main() -> None:
     load = f", load average {load0:.1f} at the start and {os.getloadavg()[0]:.1f} at the end"
     cmd = "python bench/bench_ppl_arch.py" + (f" --threads {args.threads}" if args.threads else "")
     text = markdown(rows, cmd, load, torch.get_num_threads())
-    print(text)
-    if not args.quick:
-        write_section(text, SECTION, path=Path(args.out))
+    show(text, SECTION, write=not args.quick, path=Path(args.out))
 
 
 if __name__ == "__main__":

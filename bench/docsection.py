@@ -74,3 +74,14 @@ def _after_section(doc: str, at: int) -> str:
     """The rest of ``doc`` from the first ``## `` heading after position ``at`` ('' if none)."""
     nxt = doc.find("\n## ", at)
     return "" if nxt < 0 else doc[nxt + 1 :]
+
+
+def show(text: str, start: str, *, write: bool = True, **kw) -> Path | None:
+    """What every benchmark ends with: print its section, and write it (:func:`write_section`,
+    ``kw`` its keywords) unless ``write`` is false (a quick or print-only run)."""
+    print(text)
+    if not write:
+        return None
+    path = write_section(text, start, **kw)
+    print(f"wrote {path}")
+    return path

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from docsection import DOC, write_section  # noqa: E402
+from docsection import DOC, show, write_section  # noqa: E402
 
 DOC_TEXT = DOC.read_text(encoding="utf-8")
 
@@ -106,3 +106,13 @@ def test_writing_twice_is_writing_once(bodies, new):
         assert path.read_text() == once
         assert once.startswith(f"# B\n\n## S0\n\n{bodies[0].strip()}\n\n## S1\n")
         assert once.endswith(f"## S2\n\n{bodies[2].strip()}\n\n")
+
+
+def test_show_prints_the_section_and_writes_it_unless_told_not_to(tmp_path, capsys):
+    path = tmp_path / "b.md"
+    path.write_text("# B\n\n## A\n\nold\n", encoding="utf-8")
+    assert show("## A\n\nnew", "## A", write=False, path=path) is None
+    assert capsys.readouterr().out == "## A\n\nnew\n" and "old" in path.read_text()
+    assert show("## A\n\nnew", "## A", path=path) == path
+    assert capsys.readouterr().out == f"## A\n\nnew\nwrote {path}\n"
+    assert path.read_text() == "# B\n\n## A\n\nnew\n"
