@@ -124,7 +124,7 @@ def test_a_stored_comparison_reads_each_release_its_own_scores(tmp_path):
     for release, items, day in (("r1", NLL, 1), ("r2", cur, 2)):
         st.write_report(release, report(release, [lm_row("gpt", items)], day))
         st.write_items(release, "gpt", items)
-    r1, r2 = st.read_report("r1"), st.read_report("r2")
+    r1, r2 = st.read_stored_report("r1"), st.read_stored_report("r2")
     want = compare_reports(r1, r2, lambda _: NLL, lambda _: cur, n_perm=300, seed=1)
     got = history.compare_stored(st, ("r1", r1), ("r2", r2), n_perm=300, seed=1)
     assert got == want

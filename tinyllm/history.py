@@ -38,14 +38,14 @@ from tinyllm.store import Store
 
 def compare_stored(
     store: Store,
-    prev: tuple[str, StoredReport | dict],
-    cur: tuple[str, StoredReport | dict],
+    prev: tuple[str, StoredReport],
+    cur: tuple[str, StoredReport],
     **kw: Any,
 ) -> Comparison:
     """:func:`tinyllm.compare.compare_reports` of two releases of ``store``, each given as
-    ``(name, report)`` (a :class:`tinyllm.report.StoredReport`, or the report document a
-    publish has just merged), with their per-item scores and unit ids read from the store
-    through the reports' references; ``kw``: ``n_perm``, ``seed``, ``alpha``."""
+    ``(name, report)`` (a :class:`tinyllm.report.StoredReport`: as the store reads it, or the
+    report a publish has just merged), with their per-item scores and unit ids read from the
+    store through the reports' references; ``kw``: ``n_perm``, ``seed``, ``alpha``."""
     (a, ra), (b, rb) = prev, cur
     return compare_reports(
         ra,

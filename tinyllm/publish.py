@@ -23,7 +23,14 @@ from tinyllm.baselines import adjust_row_verdicts
 from tinyllm.compare_checks import RowItemsMismatchError, parse_row, row_items_problem
 from tinyllm.comparison import Comparison
 from tinyllm.history import compare_stored
-from tinyllm.report import ErrorInfo, ReportSchemaError, StoredRow, stored_rows, validate_report
+from tinyllm.report import (
+    ErrorInfo,
+    ReportSchemaError,
+    StoredRow,
+    stored_report,
+    stored_rows,
+    validate_report,
+)
 from tinyllm.store import (
     CAS_ATTEMPTS,
     MAX_JSON_BYTES,
@@ -361,12 +368,13 @@ def _publish(
             raise
 
     prev = previous if previous is not None else store.baseline_release(release)
-    prev_report = store.read_report(prev) if prev is not None else None
+    prev_report = store.read_stored_report(prev) if prev is not None else None
     made: dict[str, Comparison] = {}  # digest of a report's bytes -> the comparison made for it
 
     def compare_with(report: dict, data: bytes) -> Comparison:
         assert prev is not None and prev_report is not None
-        cmp = compare_stored(store, (prev, prev_report), (release, report), seed=seed)
+        cur = (release, stored_report(report))
+        cmp = compare_stored(store, (prev, prev_report), cur, seed=seed)
         store.write_compare_version(release, data, cmp)
         made[digest(data)] = cmp
         return cmp
