@@ -145,7 +145,8 @@ class Table(TableModel):
 
 
 LN = math.log
-SPEC_S3_LL = [LN(0.4) + LN(0.9), LN(0.45)]  # docs/definitions.md, multiple choice: "bb", "c" after "a"
+# docs/definitions.md, multiple choice: "bb", "c" after "a"
+SPEC_S3_LL = [LN(0.4) + LN(0.9), LN(0.45)]
 
 
 ITEMS = [
