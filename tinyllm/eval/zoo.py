@@ -26,15 +26,14 @@ tasks return, and ``Report.to_json``) and where one comes back in (:func:`build_
 ``score_entry`` never raises for a bad entry: an exception while loading or scoring becomes a row
 with ``status: "error"`` and its type and message, and so does an entry option its kind does
 not read (:meth:`tinyllm.eval.kinds.common.Kind.read_options`); an unknown family (or a kind
-that has no scorer yet) a row with ``status: "skipped"`` and the reason. Each entry's randomness comes from
-:func:`entry_rng` ``(seed, name)``, so rows do not depend on the order (or the parallelism) in
-which entries are scored.
+that has no scorer yet) a row with ``status: "skipped"`` and the reason. Each entry's randomness
+comes from :func:`entry_rng` ``(seed, name)``, so rows do not depend on the order (or the
+parallelism) in which entries are scored.
 
 Scoring is done per kind by ``tinyllm/eval/kinds/`` (one module per kind, the same names in
 each; :data:`tinyllm.eval.kinds.KINDS` and its view :data:`~tinyllm.eval.kinds.SCORERS` are
 built from that folder's explicit list): the zoo reads an entry's options of its kind once and
-hands them to the kind's scorer. This module
-keeps the dispatch, loading and the report. A Hugging Face folder is the ``hf`` family
+hands them to the kind's scorer. This module keeps the dispatch, loading and the report. A Hugging Face folder is the ``hf`` family
 (:mod:`tinyllm.models.hf`), dispatched like any other.
 """
 
