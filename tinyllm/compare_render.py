@@ -10,7 +10,6 @@ numbers and comparisons without loading numpy, scipy or the schemas."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from tinyllm import metrics
@@ -61,24 +60,14 @@ def _metric_text(r: ComparisonRow) -> str:
     return (r.metric or "-") + metrics.ARROW.get(r.direction, "")
 
 
-def _typed(cmp: Comparison | Mapping) -> Comparison:
-    """``cmp``, or a compare.json document (a flow's JSON result) read as a
-    :class:`tinyllm.comparison.Comparison` (ValueError when it is not one)."""
-    return cmp if isinstance(cmp, Comparison) else Comparison.model_validate(cmp)
-
-
-def summary_line(cmp: Comparison | Mapping) -> str:
-    """``r2 vs r1: 1 regressed, 2 unchanged, ...`` (zero counts left out). ``cmp``: a
-    comparison, or its compare.json document (as the EvalSuite flow returns it), as in
-    :func:`compare_markdown` and :func:`compare_table`."""
-    cmp = _typed(cmp)
+def summary_line(cmp: Comparison) -> str:
+    """``r2 vs r1: 1 regressed, 2 unchanged, ...`` (zero counts left out)."""
     parts = [f"{n} {v}" for v, n in cmp.summary.items() if n]
     return f"{cmp.current} vs {cmp.previous}: " + (", ".join(parts) or "no rows")
 
 
-def compare_markdown(cmp: Comparison | Mapping) -> str:
+def compare_markdown(cmp: Comparison) -> str:
     """A markdown summary of a comparison (for a Prefect artifact or a PR comment)."""
-    cmp = _typed(cmp)
     conf = round(cmp.confidence * 100)
     spearman = ""
     if any(_asymmetric(r) for r in cmp.rows):
@@ -136,7 +125,7 @@ def _asymmetric(r: ComparisonRow) -> bool:
 _STYLE = {"improved": "green", "regressed": "bold red", "not comparable": "yellow"}
 
 
-def compare_table(cmp: Comparison | Mapping) -> Any:
+def compare_table(cmp: Comparison) -> Any:
     """A rich Table of a comparison, for the terminal (fits 80 columns).
 
     The t interval is symmetric, so it is shown as ``delta ± half-width``; a Spearman row's
@@ -151,7 +140,6 @@ def compare_table(cmp: Comparison | Mapping) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    cmp = _typed(cmp)
     conf = round(cmp.confidence * 100)
     holm = cmp.adjustment == "holm"
     notes = []

@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tinyllm.compare_render import compare_table, format_p
+from tinyllm.comparison import Comparison
 
 STATUS_STYLE = {"ok": "green", "error": "red", "skipped": "yellow"}
 """The colour of a row's status in the zoo table."""
@@ -293,8 +294,8 @@ def print_suite_run(console: Console, out: dict, release: str) -> None:
     where = f"{out['store'].rstrip('/')}/releases/{release}/"
     report = Report.model_validate(out["report"])
     print_report(console, report, f"run {out['run_id']} written to {where}")
-    if out["compare"] is not None:
-        console.print(compare_table(out["compare"]))
+    if out["compare"] is not None:  # the flow's result: the compare.json document
+        console.print(compare_table(Comparison.model_validate(out["compare"])))
     else:
         console.print(f"release {release}: no earlier release in {out['store']} to compare with")
 
