@@ -27,7 +27,7 @@ import tinyllm.store as st
 from tinyllm.compare import compare_reports, compare_row
 from tinyllm.compare_checks import parse_row, row_items_problem
 from tinyllm.publish import check_publish_args, publish_run
-from tinyllm.report import ManifestError, ReportSchemaError, load_manifest
+from tinyllm.report import ManifestError, ReportSchemaError, load_manifest, stored_report
 from tinyllm.stats import LN2
 from tinyllm.store import StoreError, StoreKeyError, open_store
 
@@ -293,7 +293,8 @@ def test_an_npy_header_claiming_1e11_items_in_200_bytes_is_refused_before_alloca
     store.write_items("r2", "b", hits(2))
     prev = report("r1", 1, [acc_row("a", hits(0)), acc_row("b", hits(1))])
     cur = report("r2", 2, [acc_row("a", hits(0)), acc_row("b", hits(2))])
-    cmp = compare_reports(prev, cur, store.items_loader("r1", prev), store.items_loader("r2", cur))
+    load_prev = store.items_loader("r1", stored_report(prev))
+    cmp = compare_reports(prev, cur, load_prev, store.items_loader("r2", stored_report(cur)))
     assert cmp.rows[0].verdict == "not comparable"
     assert cmp.rows[0].reason == f"current per-item scores unreadable: {ei.value}"
     assert cmp.rows[1].verdict in ("improved", "regressed", "unchanged")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from store_helpers import make_report, make_row
 
+from tinyllm.report import stored_report
 from tinyllm.store import Store, StoreError, open_store
 
 
@@ -101,7 +102,7 @@ def test_items_loader_follows_the_given_report_then_the_fixed_names(tmp_path):
     assert np.array_equal(store.items_loader("r1")("gpt"), b)
     # a given report wins over the stored one, and a name without a row uses the fixed name
     report = make_report("r1", "2026-11-29T18:00:00Z", [make_row("gpt", items=ref)])
-    load = store.items_loader("r1", report)
+    load = store.items_loader("r1", stored_report(report))
     assert np.array_equal(load("gpt"), a) and np.array_equal(load("bi"), b)
     # the stored report is read on first use, not when the loader is made
     lazy = store.items_loader("r1")
@@ -112,4 +113,5 @@ def test_items_loader_follows_the_given_report_then_the_fixed_names(tmp_path):
 def test_items_loader_with_a_report_without_rows_uses_the_fixed_names(tmp_path):
     store = open_store(tmp_path)
     store.write_items("r1", "gpt", np.array([1.0, 2.0]))
-    assert store.items_loader("r1", {})("gpt").tolist() == [1.0, 2.0]
+    empty = stored_report(make_report("r1", "2026-11-29T18:00:00Z", []))
+    assert store.items_loader("r1", empty)("gpt").tolist() == [1.0, 2.0]

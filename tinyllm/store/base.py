@@ -234,7 +234,7 @@ class Store:
         return load_units_npy(self.where(key), self.get_bytes(key), n_items)
 
     def units_loader(
-        self, release: str, report: StoredReport | dict | None = None
+        self, release: str, report: StoredReport | None = None
     ) -> Callable[[str], np.ndarray | None]:
         """``name -> unit ids`` of ``release`` (:meth:`read_units`), None for a row without a
         ``units`` reference: the units loader :func:`compare_reports` takes beside
@@ -253,7 +253,7 @@ class Store:
         return load
 
     def items_loader(
-        self, release: str, report: StoredReport | dict | None = None
+        self, release: str, report: StoredReport | None = None
     ) -> Callable[[str], np.ndarray]:
         """``name -> per-item scores`` of ``release``: the loader :func:`compare_reports` takes.
 
@@ -273,16 +273,13 @@ class Store:
         return load
 
     def _row_refs(
-        self, release: str, report: StoredReport | dict | None, field: str
+        self, release: str, report: StoredReport | None, field: str
     ) -> dict[str, str | None]:
-        """Row name -> its ``field`` reference (``items`` or ``units``) in ``report``, a typed
-        report or a report document (None: the release's stored report, when it has one)."""
-        if isinstance(report, StoredReport):
-            return {r.name: getattr(r, field) for r in report.rows}
-        doc = report
-        if doc is None:
-            doc = self.read_report(release) if self.has_report(release) else {"rows": []}
-        return {r["name"]: r.get(field) for r in doc.get("rows", [])}
+        """Row name -> its ``field`` reference (``items`` or ``units``) in ``report`` (None: the
+        release's stored report, when it has one)."""
+        if report is None and self.has_report(release):
+            report = self.read_stored_report(release)
+        return {r.name: getattr(r, field) for r in report.rows} if report is not None else {}
 
     # --- reports -----------------------------------------------------------------------------
 
